@@ -1,0 +1,98 @@
+"""Evidence for advisors: the live exception chain's frames and the values the user gave.
+
+Evidence lives only while :func:`errkb.diagnose` runs. Advisors read frame locals through it,
+never from the frames directly, and :meth:`Evidence.close` drops every reference, so nothing
+of the traceback (GPU tensors included) outlives the diagnosis.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator, Sequence
+    from types import FrameType
+
+    from errkb.diagnosis import ExceptionInfo
+    from errkb.options import Options
+
+__all__ = ["Evidence", "FrameView", "safe_getattr"]
+
+_MISSING = object()
+
+
+def safe_getattr(obj: object, name: str, default: Any = None) -> Any:
+    """Read ``obj.name`` without running anything that could hang or raise out.
+
+    Plain attributes are read from the instance dictionary first, so no property runs for them;
+    other attributes fall back to ``getattr``, whose errors become ``default``.
+    """
+    try:
+        namespace = object.__getattribute__(obj, "__dict__")
+    except Exception:  # noqa: BLE001 - objects without a __dict__ (slots, C types)
+        namespace = None
+    if isinstance(namespace, dict) and name in namespace:
+        return namespace[name]
+    try:
+        return getattr(obj, name, default)
+    except Exception:  # noqa: BLE001 - a property that raises is as good as absent
+        return default
+
+
+class FrameView:
+    """A read-only view of one live frame: where it is, and its local variables."""
+
+    def __init__(self, frame: FrameType, lineno: int) -> None:
+        self._frame: FrameType | None = frame
+        self.file = frame.f_code.co_filename
+        self.function = frame.f_code.co_name
+        self.line = lineno
+
+    def local(self, name: str, default: Any = None) -> Any:
+        """The local variable ``name`` (``self`` included), or ``default``."""
+        if self._frame is None:
+            return default
+        try:
+            return self._frame.f_locals.get(name, default)
+        except Exception:  # noqa: BLE001 - a frame whose locals can't be read
+            return default
+
+    def close(self) -> None:
+        """Drop the frame."""
+        self._frame = None
+
+
+class Evidence:
+    """What advisors may look at, besides the match: frames, the user's values, the options."""
+
+    def __init__(self, *, options: Options, exceptions: Sequence[BaseException]) -> None:
+        self.options = options
+        self.infos: tuple[ExceptionInfo, ...] = ()
+        self._views: list[FrameView] = []
+        for exc in exceptions:
+            tb = exc.__traceback__
+            while tb is not None and len(self._views) < 500:
+                self._views.append(FrameView(tb.tb_frame, tb.tb_lineno))
+                tb = tb.tb_next
+
+    def given(self, name: str, default: Any = None) -> Any:
+        """A value the user supplied (a CLI flag or an option), or ``default``."""
+        return self.options.given.get(name, default)
+
+    def frames(self) -> Iterator[FrameView]:
+        """The live frames of the chain, innermost first."""
+        return reversed(self._views)
+
+    def find_local(self, name: str, accept: Callable[[Any], bool] = lambda _: True) -> Any:
+        """The innermost frame-local ``name`` that ``accept`` takes, or ``None``."""
+        for view in self.frames():
+            value = view.local(name, _MISSING)
+            if value is not _MISSING and accept(value):
+                return value
+        return None
+
+    def close(self) -> None:
+        """Drop every frame reference."""
+        for view in self._views:
+            view.close()
+        self._views.clear()

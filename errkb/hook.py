@@ -1,0 +1,210 @@
+"""The exception hook: the original traceback first, then errkb's diagnosis under it.
+
+``install()`` wraps ``sys.excepthook`` and ``threading.excepthook`` (or, inside IPython, the
+shell's custom exception handler) and keeps what was there: the previous hook still prints the
+traceback, exactly as before. Whatever goes wrong inside errkb afterwards costs at most one line
+on stderr (``errkb: internal error: ...``; the details with ``ERRKB_DEBUG=1``), and the process
+exits with the status it would have had. Nothing heavy is imported here: the diagnosis machinery
+loads on the first exception.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from types import TracebackType
+
+    from errkb.options import Options
+
+__all__ = ["install", "installed", "uninstall"]
+
+_lock = threading.RLock()
+_write_lock = threading.RLock()
+
+
+class _State:
+    installed = False
+    options: Options | None = None
+    option_changes: dict[str, Any] = {}  # noqa: RUF012 - one process-wide state
+    prev_sys: Any = None
+    prev_threading: Any = None
+    shell: Any = None
+    prev_custom: Any = None
+
+
+_state = _State()
+
+
+def _truthy(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() not in ("", "0", "false", "no", "off")
+
+
+def installed() -> bool:
+    """Whether errkb's hook is installed now."""
+    return _state.installed
+
+
+def install(options: Options | None = None, **changes: Any) -> None:
+    """Show a diagnosis under every uncaught exception the knowledge base knows.
+
+    Idempotent: a second call only updates the options. The hooks that were set before are kept
+    and still print the traceback. ``ERRKB_DISABLE=1`` makes this a no-op. Inside IPython or
+    Jupyter the shell's exception handler is used instead of ``sys.excepthook``.
+
+    Args:
+        options: an :class:`errkb.Options`; or pass its fields as keywords
+            (``install(probes=False, timeout=2)``).
+    """
+    if _truthy("ERRKB_DISABLE"):
+        return
+    with _lock:
+        _state.options, _state.option_changes = options, dict(changes)
+        if _state.installed:
+            return
+        shell = _ipython_shell()
+        if shell is not None:
+            _install_ipython(shell)
+        else:
+            _state.prev_sys = sys.excepthook
+            _state.prev_threading = threading.excepthook
+            sys.excepthook = _excepthook
+            threading.excepthook = _threading_excepthook
+        _state.installed = True
+
+
+def uninstall() -> None:
+    """Put back exactly the hooks that were there before :func:`install`."""
+    with _lock:
+        if not _state.installed:
+            return
+        if _state.shell is not None:
+            shell = _state.shell
+            shell.custom_exceptions, shell.CustomTB = _state.prev_custom
+            _state.shell = _state.prev_custom = None
+        else:
+            if sys.excepthook is _excepthook:
+                sys.excepthook = _state.prev_sys
+            if threading.excepthook is _threading_excepthook:
+                threading.excepthook = _state.prev_threading
+        _state.installed = False
+
+
+def _options() -> Options:
+    from errkb.options import Options
+
+    base = _state.options or Options()
+    return base.evolve(**_state.option_changes) if _state.option_changes else base
+
+
+def _excepthook(
+    etype: type[BaseException], value: BaseException, tb: TracebackType | None
+) -> None:
+    prev = _state.prev_sys if _state.installed else None
+    with _write_lock:
+        (prev or sys.__excepthook__)(etype, value, tb)
+        if _state.installed and not isinstance(value, KeyboardInterrupt):
+            _diagnose_bounded(value)
+
+
+def _threading_excepthook(args: threading.ExceptHookArgs) -> None:
+    prev = _state.prev_threading if _state.installed else None
+    with _write_lock:
+        (prev or threading.__excepthook__)(args)
+        value = args.exc_value
+        if _state.installed and value is not None and not isinstance(value, SystemExit):
+            _diagnose_bounded(value)
+
+
+def _diagnose_bounded(exc: BaseException) -> None:
+    """Diagnose and render ``exc`` in a worker thread, waiting at most the options' timeout."""
+    try:
+        options = _options()
+    except Exception as err:
+        _internal_error(err)
+        return
+    failure: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            diagnose_and_render(exc, options)
+        except BaseException as err:  # noqa: BLE001 - reported in one line below
+            failure.append(err)
+
+    worker = threading.Thread(target=work, name="errkb-diagnosis", daemon=True)
+    worker.start()
+    worker.join(options.timeout + 1.0)
+    if worker.is_alive():
+        _line(f"errkb: the diagnosis did not finish within {options.timeout:g}s and was left out")
+    elif failure:
+        _internal_error(failure[0])
+
+
+def diagnose_and_render(exc: BaseException, options: Options) -> None:
+    """Diagnose ``exc`` and render it; nothing at all when no record matches."""
+    from errkb.diagnosis import diagnose
+
+    diagnosis = diagnose(exc, options=options)
+    if diagnosis is not None:
+        diagnosis.render(options)
+
+
+def _line(text: str) -> None:
+    try:
+        stream = sys.stderr
+        if stream is not None:
+            stream.write(text + "\n")
+            stream.flush()
+    except Exception:  # noqa: BLE001, S110 - stderr itself is gone; nothing left to tell
+        pass
+
+
+def _internal_error(err: BaseException) -> None:
+    try:
+        detail = str(err).splitlines()[0][:200] if str(err) else ""
+    except Exception:  # noqa: BLE001 - an error whose __str__ raises
+        detail = ""
+    from errkb.render._sanitize import clean
+
+    hint = "" if _truthy("ERRKB_DEBUG") else " (ERRKB_DEBUG=1 for details)"
+    _line(clean(f"errkb: internal error: {type(err).__name__}: {detail}{hint}".replace(": :", ":")))
+    if _truthy("ERRKB_DEBUG"):
+        import traceback
+
+        try:
+            traceback.print_exception(type(err), err, err.__traceback__, file=sys.stderr)
+        except Exception:  # noqa: BLE001, S110 - best effort only
+            pass
+
+
+# --- IPython / Jupyter -------------------------------------------------------------------
+
+
+def _ipython_shell() -> Any:
+    """The running IPython shell, without importing IPython when it is not already loaded."""
+    if "IPython" not in sys.modules:
+        return None
+    try:
+        get = sys.modules["IPython"].get_ipython
+        return get()
+    except Exception:  # noqa: BLE001 - an IPython without a shell, or a broken one
+        return None
+
+
+def _install_ipython(shell: Any) -> None:
+    _state.shell = shell
+    _state.prev_custom = (shell.custom_exceptions, shell.CustomTB)
+
+    def handler(
+        self: Any, etype: type[BaseException], value: BaseException, tb: Any, tb_offset: Any = None
+    ) -> Any:
+        structured = self.showtraceback((etype, value, tb), tb_offset=tb_offset)
+        if not isinstance(value, KeyboardInterrupt):
+            with _write_lock:
+                _diagnose_bounded(value)
+        return structured
+
+    shell.set_custom_exc((BaseException,), handler)

@@ -1,0 +1,197 @@
+"""Matching messages against records: class filter, pattern search with a timeout, ranking.
+
+The ranking rule (also in ``docs/api.md``): every record whose pattern is found in the message
+and whose ``errorClass`` admits the exception's class gets a score, the sum of
+
+* **raise site**, 2.0: a file of the traceback ends with the record's ``filePath``;
+* **class**, 1.0 when ``errorClass`` names the exception's own class, 0.5 when it names a base
+  class, 0.25 when either side gives no class, 0.1 when the exception's class is only known by
+  a name that cannot be resolved here (so its bases are unknown);
+* **specificity**, below 1.0: ``n / (n + 40)`` for ``n`` literal characters the pattern requires;
+* **variant**, -1.0: a record marked ``variantOf`` (a vendored copy of another record's error,
+  such as ChatTTS's copy of vLLM's engine) when no traceback file matches its ``filePath``, so
+  the original wins unless the traceback shows the copy.
+
+Matches come back best first; equal scores are ordered by record id, so results are stable.
+"""
+
+from __future__ import annotations
+
+import builtins
+import sys
+import threading
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from errkb._patterns import DEFAULT_TIMEOUT, PatternTimeoutError, compile_pattern, search, specificity
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping, Sequence
+
+    import regex
+
+    from errkb.records import Record
+
+__all__ = ["ClassSpec", "Match", "Matcher", "typed"]
+
+_SITE = 2.0
+_VARIANT = -1.0
+_EXACT, _BASE, _NO_CLASS, _UNRESOLVED = 1.0, 0.5, 0.25, 0.1
+
+
+@attrs.frozen(kw_only=True)
+class Match:
+    """One record found in one message.
+
+    Attributes:
+        record: the record that matched.
+        captures: the pattern's groups, typed (``int``/``float`` where the text is numeric);
+            named groups by name, unnamed groups by position (1-based ``int`` keys).
+        score: the ranking score (see the module docstring).
+    """
+
+    record: Record
+    captures: Mapping[str | int, object]
+    score: float
+
+
+@attrs.frozen
+class ClassSpec:
+    """What is known of an exception's class: its MRO as (module, qualname) pairs.
+
+    ``resolved`` is false when only a name is known and its bases are not.
+    """
+
+    mro: tuple[tuple[str, str], ...]
+    resolved: bool
+
+    @classmethod
+    def of(cls, error_class: type[BaseException] | str | None) -> ClassSpec | None:
+        """From a class, a name such as ``"ValueError"`` or ``"torch.OutOfMemoryError"``, or None."""
+        if error_class is None:
+            return None
+        if isinstance(error_class, type):
+            return cls(tuple((c.__module__, c.__qualname__) for c in error_class.__mro__), True)
+        found = _resolve(error_class)
+        if found is not None:
+            return cls.of(found)
+        module, _, name = error_class.rpartition(".")
+        return cls(((module or "builtins", name),), False)
+
+    def level(self, record_class: str | None) -> float | None:
+        """The class part of the score for a record, or None when the record is ruled out."""
+        if record_class is None:
+            return _NO_CLASS
+        for depth, (module, qualname) in enumerate(self.mro):
+            if _same_class(record_class, module, qualname):
+                return _EXACT if depth == 0 else _BASE
+        return None if self.resolved else _UNRESOLVED
+
+
+def _resolve(name: str) -> type[BaseException] | None:
+    """A class by name, without importing anything: builtins, or an already imported module."""
+    module, _, attr = name.rpartition(".")
+    owner: Any = builtins if module in ("", "builtins") else sys.modules.get(module)
+    found = getattr(owner, attr, None) if owner is not None else None
+    return found if isinstance(found, type) and issubclass(found, BaseException) else None
+
+
+def _same_class(record_class: str, module: str, qualname: str) -> bool:
+    rec_module, _, rec_name = record_class.rpartition(".")
+    if rec_name != qualname.rpartition(".")[2]:
+        return False
+    if not rec_module or module == "builtins":
+        return not rec_module or rec_module == "builtins"
+    # Public aliases differ in the middle (torch.cuda.OutOfMemoryError is torch.OutOfMemoryError),
+    # so the top-level package decides.
+    return rec_module.split(".")[0] == module.split(".")[0]
+
+
+def typed(text: str | None) -> object:
+    """A captured group's value: ``int`` or ``float`` when the text is a number, else the text."""
+    if text is None:
+        return None
+    stripped = text.strip()
+    try:
+        return int(stripped)
+    except ValueError:
+        pass
+    try:
+        value = float(stripped)
+    except ValueError:
+        return text
+    return value if stripped.lower() not in ("nan", "inf", "-inf", "+inf", "infinity") else text
+
+
+@attrs.frozen
+class _Entry:
+    record: Record
+    compiled: regex.Pattern[str]
+    specificity: float
+
+
+class Matcher:
+    """Matches messages against a fixed set of records; thread-safe once built.
+
+    A pattern that runs past ``timeout`` on a message is skipped for that message, and its
+    record's id is added to :attr:`timed_out` (so it is reported once, not on every lookup).
+    """
+
+    def __init__(self, records: Iterable[Record], *, timeout: float = DEFAULT_TIMEOUT) -> None:
+        self.timeout = timeout
+        self.timed_out: set[str] = set()
+        self._lock = threading.Lock()
+        self._entries: list[_Entry] = []
+        for record in records:
+            if record.retired:
+                continue
+            n = specificity(record.message_pattern)
+            self._entries.append(_Entry(record, compile_pattern(record.message_pattern), n / (n + 40)))
+
+    def candidates(self, message: str) -> Sequence[_Entry]:  # noqa: ARG002 - the index narrows this
+        """The entries worth a regex search for ``message``."""
+        return self._entries
+
+    def match(
+        self,
+        message: str,
+        error_class: type[BaseException] | str | None = None,
+        *,
+        files: Iterable[str] = (),
+    ) -> list[Match]:
+        """Every record found in ``message``, best first (see the module docstring)."""
+        spec = ClassSpec.of(error_class)
+        paths = tuple("/" + f.replace("\\", "/").lstrip("/") for f in files)
+        found: list[Match] = []
+        for entry in self.candidates(message):
+            record = entry.record
+            level = _NO_CLASS if spec is None else spec.level(record.error_class)
+            if level is None:
+                continue
+            try:
+                hit = search(entry.compiled, message, self.timeout)
+            except PatternTimeoutError:
+                with self._lock:
+                    self.timed_out.add(record.id)
+                continue
+            if hit is None:
+                continue
+            site = record.file_path and any(
+                p.endswith("/" + record.file_path.lstrip("/")) for p in paths
+            )
+            bonus = _SITE if site else (_VARIANT if record.variant_of else 0.0)
+            score = round(bonus + level + entry.specificity, 4)
+            found.append(Match(record=record, captures=_captures(hit), score=score))
+        found.sort(key=lambda m: (-m.score, m.record.id))
+        return found
+
+
+def _captures(hit: regex.Match[str]) -> dict[str | int, object]:
+    named = hit.re.groupindex
+    out: dict[str | int, object] = {name: typed(hit.group(name)) for name in named}
+    positions = set(named.values())
+    for index in range(1, (hit.re.groups or 0) + 1):
+        if index not in positions:
+            out[index] = typed(hit.group(index))
+    return out

@@ -1,0 +1,313 @@
+"""The record model and the loader that reads and validates record files.
+
+A record is plain data: the dataset's schema version 2, plus errkb's extensions (``title``,
+``examples``, ``counterexamples``, ``advisors``, ``retired``). JSON keys are camelCase and the
+attributes snake_case; the mapping lives in one place, the field metadata, and the loader derives
+all of its work from :func:`attrs.fields`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import regex
+
+from errkb._patterns import PatternTimeoutError, compile_pattern, search
+from errkb.exceptions import RecordError
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Iterator
+
+__all__ = ["SCHEMA_VERSION", "LoadResult", "Record", "load_paths", "record_from_dict"]
+
+#: The one schema version this release reads.
+SCHEMA_VERSION = 2
+
+_PLACE_SUFFIX = regex.compile(r"(?::\d+|\[\d+\])$")
+_KINDS = {"str": (str,), "int": (int,), "strs": (list, tuple), "bool": (bool,)}
+_KIND_WORDS = {"str": "a string", "int": "an integer", "strs": "a list of strings", "bool": "a boolean"}
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.capitalize() for part in rest)
+
+
+def _field(kind: str, *, required: bool = False, extension: bool = False) -> Any:
+    """A record field: its JSON kind, whether it is required, whether errkb added it."""
+    default: object = () if kind == "strs" else (False if kind == "bool" else None)
+    converter = tuple if kind == "strs" else None
+    return attrs.field(
+        default=default,
+        converter=converter,
+        metadata={"kind": kind, "required": required, "extension": extension},
+    )
+
+
+@attrs.frozen(kw_only=True)
+class Record:
+    """One known error: how to recognise it, where it comes from, why, and what to do.
+
+    Build one from JSON with :func:`record_from_dict`; see ``docs/records.md`` for every field.
+    """
+
+    schema_version: int = _field("int", required=True)
+    id: str = _field("str", required=True)
+    slug: str = _field("str", required=True)
+    title: str | None = _field("str", extension=True)
+    repo: str | None = _field("str")
+    error_code: str | None = _field("str")
+    error_message: str = _field("str", required=True)
+    message_pattern: str = _field("str", required=True)
+    error_type: str | None = _field("str")
+    error_class: str | None = _field("str")
+    http_status: int | None = _field("int")
+    severity: str | None = _field("str")
+    file_path: str | None = _field("str")
+    line_number: int | None = _field("int")
+    source_code: str | None = _field("str")
+    source_code_start: int | None = _field("int")
+    source_code_end: int | None = _field("int")
+    github_url: str | None = _field("str")
+    documentation: str | None = _field("str")
+    trigger_scenarios: str | None = _field("str")
+    common_situations: str | None = _field("str")
+    solutions: tuple[str, ...] = _field("strs")
+    example_fix: str | None = _field("str")
+    handling_strategy: str | None = _field("str")
+    validation_code: str | None = _field("str")
+    type_guard: str | None = _field("str")
+    try_catch_pattern: str | None = _field("str")
+    prevention_tips: tuple[str, ...] = _field("strs")
+    tags: tuple[str, ...] = _field("strs")
+    background_tag: str | None = _field("str")
+    analyzed_sha: str | None = _field("str")
+    analyzed_at: str | None = _field("str")
+    examples: tuple[str, ...] = _field("strs", extension=True)
+    counterexamples: tuple[str, ...] = _field("strs", extension=True)
+    advisors: tuple[str, ...] = _field("strs", extension=True)
+    retired: bool = _field("bool", extension=True)
+    variant_of: str | None = _field("str", extension=True)
+    #: Where the record was read from (a path, or ``<dict>``); not part of the JSON.
+    source: str = attrs.field(default="<dict>", eq=False, metadata={"kind": None})
+
+    @property
+    def heading(self) -> str:
+        """The title when the record has one, else the slug."""
+        return self.title or self.slug
+
+    @property
+    def library(self) -> str:
+        """The library the record belongs to: the folder it lives in, else its repository."""
+        folder = Path(_PLACE_SUFFIX.sub("", self.source)).parent
+        if folder.parent.name in ("records", "_records"):
+            return folder.name
+        return (self.repo or "unknown").rsplit("/", 1)[-1].lower()
+
+    def to_json(self) -> dict[str, Any]:
+        """The record as a JSON object with the dataset's camelCase keys."""
+        out: dict[str, Any] = {}
+        for f in _json_fields():
+            value = getattr(self, f.name)
+            out[_camel(f.name)] = list(value) if isinstance(value, tuple) else value
+        return out
+
+
+def _json_fields() -> tuple[attrs.Attribute[Any], ...]:
+    return tuple(f for f in attrs.fields(Record) if f.metadata.get("kind"))
+
+
+_KEYS = {_camel(f.name): f for f in _json_fields()}
+
+
+@attrs.frozen(kw_only=True)
+class LoadResult:
+    """What loading gave: the valid records, and one :class:`RecordError` per problem found."""
+
+    records: tuple[Record, ...]
+    problems: tuple[RecordError, ...]
+
+
+def record_from_dict(data: object, *, source: str = "<dict>") -> tuple[Record | None, list[RecordError]]:
+    """Build a :class:`Record` from a JSON object, bare or in the dataset's wrapped form.
+
+    Returns the record (``None`` when it is unusable) and the problems found. A record with only
+    minor problems (an unknown field, an example its pattern misses) is still returned.
+    """
+    if isinstance(data, dict) and isinstance(data.get("record"), dict):
+        data = data["record"]
+    if not isinstance(data, dict):
+        return None, [RecordError(source, f"expected a JSON object, got {_json_kind(data)}")]
+    raw_id = data.get("id")
+    rid = raw_id if isinstance(raw_id, str) and raw_id else None
+    problems: list[RecordError] = []
+
+    def problem(field: str | None, text: str) -> None:
+        problems.append(RecordError(source, text, record_id=rid, field=field))
+
+    values: dict[str, Any] = {}
+    fatal = False
+    for key, f in _KEYS.items():
+        kind = f.metadata["kind"]
+        if key not in data or data[key] is None:
+            if f.metadata["required"]:
+                problem(key, "missing required field")
+                fatal = True
+            continue
+        value = data[key]
+        ok = isinstance(value, _KINDS[kind]) and not (kind == "int" and isinstance(value, bool))
+        if ok and kind == "strs":
+            ok = all(isinstance(item, str) for item in value)
+        if not ok:
+            problem(key, f"expected {_KIND_WORDS[kind]}, got {_json_kind(value)}")
+            fatal = fatal or f.metadata["required"]
+            continue
+        if kind == "str" and f.metadata["required"] and not value.strip():
+            problem(key, "expected a non-empty string")
+            fatal = True
+            continue
+        values[f.name] = value
+    for key in sorted(set(data) - set(_KEYS)):
+        problem(key, "unknown field (not in schema version 2 or errkb's extensions)")
+    version = values.get("schema_version")
+    if version is not None and version != SCHEMA_VERSION:
+        problem("schemaVersion", f"unknown schema version {version!r}, expected {SCHEMA_VERSION}")
+        fatal = True
+    pattern = values.get("message_pattern")
+    compiled = None
+    if pattern is not None:
+        try:
+            compiled = compile_pattern(pattern)
+        except regex.error as exc:
+            where = f" at position {exc.pos}" if exc.pos is not None else ""
+            problem("messagePattern", f"invalid regex ({exc.msg}{where})")
+            fatal = True
+        except (RecursionError, OverflowError, MemoryError) as exc:
+            problem("messagePattern", f"regex could not be compiled ({type(exc).__name__})")
+            fatal = True
+    if fatal:
+        return None, problems
+    if compiled is not None:
+        _check_examples(compiled, values, problem)
+    return Record(**values, source=source), problems
+
+
+def _check_examples(compiled: regex.Pattern[str], values: dict[str, Any], problem: Any) -> None:
+    for key, want in (("examples", True), ("counterexamples", False)):
+        for i, text in enumerate(values.get(key, ())):
+            try:
+                hit = search(compiled, text) is not None
+            except PatternTimeoutError:
+                problem(key, f"item {i}: the pattern timed out on it")
+                continue
+            if hit != want:
+                expectation = "does not match" if want else "matches, but must not"
+                problem(key, f"item {i}: the record's own pattern {expectation}: {text[:80]!r}")
+
+
+def _json_kind(value: object) -> str:
+    names = {dict: "an object", list: "a list", str: "a string", bool: "a boolean"}
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return f"a boolean ({str(value).lower()})"
+    if isinstance(value, (int, float)):
+        return f"a number ({value!r})"
+    return names.get(type(value), type(value).__name__)
+
+
+def _files(path: Path) -> Iterator[Path]:
+    """The record files at ``path``: itself, or every .json/.jsonl below it, sorted, no loops."""
+    if not path.is_dir():
+        yield path
+        return
+    seen: set[tuple[int, int]] = set()
+    for root, dirs, names in os.walk(path, followlinks=True):
+        st = os.stat(root)
+        if (st.st_dev, st.st_ino) in seen:
+            dirs.clear()
+            continue
+        seen.add((st.st_dev, st.st_ino))
+        dirs.sort()
+        for name in sorted(names):
+            if name.endswith((".json", ".jsonl")):
+                yield Path(root) / name
+
+
+def _read(path: Path, label: str) -> tuple[list[tuple[object, str]], list[RecordError]]:
+    """The JSON values in one file, each with the label of its place, and the problems."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        return [], [RecordError(label, f"cannot read the file ({reason})")]
+    if path.suffix == ".jsonl":
+        items: list[tuple[object, str]] = []
+        problems = []
+        for n, line in enumerate(text.splitlines(), 1):
+            if line.strip():
+                try:
+                    items.append((json.loads(line), f"{label}:{n}"))
+                except json.JSONDecodeError as exc:
+                    problems.append(RecordError(f"{label}:{n}", f"invalid JSON ({exc.msg})"))
+        return items, problems
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        where = f"line {exc.lineno} column {exc.colno}"
+        return [], [RecordError(label, f"invalid JSON ({exc.msg} at {where})")]
+    except RecursionError:
+        return [], [RecordError(label, "invalid JSON (nested too deeply)")]
+    if isinstance(data, list):
+        return [(item, f"{label}[{i}]") for i, item in enumerate(data)], []
+    return [(data, label)], []
+
+
+def load_paths(paths: Iterable[str | os.PathLike[str]], *, strict: bool = False) -> LoadResult:
+    """Load and validate every record at ``paths`` (files or folders), in order.
+
+    A bad record is reported and skipped; the rest still load. A record whose id is already
+    taken by an earlier one is a problem too. With ``strict=True`` the first problem is raised
+    as :class:`~errkb.exceptions.RecordError` instead.
+    """
+    records: list[Record] = []
+    problems: list[RecordError] = []
+    seen: dict[str, str] = {}
+    for given in paths:
+        top = Path(given)
+        if not top.exists():
+            problems.append(RecordError(str(given), "no such file or folder"))
+            continue
+        for file in _files(top):
+            items, found = _read(file, _label(file, top, given))
+            problems.extend(found)
+            for data, label in items:
+                record, found = record_from_dict(data, source=label)
+                problems.extend(found)
+                if record is None:
+                    continue
+                if record.id in seen:
+                    problems.append(
+                        RecordError(
+                            label,
+                            f"duplicate id, already defined in {seen[record.id]}",
+                            record_id=record.id,
+                            field="id",
+                        )
+                    )
+                    continue
+                seen[record.id] = label
+                records.append(record)
+            if strict and problems:
+                raise problems[0]
+    return LoadResult(records=tuple(records), problems=tuple(problems))
+
+
+def _label(file: Path, top: Path, given: str | os.PathLike[str]) -> str:
+    if file == top:
+        return os.fspath(given)
+    return os.path.join(os.fspath(given), os.fspath(file.relative_to(top)))

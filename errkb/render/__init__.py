@@ -1,0 +1,181 @@
+"""Rendering a diagnosis: rich panels on a colour terminal, plain text elsewhere, or JSON.
+
+The choice follows the stream and the environment: ``NO_COLOR`` or ``TERM=dumb`` give plain
+text, ``FORCE_COLOR`` gives colour even into a pipe, and :class:`~errkb.options.Options` can
+force either. Every piece of untrusted text is cleaned first (``_sanitize``) and handed to rich
+as :class:`rich.text.Text`, never as markup.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import textwrap
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from errkb.render._document import Block, layout
+
+if TYPE_CHECKING:
+    from typing import TextIO
+
+    from errkb.diagnosis import Diagnosis
+    from errkb.options import Options
+
+__all__ = ["Style", "render", "render_json", "render_plain", "style_for"]
+
+
+@attrs.frozen
+class Style:
+    """How to write to one stream: colour or not, width, box characters or ASCII."""
+
+    color: bool
+    width: int
+    ascii: bool
+
+
+def _isatty(file: Any) -> bool:
+    try:
+        return bool(file.isatty())
+    except Exception:  # noqa: BLE001 - closed or exotic streams are not terminals
+        return False
+
+
+def style_for(file: TextIO, options: Options) -> Style:
+    """Decide colour, width and box characters for ``file`` from options and environment."""
+    env = os.environ
+    tty = _isatty(file)
+    if options.color is not None:
+        color = options.color
+    elif env.get("NO_COLOR"):
+        color = False
+    elif env.get("FORCE_COLOR"):
+        color = True
+    else:
+        color = tty and env.get("TERM", "") not in ("dumb", "unknown")
+    if options.width:
+        width = options.width
+    elif tty:
+        width = shutil.get_terminal_size((100, 24)).columns
+    else:
+        try:
+            width = int(env.get("COLUMNS", "100"))
+        except ValueError:
+            width = 100
+    width = max(40, min(width, 200))
+    encoding = (getattr(file, "encoding", None) or "ascii").lower().replace("-", "")
+    ascii_only = options.ascii if options.ascii is not None else not encoding.startswith("utf")
+    return Style(color=color, width=width, ascii=ascii_only or env.get("TERM") == "dumb")
+
+
+def render(diagnosis: Diagnosis, options: Options) -> None:
+    """Write ``diagnosis`` to ``options.file`` (stderr when None) in the form the stream suits."""
+    file = options.file if options.file is not None else sys.stderr
+    style = style_for(file, options)
+    if style.color:
+        _render_rich(diagnosis, file, style)
+    else:
+        _write(file, render_plain(diagnosis, style.width, ascii_only=style.ascii))
+
+
+def render_json(diagnosis: Diagnosis) -> str:
+    """The versioned JSON form, ASCII-only so no control character can reach a terminal."""
+    return json.dumps(diagnosis.to_dict(), indent=2, ensure_ascii=True, default=str)
+
+
+def _write(file: TextIO, text: str) -> None:
+    encoding = getattr(file, "encoding", None) or "utf-8"
+    try:
+        text.encode(encoding)
+    except (UnicodeEncodeError, LookupError):
+        text = text.encode(encoding, "backslashreplace").decode(encoding, "replace")
+    file.write(text)
+    file.flush()
+
+
+def render_plain(diagnosis: Diagnosis, width: int = 100, *, ascii_only: bool = False) -> str:
+    """The diagnosis as plain text, wrapped at ``width`` columns."""
+    blocks, notes = layout(diagnosis)
+    rule = ("-" if ascii_only else "\u2500") * min(width, 100)
+    out: list[str] = []
+    for block in blocks:
+        out.extend([rule, f"errkb: {block.title} [{block.severity}]", f"  {block.subtitle}"])
+        out.extend(_plain_sections(block, width))
+    out.append(rule)
+    out.extend(f"errkb: note: {n}" for n in notes)
+    return "\n".join(out) + "\n"
+
+
+def _plain_sections(block: Block, width: int) -> list[str]:
+    out: list[str] = []
+    for section in block.sections:
+        out.extend(["", section.heading])
+        for n, item in enumerate(section.items, 1):
+            if section.kind == "code":
+                out.extend("    " + line for line in item.split("\n"))
+                continue
+            lead = {"numbered": f"  {n}. ", "list": "  - "}.get(section.kind, "  ")
+            for paragraph in item.split("\n"):
+                out.extend(
+                    textwrap.wrap(
+                        paragraph,
+                        width=width,
+                        initial_indent=lead,
+                        subsequent_indent=" " * len(lead),
+                        break_on_hyphens=False,
+                        break_long_words=False,
+                    )
+                    or [lead.rstrip()]
+                )
+                lead = " " * len(lead)
+    return out
+
+
+def _render_rich(diagnosis: Diagnosis, file: TextIO, style: Style) -> None:
+    from rich import box
+    from rich.console import Console, Group
+    from rich.padding import Padding
+    from rich.panel import Panel
+    from rich.text import Text
+
+    console = Console(
+        file=file,
+        width=style.width,
+        force_terminal=True,
+        color_system="standard",
+        markup=False,
+        emoji=False,
+        highlight=False,
+        safe_box=True,
+        legacy_windows=False,
+    )
+    colors = {"critical": "bold red", "error": "red", "warning": "yellow"}
+    blocks, notes = layout(diagnosis)
+    for block in blocks:
+        parts: list[Any] = [Text(block.subtitle, style="dim")]
+        for section in block.sections:
+            parts.append(Text(""))
+            parts.append(Text(section.heading, style="bold"))
+            for n, item in enumerate(section.items, 1):
+                if section.kind == "code":
+                    parts.append(Padding(Text(item, style="cyan"), (0, 0, 0, 2)))
+                    continue
+                lead = {"numbered": f"{n}. ", "list": "- "}.get(section.kind, "")
+                parts.append(Padding(Text(lead + item), (0, 0, 0, 2)))
+        title = Text.assemble(
+            ("errkb: ", "bold"), (block.title, "bold"), " ", (f"[{block.severity}]", colors.get(block.severity, "red"))
+        )
+        console.print(
+            Panel(
+                Group(*parts),
+                title=title,
+                title_align="left",
+                box=box.ASCII if style.ascii else box.ROUNDED,
+                border_style=colors.get(block.severity, "red"),
+            )
+        )
+    for note in notes:
+        console.print(Text(f"errkb: note: {note}", style="dim"))

@@ -1,0 +1,54 @@
+"""Helpers for testing your own records, advisors and plugins against errkb.
+
+>>> from errkb.testing import record_dict, registry_from_dicts
+>>> reg = registry_from_dicts([record_dict(id="acme-boom", messagePattern=r"boom (?P<n>\\d+)")])
+>>> [(m.record.id, m.captures["n"]) for m in reg.matcher.match("boom 42")]
+[('acme-boom', 42)]
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from errkb.exceptions import RecordError
+from errkb.records import SCHEMA_VERSION, record_from_dict
+from errkb.registry import Registry
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+__all__ = ["record_dict", "registry_from_dicts"]
+
+
+def record_dict(**fields: Any) -> dict[str, Any]:
+    """A valid record in the dataset's JSON form (camelCase keys), with ``fields`` applied.
+
+    Only the required fields get defaults; pass any other key of the schema as it is in JSON.
+    """
+    rid = fields.get("id", "test-record")
+    base: dict[str, Any] = {
+        "schemaVersion": SCHEMA_VERSION,
+        "id": rid,
+        "slug": fields.get("slug", rid),
+        "errorMessage": "Something failed ({x}).",
+        "messagePattern": r"Something failed \((?P<x>\d+)\)\.",
+    }
+    base.update(fields)
+    return base
+
+
+def registry_from_dicts(records: Iterable[dict[str, Any]], *, strict: bool = True) -> Registry:
+    """A registry of exactly these records (no built-ins, no plugins).
+
+    With ``strict`` (the default) the first problem found raises :class:`RecordError`.
+    """
+    loaded = []
+    problems: list[RecordError] = []
+    for i, data in enumerate(records):
+        record, found = record_from_dict(data, source=f"<dict {i}>")
+        if strict and found:
+            raise found[0]
+        problems.extend(found)
+        if record is not None:
+            loaded.append(record)
+    return Registry(loaded, problems)

@@ -1,0 +1,62 @@
+"""Automation for errkb: tests, lint, types, records, docs and benchmarks.
+
+`nox` alone runs what CI runs (every session but `bench`). Dependencies come from
+pyproject.toml's dependency groups, never repeated here.
+"""
+
+from __future__ import annotations
+
+import nox
+
+nox.options.default_venv_backend = "venv"
+nox.options.reuse_existing_virtualenvs = True
+nox.options.sessions = ["tests", "lint", "typecheck", "records", "docs"]
+
+PYPROJECT = nox.project.load_toml("pyproject.toml")
+PYTHON = "3.11"
+
+
+@nox.session(python=PYTHON)
+def tests(session: nox.Session) -> None:
+    """Run the test suite against the installed package (not the source tree)."""
+    session.install(*nox.project.dependency_groups(PYPROJECT, "test"))
+    session.install(".")
+    session.run("pytest", *session.posargs, env={"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
+
+
+@nox.session(python=PYTHON)
+def lint(session: nox.Session) -> None:
+    """Check style and formatting with ruff."""
+    session.install(*nox.project.dependency_groups(PYPROJECT, "lint"))
+    session.run("ruff", "check", "errkb", "tests", "noxfile.py")
+    session.run("ruff", "format", "--check", "errkb", "tests", "noxfile.py")
+
+
+@nox.session(python=PYTHON)
+def typecheck(session: nox.Session) -> None:
+    """Type-check errkb/ with mypy in strict mode."""
+    session.install(*nox.project.dependency_groups(PYPROJECT, "typecheck"))
+    session.install(".")
+    session.run("mypy")
+
+
+@nox.session(python=PYTHON)
+def records(session: nox.Session) -> None:
+    """Validate every record: schema, regexes, examples, counterexamples and ranking."""
+    session.install(".")
+    session.run("errkb", "validate", "records")
+
+
+@nox.session(python=PYTHON)
+def docs(session: nox.Session) -> None:
+    """Regenerate the error index in docs/errors and fail if it was out of date."""
+    session.install(".")
+    session.run("python", "-m", "errkb._docgen", "--check", "docs/errors")
+
+
+@nox.session(python=PYTHON, default=False)
+def bench(session: nox.Session) -> None:
+    """Measure start-up and diagnosis cost side by side with their baselines (not in CI)."""
+    session.install(*nox.project.dependency_groups(PYPROJECT, "test"))
+    session.install(".")
+    session.run("python", "benchmarks/run.py", *session.posargs)

@@ -1,0 +1,79 @@
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from errkb.testing import record_dict
+
+DATA = Path(__file__).parent / "data"
+
+#: The old vLLM engine's KV-cache message, with the seed's example numbers.
+SEED_MESSAGE = (
+    "The model's max seq len (32768) is larger than the maximum number of tokens that can be "
+    "stored in KV cache (12288). Try increasing `gpu_memory_utilization` or decreasing "
+    "`max_model_len` when initializing the engine."
+)
+NO_BLOCKS_MESSAGE = (
+    "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
+    "initializing the engine."
+)
+
+
+def run_python(code: str, *args: str, env: dict[str, str] | None = None, timeout: float = 120, **kw):
+    """Run ``code`` in a fresh interpreter; returns the CompletedProcess with bytes output."""
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith(("ERRKB_", "FORCE_COLOR", "NO_COLOR"))}
+    full_env.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-c", code, *args],
+        capture_output=True,
+        env=full_env,
+        timeout=timeout,
+        check=False,
+        **kw,
+    )
+
+
+def run_cli(*args: str, env: dict[str, str] | None = None, input: bytes | None = None, timeout: float = 120):
+    """Run ``python -m errkb ARGS`` in a child process."""
+    full_env = {k: v for k, v in os.environ.items() if not k.startswith(("ERRKB_", "FORCE_COLOR", "NO_COLOR"))}
+    full_env.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-m", "errkb", *args],
+        capture_output=True,
+        env=full_env,
+        input=input,
+        timeout=timeout,
+        check=False,
+    )
+
+
+@pytest.fixture
+def write_records(tmp_path):
+    """Write record dicts (or raw text) into files under tmp_path; returns the folder."""
+
+    def write(files: dict[str, object]) -> Path:
+        for name, content in files.items():
+            path = tmp_path / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(content if isinstance(content, str) else json.dumps(content), encoding="utf-8")
+        return tmp_path
+
+    return write
+
+
+@pytest.fixture
+def good_record():
+    return record_dict(
+        id="acme-widget-jammed",
+        slug="widget-jammed",
+        messagePattern=r"widget (?P<name>\w+) jammed at (?P<speed>\d+(?:\.\d+)?) rpm",
+        errorMessage="widget {name} jammed at {speed} rpm",
+        errorClass="RuntimeError",
+        examples=["widget alpha jammed at 1200 rpm", "widget b jammed at 3.5 rpm"],
+        counterexamples=["widget alpha stopped at 1200 rpm"],
+    )

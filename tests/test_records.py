@@ -1,0 +1,134 @@
+from __future__ import annotations
+
+import json
+
+import attrs
+import pytest
+
+from errkb.exceptions import RecordError
+from errkb.records import Record, load_paths, record_from_dict
+from errkb.testing import record_dict
+
+from conftest import DATA
+
+
+def test_dataset_wrapped_record_loads_unchanged():
+    """A record in the dataset's wrapped form, with every schema-2 field, loads with no problem."""
+    result = load_paths([DATA / "dataset-wrapped.json"])
+    assert () == result.problems
+    record = result.records[0]
+    assert "0123456789abcdef" == record.id
+    assert ("Lower max len.", "Give the cache more memory.") == record.solutions
+    assert 12 == record.line_number
+    assert "engine" == record.library
+
+
+def test_every_json_key_maps_to_a_snake_case_attribute():
+    """to_json gives back the dataset's camelCase keys, the same values, for every field."""
+    data = json.loads((DATA / "dataset-wrapped.json").read_text())["record"]
+    record, problems = record_from_dict(data)
+    assert [] == problems
+    out = record.to_json()
+    assert {k: v for k, v in data.items()} == {k: out[k] for k in data}
+
+
+def test_list_and_jsonl_files_load(write_records, good_record):
+    """A .json list and a .jsonl file (bare and wrapped lines) are both read."""
+    other = dict(good_record, id="acme-two", slug="two")
+    third = dict(good_record, id="acme-three", slug="three")
+    folder = write_records(
+        {
+            "a/list.json": [good_record, other],
+            "b/lines.jsonl": json.dumps({"record": third, "datasetVersion": "x"}) + "\n\n",
+        }
+    )
+    result = load_paths([folder])
+    assert () == result.problems
+    assert ["acme-widget-jammed", "acme-two", "acme-three"] == [r.id for r in result.records]
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "expected"),
+    [
+        ({"messagePattern": 5}, "messagePattern", "expected a string, got a number (5)"),
+        ({"lineNumber": "12"}, "lineNumber", "expected an integer, got a string"),
+        ({"solutions": "do it"}, "solutions", "expected a list of strings, got a string"),
+        ({"solutions": ["ok", 3]}, "solutions", "expected a list of strings, got a list"),
+        ({"schemaVersion": 3}, "schemaVersion", "unknown schema version 3, expected 2"),
+        ({"messagePattern": "(a"}, "messagePattern", "invalid regex (missing ) at position 2)"),
+        ({"examples": ["nope"]}, "examples", "item 0: the record's own pattern does not match: 'nope'"),
+        (
+            {"counterexamples": ["widget x jammed at 1 rpm"]},
+            "counterexamples",
+            "item 0: the record's own pattern matches, but must not: 'widget x jammed at 1 rpm'",
+        ),
+        ({"colour": "red"}, "colour", "unknown field (not in schema version 2 or errkb's extensions)"),
+    ],
+)
+def test_each_problem_is_one_line_naming_file_record_field(good_record, change, field, expected):
+    """Every problem names the place, the record and the field, then the expectation."""
+    _, problems = record_from_dict({**good_record, **change}, source="records/acme/w.json")
+    assert [f'records/acme/w.json: record "acme-widget-jammed": field "{field}": {expected}'] == [
+        p.line for p in problems
+    ]
+
+
+def test_missing_required_field_is_reported(good_record):
+    """A record without messagePattern is unusable and says so."""
+    data = {k: v for k, v in good_record.items() if k != "messagePattern"}
+    record, problems = record_from_dict(data, source="x.json")
+    assert record is None
+    assert ['x.json: record "acme-widget-jammed": field "messagePattern": missing required field'] == [
+        p.line for p in problems
+    ]
+
+
+def test_loading_continues_past_bad_records(write_records, good_record):
+    """Bad files and bad records are reported; the good records beside them still load."""
+    folder = write_records(
+        {
+            "lib/good.json": good_record,
+            "lib/broken.json": "{not json",
+            "lib/bad-regex.json": dict(good_record, id="acme-bad", messagePattern="(?P<x"),
+            "lib/dup.json": good_record,
+        }
+    )
+    result = load_paths([folder])
+    assert ["acme-widget-jammed"] == [r.id for r in result.records]
+    lines = sorted(p.line for p in result.problems)
+    assert 3 == len(lines)
+    assert lines[0].startswith(f'{folder}/lib/bad-regex.json: record "acme-bad": field "messagePattern": invalid regex')
+    assert lines[1].startswith(f"{folder}/lib/broken.json: invalid JSON (")
+    assert lines[2].endswith(f'field "id": duplicate id, already defined in {folder}/lib/dup.json')
+
+
+def test_strict_mode_raises_record_error(write_records, good_record):
+    """strict=True raises RecordError with the pieces kept as attributes."""
+    folder = write_records({"x.json": dict(good_record, lineNumber="no")})
+    with pytest.raises(RecordError) as info:
+        load_paths([folder], strict=True)
+    assert ("acme-widget-jammed", "lineNumber") == (info.value.record_id, info.value.field)
+    assert isinstance(info.value, ValueError)
+
+
+def test_records_are_frozen_with_tuples():
+    """Records are immutable value objects; list fields become tuples."""
+    record, _ = record_from_dict(record_dict(tags=["a", "b"]))
+    assert ("a", "b") == record.tags
+    with pytest.raises(attrs.exceptions.FrozenInstanceError):
+        record.id = "other"  # type: ignore[misc]
+
+
+def test_missing_path_is_a_problem_not_a_crash(tmp_path):
+    """A path that does not exist is one problem line."""
+    result = load_paths([tmp_path / "nope"])
+    assert [f"{tmp_path / 'nope'}: no such file or folder"] == [p.line for p in result.problems]
+
+
+def test_record_fields_are_documented():
+    """docs/records.md names every JSON key of the model."""
+    from pathlib import Path
+
+    doc = (Path(__file__).parent.parent / "docs" / "records.md").read_text()
+    keys = [k for k in Record(**{"schema_version": 2, "id": "a", "slug": "a", "error_message": "m", "message_pattern": "m"}).to_json()]
+    assert [] == [k for k in keys if f"`{k}`" not in doc]
