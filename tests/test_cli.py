@@ -1,0 +1,165 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from conftest import DATA, NO_BLOCKS_MESSAGE, SEED_MESSAGE, run_cli
+
+SHARED_SEED = Path(__file__).resolve().parents[2] / "shared" / "seed-record.json"
+
+
+def _json(proc) -> dict:
+    return json.loads(proc.stdout.decode())
+
+
+def test_explain_seed_message_puts_our_record_on_top():
+    """The seed's message with 32768 and 12288: exit 0, the vLLM KV-cache record first."""
+    proc = run_cli("explain", "--json", SEED_MESSAGE)
+    assert 0 == proc.returncode, proc.stderr
+    top = _json(proc)["matches"][0]
+    assert "vllm-kv-cache-max-seq-len" == top["id"]
+    assert {"max_model_len": 32768, "max_seq_len": 12288} == top["captures"]
+
+
+def test_explain_json_carries_the_documented_fields():
+    """--json: schema, matches (id, slug, score, captures), solutions (text, settings), example_fix."""
+    data = _json(run_cli("explain", "--json", f"ValueError: {NO_BLOCKS_MESSAGE}"))
+    assert "errkb.diagnosis/1" == data["schema"]
+    match = data["matches"][0]
+    assert {"id", "slug", "score", "captures"} <= set(match)
+    assert all({"text", "settings"} <= set(s) for s in data["solutions"])
+    assert data["solutions"]
+    assert data["example_fix"] is None or {"before", "after", "location"} <= set(data["example_fix"])
+    assert "ValueError" == data["exceptions"][0]["class"]
+
+
+def test_explain_no_match_exits_1():
+    """A message nothing knows: exit 1, nothing on stdout, one line on stderr."""
+    proc = run_cli("explain", "the frobnicator is out of beans")
+    assert (1, b"") == (proc.returncode, proc.stdout)
+    assert b"no known error matches" in proc.stderr
+
+
+def test_explain_no_match_json_is_still_an_object():
+    """--json with no match prints the schema with an empty matches list, exit 1."""
+    proc = run_cli("explain", "--json", "the frobnicator is out of beans")
+    assert 1 == proc.returncode
+    assert [] == _json(proc)["matches"]
+
+
+def test_explain_reads_a_pasted_traceback_from_stdin():
+    """'-' reads stdin; the chained traceback's exception lines are found."""
+    text = (
+        "Traceback (most recent call last):\n"
+        '  File "/srv/app.py", line 3, in <module>\n'
+        "    engine = LLM(model=path)\n"
+        '  File "/venv/lib/python3.11/site-packages/vllm/engine/llm_engine.py", line 290, in _init_cache\n'
+        "    raise ValueError(\n"
+        f"ValueError: {SEED_MESSAGE}\n\n"
+        "The above exception was the direct cause of the following exception:\n\n"
+        "Traceback (most recent call last):\n"
+        '  File "/srv/app.py", line 9, in <module>\n'
+        "RuntimeError: engine failed to start\n"
+    )
+    proc = run_cli("explain", "--json", "-", input=text.encode())
+    assert 0 == proc.returncode, proc.stderr
+    data = _json(proc)
+    assert ["ValueError", "RuntimeError"] == [e["class"] for e in data["exceptions"]]
+    assert "vllm-kv-cache-max-seq-len" == data["matches"][0]["id"]
+    assert 0 == data["matches"][0]["exception"]
+
+
+def test_explain_with_nothing_to_read_is_usage_error():
+    """Empty standard input: exit 2."""
+    assert 2 == run_cli("explain", "-", input=b"").returncode
+
+
+def test_unknown_command_is_usage_error():
+    """argparse errors exit 2."""
+    assert 2 == run_cli("frobnicate").returncode
+
+
+def test_explain_text_output_is_plain_when_piped():
+    """Piped output has no escape sequences; NO_COLOR keeps it so even with FORCE_COLOR absent."""
+    proc = run_cli("explain", SEED_MESSAGE, env={"NO_COLOR": "1"})
+    assert 0 == proc.returncode
+    assert b"\x1b" not in proc.stdout
+    assert b"Solutions" in proc.stdout
+
+
+def test_force_color_gives_rich_output():
+    """FORCE_COLOR renders with colour even into a pipe."""
+    proc = run_cli("explain", SEED_MESSAGE, env={"FORCE_COLOR": "1"})
+    assert b"\x1b[" in proc.stdout
+
+
+def test_records_flag_adds_a_dataset_file():
+    """--records loads a file in the dataset's wrapped format and matches its message."""
+    message = "The engine's cache (100) is too small for max len (200)."
+    proc = run_cli("explain", "--records", str(DATA / "dataset-wrapped.json"), "--json", message)
+    assert 0 == proc.returncode, proc.stderr
+    assert "0123456789abcdef" in [m["id"] for m in _json(proc)["matches"]]
+    assert {"1": 100, "2": 200} == _json(proc)["matches"][0]["captures"]
+
+
+def test_errkb_records_env_adds_paths():
+    """ERRKB_RECORDS works like --records."""
+    message = "The engine's cache (100) is too small for max len (200)."
+    proc = run_cli("explain", "--json", message, env={"ERRKB_RECORDS": str(DATA / "dataset-wrapped.json")})
+    assert "0123456789abcdef" == _json(proc)["matches"][0]["id"]
+
+
+@pytest.mark.skipif(not SHARED_SEED.exists(), reason="../shared/seed-record.json is not beside this checkout")
+def test_shared_seed_validates_and_matches_its_own_message():
+    """The dataset's seed record validates unchanged and is among the matches of its message."""
+    assert 0 == run_cli("validate", str(SHARED_SEED)).returncode
+    proc = run_cli("explain", "--records", str(SHARED_SEED), "--json", SEED_MESSAGE)
+    assert "e4f0c0f49470db50" in [m["id"] for m in _json(proc)["matches"]]
+
+
+def test_validate_reports_one_line_per_problem_and_exits_1(write_records, good_record):
+    """A folder with broken records: a line per problem, exit 1; the good record still loads."""
+    folder = write_records(
+        {
+            "acme/good.json": good_record,
+            "acme/bad-type.json": dict(good_record, id="acme-bad-type", lineNumber="x"),
+            "acme/bad-regex.json": dict(good_record, id="acme-bad-regex", messagePattern="(unclosed"),
+            "acme/not-json.json": "{",
+        }
+    )
+    proc = run_cli("validate", str(folder))
+    assert 1 == proc.returncode
+    lines = proc.stdout.decode().splitlines()
+    assert 3 == len(lines)
+    assert any('record "acme-bad-type": field "lineNumber": expected an integer' in x for x in lines)
+    assert any('record "acme-bad-regex": field "messagePattern": invalid regex (missing ) at position' in x for x in lines)
+    assert b"2 records loaded, 3 problems" in proc.stderr
+
+
+def test_validate_good_folder_exits_0(write_records, good_record):
+    """No problem: exit 0."""
+    assert 0 == run_cli("validate", str(write_records({"a/good.json": good_record}))).returncode
+
+
+def test_show_by_id_and_slug():
+    """show finds a record by id and by slug; an unknown key exits 1."""
+    by_id = run_cli("show", "--json", "vllm-no-cache-blocks")
+    assert 0 == by_id.returncode
+    record = _json(by_id)
+    assert 0 == run_cli("show", record["slug"]).returncode
+    assert 1 == run_cli("show", "no-such-record").returncode
+
+
+def test_list_by_tag():
+    """list --tag keeps the records carrying the tag."""
+    proc = run_cli("list", "--json", "--tag", "kv-cache")
+    ids = [json.loads(line)["id"] for line in proc.stdout.decode().splitlines()]
+    assert "vllm-kv-cache-max-seq-len" in ids
+    assert all("kv-cache" in json.loads(line)["tags"] for line in proc.stdout.decode().splitlines())
+
+
+def test_python_dash_m_errkb_version():
+    """python -m errkb works and prints the version."""
+    proc = run_cli("--version")
+    assert proc.stdout.decode().startswith("errkb ")
