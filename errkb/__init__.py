@@ -80,3 +80,15 @@ def __getattr__(name: str) -> Any:
 
 def __dir__() -> list[str]:
     return sorted(set(globals()) | set(__all__))
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """``%load_ext errkb``: install the hook into this IPython shell."""
+    del ipython  # install() finds the running shell itself
+    install()
+
+
+def unload_ipython_extension(ipython: Any) -> None:
+    """``%unload_ext errkb``: put the shell's previous handler back."""
+    del ipython
+    uninstall()

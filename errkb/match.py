@@ -6,7 +6,8 @@ and whose ``errorClass`` admits the exception's class gets a score, the sum of
 * **raise site**, 2.0: a file of the traceback ends with the record's ``filePath``;
 * **class**, 1.0 when ``errorClass`` names the exception's own class, 0.5 when it names a base
   class, 0.25 when either side gives no class, 0.1 when the exception's class is only known by
-  a name that cannot be resolved here (so its bases are unknown);
+  a name that cannot be resolved here (its bases are unknown, so a record for a builtin class or
+  for a class of the same top-level package may still apply; others are ruled out);
 * **specificity**, below 1.0: ``n / (n + 40)`` for ``n`` literal characters the pattern requires;
 * **variant**, -1.0: a record marked ``variantOf`` (a vendored copy of another record's error,
   such as ChatTTS's copy of vLLM's engine) when no traceback file matches its ``filePath``, so
@@ -86,7 +87,13 @@ class ClassSpec:
         for depth, (module, qualname) in enumerate(self.mro):
             if _same_class(record_class, module, qualname):
                 return _EXACT if depth == 0 else _BASE
-        return None if self.resolved else _UNRESOLVED
+        if self.resolved:
+            return None
+        rec_module = record_class.rpartition(".")[0]
+        own_package = self.mro[0][0].split(".")[0]
+        if rec_module in ("", "builtins") or rec_module.split(".")[0] == own_package:
+            return _UNRESOLVED
+        return None
 
 
 def _resolve(name: str) -> type[BaseException] | None:

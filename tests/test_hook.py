@@ -1,0 +1,324 @@
+"""The exception hook, tested in real child interpreters through their real stderr bytes."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+from conftest import SEED_MESSAGE, run_python
+
+RAISE_SEED = f"""
+def start_engine():
+    raise ValueError({SEED_MESSAGE!r})
+"""
+
+ESCAPES = [b"\x1b[", b"\x1b]", b"\x07", b"\r", b"\x08", "\u202e".encode(), b"\x1b"]
+
+
+def _script(body: str, install: str = "import errkb; errkb.install()") -> str:
+    return install + "\n" + textwrap.dedent(RAISE_SEED) + textwrap.dedent(body)
+
+
+def _split(stderr: bytes) -> tuple[bytes, bytes]:
+    """stderr cut where errkb's part begins (its first rule or line)."""
+    found = [stderr.find(m) for m in ("\u2500".encode() * 10, b"-" * 10, b"errkb:", "\u256d".encode())]
+    at = min((f for f in found if f != -1), default=len(stderr))
+    # Colour codes that open errkb's first line belong to errkb's part.
+    while at > 0 and stderr.rfind(b"\x1b[", 0, at) > stderr.rfind(b"\n", 0, at):
+        at = stderr.rfind(b"\x1b[", 0, at)
+    return stderr[:at], stderr[at:]
+
+
+def test_uncaught_seed_error_prints_traceback_then_diagnosis_exit_1():
+    """The full normal traceback, then the diagnosis; exit status 1; stdout untouched."""
+    plain = run_python(_script("start_engine()", install=""))
+    proc = run_python(_script("start_engine()"))
+    assert 1 == proc.returncode
+    assert b"" == proc.stdout
+    traceback_part, ours = _split(proc.stderr)
+    expected = plain.stderr.replace(b'line 3, in start_engine', b'line 3, in start_engine')
+    # The same traceback as Python alone, line for line (line numbers shift by the install line).
+    assert [ln for ln in expected.splitlines() if not ln.strip().startswith(b"File")] == [
+        ln for ln in traceback_part.splitlines() if not ln.strip().startswith(b"File")
+    ]
+    assert b"vllm-kv-cache-max-seq-len" in ours
+    assert b"Solutions" in ours
+    assert b"max_model_len=32768" in ours
+
+
+def test_no_match_adds_nothing():
+    """An exception nothing knows: stderr is exactly what Python alone prints."""
+    body = "raise RuntimeError('the frobnicator is out of beans')"
+    plain = run_python("\n" + body)
+    proc = run_python("import errkb; errkb.install()\n" + body)
+    assert (1, plain.stderr) == (proc.returncode, proc.stderr)
+
+
+def test_exception_in_a_thread_gets_a_diagnosis_and_the_process_goes_on():
+    """threading.excepthook: the thread's traceback, the diagnosis; the main thread continues."""
+    proc = run_python(
+        _script(
+            """
+            import threading
+            t = threading.Thread(target=start_engine, name="engine")
+            t.start(); t.join()
+            print("still running")
+            """
+        )
+    )
+    assert 0 == proc.returncode
+    assert b"still running\n" == proc.stdout
+    assert b"Exception in thread engine" in proc.stderr
+    assert b"vllm-kv-cache-max-seq-len" in _split(proc.stderr)[1]
+
+
+def test_chained_cause_is_matched():
+    """raise ... from: the cause's record is found and the traceback keeps both sections."""
+    proc = run_python(
+        _script(
+            """
+            try:
+                start_engine()
+            except ValueError as e:
+                raise RuntimeError("engine failed to start") from e
+            """
+        )
+    )
+    assert b"The above exception was the direct cause" in proc.stderr
+    assert b"vllm-kv-cache-max-seq-len" in _split(proc.stderr)[1]
+    assert b"exception 1 of 2" in proc.stderr
+
+
+def test_implicit_context_is_matched():
+    """An exception raised while handling another: the context is matched."""
+    proc = run_python(
+        _script(
+            """
+            try:
+                start_engine()
+            except ValueError:
+                raise KeyError("cleanup failed")
+            """
+        )
+    )
+    assert b"During handling of the above exception" in proc.stderr
+    assert b"vllm-kv-cache-max-seq-len" in _split(proc.stderr)[1]
+
+
+def test_exception_group_nested_member_is_matched():
+    """An ExceptionGroup holding a group that holds the error: the member is matched."""
+    proc = run_python(
+        _script(
+            """
+            errors = []
+            try:
+                start_engine()
+            except ValueError as e:
+                errors.append(e)
+            raise ExceptionGroup("startup", [KeyError("x"), ExceptionGroup("engines", errors)])
+            """
+        )
+    )
+    assert 1 == proc.returncode
+    assert b"Exception Group Traceback" in proc.stderr
+    assert b"vllm-kv-cache-max-seq-len" in _split(proc.stderr)[1]
+
+
+def test_notes_are_matched_too():
+    """A known message carried in __notes__ is found."""
+    proc = run_python(
+        _script(
+            f"""
+            e = RuntimeError("wrapped")
+            e.add_note({SEED_MESSAGE!r})
+            raise e
+            """
+        )
+    )
+    assert b"vllm-kv-cache-max-seq-len" in _split(proc.stderr)[1]
+
+
+def test_rich_traceback_prints_first_then_our_diagnosis():
+    """rich.traceback.install() before errkb.install(): rich's traceback, then the diagnosis."""
+    install = "import rich.traceback; rich.traceback.install(width=100)\nimport errkb; errkb.install()"
+    proc = run_python(_script("start_engine()", install=install))
+    assert 1 == proc.returncode
+    rich_at = proc.stderr.find(b"Traceback (most recent call last)")
+    ours_at = proc.stderr.find(b"vllm-kv-cache-max-seq-len")
+    assert -1 < rich_at < ours_at
+    assert "\u2570".encode() in proc.stderr[:ours_at]  # rich's rounded panel is there
+
+
+def test_uninstall_restores_the_previous_hooks():
+    """install() then uninstall(): sys.excepthook and threading.excepthook are what they were."""
+    proc = run_python(
+        """
+import sys, threading, errkb
+def mine(*a): pass
+sys.excepthook = mine
+before = (sys.excepthook, threading.excepthook)
+errkb.install(); errkb.install()
+changed = (sys.excepthook is not mine)
+errkb.uninstall()
+print(changed, (sys.excepthook, threading.excepthook) == before)
+"""
+    )
+    assert b"True True\n" == proc.stdout
+
+
+def test_errkb_disable_leaves_hooks_untouched():
+    """ERRKB_DISABLE=1: install() is a no-op."""
+    proc = run_python(
+        "import sys, errkb; h = sys.excepthook; errkb.install(); print(sys.excepthook is h)",
+        env={"ERRKB_DISABLE": "1"},
+    )
+    assert b"True\n" == proc.stdout
+
+
+def test_internal_failure_keeps_traceback_adds_one_line_exit_1():
+    """errkb's own crash: the original traceback intact, exactly one errkb line, exit 1."""
+    install = (
+        "import errkb, errkb.diagnosis\n"
+        "def broken(*a, **k): raise OSError('simulated failure')\n"
+        "errkb.diagnosis.diagnose = broken\n"
+        "errkb.install()"
+    )
+    plain = run_python(_script("start_engine()", install="\n\n\n"))
+    proc = run_python(_script("start_engine()", install=install))
+    assert 1 == proc.returncode
+    lines = proc.stderr.decode().splitlines()
+    ours = [ln for ln in lines if ln.startswith("errkb")]
+    assert ["errkb: internal error: OSError: simulated failure (ERRKB_DEBUG=1 for details)"] == ours
+    assert plain.stderr.decode().splitlines() == [ln for ln in lines if not ln.startswith("errkb")]
+
+
+def test_internal_failure_details_with_errkb_debug():
+    """ERRKB_DEBUG=1 prints errkb's own traceback after the line."""
+    install = (
+        "import errkb, errkb.diagnosis\n"
+        "def broken(*a, **k): raise OSError('simulated failure')\n"
+        "errkb.diagnosis.diagnose = broken\n"
+        "errkb.install()"
+    )
+    proc = run_python(_script("start_engine()", install=install), env={"ERRKB_DEBUG": "1"})
+    assert b"errkb: internal error: OSError: simulated failure\n" in proc.stderr
+    assert proc.stderr.count(b"Traceback (most recent call last)") == 2
+
+
+def test_exception_whose_str_raises():
+    """A __str__ that raises: Python's own traceback, no errkb crash, exit 1."""
+    proc = run_python(
+        """
+import errkb; errkb.install()
+class Nasty(Exception):
+    def __str__(self): raise RuntimeError("no str for you")
+raise Nasty()
+"""
+    )
+    assert 1 == proc.returncode
+    assert b"Nasty" in proc.stderr
+    assert b"internal error" not in proc.stderr
+
+
+def test_cause_cycle_does_not_hang_or_crash():
+    """Exceptions whose causes form a cycle: handled, exit 1."""
+    proc = run_python(
+        """
+import errkb; errkb.install()
+a = ValueError("a"); b = ValueError("b")
+a.__cause__ = b; b.__cause__ = a
+raise a
+""",
+        timeout=60,
+    )
+    assert 1 == proc.returncode
+    assert b"internal error" not in proc.stderr
+
+
+@pytest.mark.parametrize("color", ["0", "1"])
+def test_escape_sequences_and_markup_never_reach_stderr_raw(tmp_path, color):
+    """Escapes and [bold] markup in the message and in record fields: errkb writes none raw."""
+    evil = "\x1b[31mred\x1b[0m \x1b]8;;http://x\x07link\x1b]8;;\x07 \x1b]52;c;ZXZpbA==\x07 \rover\x08 \u202eevil [bold]loud[/bold]"
+    record = {
+        "schemaVersion": 2,
+        "id": "acme-evil",
+        "slug": "evil",
+        "title": "evil " + evil,
+        "errorMessage": "boom",
+        "messagePattern": r"boom (?P<rest>.+)",
+        "documentation": "doc " + evil,
+        "solutions": ["fix " + evil],
+        "exampleFix": "# before\nx\n# after\ny " + evil,
+    }
+    path = tmp_path / "evil.json"
+    path.write_text(json.dumps(record))
+    env = {"ERRKB_RECORDS": str(path)}
+    env.update({"FORCE_COLOR": "1"} if color == "1" else {"NO_COLOR": "1"})
+    proc = run_python(
+        f"import errkb; errkb.install()\nraise RuntimeError('boom ' + {evil!r})",
+        env=env,
+    )
+    _, ours = _split(proc.stderr)
+    assert b"evil" in ours
+    for seq in [b"\x1b]", b"\x07", b"\r", b"\x08", "\u202e".encode()]:
+        assert seq not in ours, seq
+    if color == "0":
+        assert b"\x1b" not in ours
+    else:
+        # Colour on: only errkb's own SGR colour codes may appear, never the message's.
+        assert b"\x1b[31mred" not in ours
+    assert b"[bold]loud[/bold]" in ours  # shown as text, not interpreted
+
+
+def test_hook_bounded_in_time_when_an_advisor_hangs():
+    """A hanging advisor: the diagnosis is left out after the timeout, said in one line, exit 1."""
+    proc = run_python(
+        _script(
+            """
+            import sys, types, time, errkb.advisors
+            mod = types.ModuleType("hanging_advisor")
+            mod.advise = lambda match, evidence: time.sleep(60)
+            sys.modules["hanging_advisor"] = mod
+            errkb.advisors.BUILTIN["kv-cache"] = "hanging_advisor:advise"
+            start_engine()
+            """
+        ),
+        env={"ERRKB_TIMEOUT": "0.5"},
+        timeout=30,
+    )
+    assert 1 == proc.returncode
+    assert b"errkb: the diagnosis did not finish within 0.5s and was left out" in proc.stderr
+
+
+def test_ipython_shell_cell_that_raises():
+    """A real IPython InteractiveShell: the cell's traceback, then the diagnosis."""
+    pytest.importorskip("IPython")
+    proc = run_python(
+        f"""
+from IPython.core.interactiveshell import InteractiveShell
+shell = InteractiveShell.instance()
+shell.run_cell("import errkb; errkb.install()")
+shell.run_cell({textwrap.dedent(RAISE_SEED) + "start_engine()"!r})
+""",
+        env={"NO_COLOR": "1"},
+    )
+    out = proc.stdout + proc.stderr
+    tb_at = out.find(b"ValueError")
+    ours_at = out.find(b"vllm-kv-cache-max-seq-len")
+    assert -1 < tb_at < ours_at, out.decode(errors="replace")
+
+
+def test_ipython_load_ext():
+    """%load_ext errkb installs through the extension hook."""
+    pytest.importorskip("IPython")
+    proc = run_python(
+        f"""
+from IPython.core.interactiveshell import InteractiveShell
+shell = InteractiveShell.instance()
+shell.run_line_magic("load_ext", "errkb")
+shell.run_cell({textwrap.dedent(RAISE_SEED) + "start_engine()"!r})
+""",
+        env={"NO_COLOR": "1"},
+    )
+    assert b"vllm-kv-cache-max-seq-len" in proc.stdout + proc.stderr
