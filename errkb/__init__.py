@@ -15,11 +15,14 @@ rich, torch and transformers load on first use, never at import.
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
 
 from errkb.hook import install, uninstall
 
+# `typing` costs milliseconds to import; the annotations never need it at run time.
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from errkb.diagnosis import Diagnosis, diagnose, explain
     from errkb.match import Match
     from errkb.options import Options

@@ -10,20 +10,25 @@ loads on the first exception.
 
 from __future__ import annotations
 
+import _thread
 import os
 import sys
-import threading
-from typing import TYPE_CHECKING, Any
 
+# `typing` costs milliseconds to import; the annotations never need it at run time.
+TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from types import TracebackType
+    from typing import Any
+
+    import threading
+    from importlib.machinery import ModuleSpec
+    from types import ModuleType, TracebackType
 
     from errkb.options import Options
 
 __all__ = ["install", "installed", "uninstall"]
 
-_lock = threading.RLock()
-_write_lock = threading.RLock()
+_lock = _thread.RLock()
+_write_lock = _thread.RLock()
 
 
 class _State:
@@ -70,9 +75,13 @@ def install(options: Options | None = None, **changes: Any) -> None:
             _install_ipython(shell)
         else:
             _state.prev_sys = sys.excepthook
-            _state.prev_threading = threading.excepthook
             sys.excepthook = _excepthook
-            threading.excepthook = _threading_excepthook
+            threading = sys.modules.get("threading")
+            if threading is not None:
+                _patch_threading(threading)
+            else:
+                # Importing threading costs milliseconds; hook it when the program imports it.
+                sys.meta_path.insert(0, _ThreadingWatcher)
         _state.installed = True
 
 
@@ -88,9 +97,52 @@ def uninstall() -> None:
         else:
             if sys.excepthook is _excepthook:
                 sys.excepthook = _state.prev_sys
-            if threading.excepthook is _threading_excepthook:
+            threading = sys.modules.get("threading")
+            if threading is not None and threading.excepthook is _threading_excepthook:
                 threading.excepthook = _state.prev_threading
+            if _ThreadingWatcher in sys.meta_path:
+                sys.meta_path.remove(_ThreadingWatcher)
         _state.installed = False
+
+
+def _patch_threading(threading: ModuleType) -> None:
+    _state.prev_threading = threading.excepthook
+    threading.excepthook = _threading_excepthook
+
+
+class _ThreadingWatcher:
+    """A one-shot import hook: once ``threading`` is imported, wrap its excepthook."""
+
+    @classmethod
+    def find_spec(cls, name: str, path: Any = None, target: Any = None) -> ModuleSpec | None:
+        if name != "threading":
+            return None
+        if cls in sys.meta_path:
+            sys.meta_path.remove(cls)
+        from importlib.machinery import PathFinder
+
+        spec = PathFinder.find_spec(name, path, target)
+        if spec is None or spec.loader is None:
+            return spec
+        spec.loader = _PatchingLoader(spec.loader)
+        return spec
+
+
+class _PatchingLoader:
+    def __init__(self, loader: Any) -> None:
+        self._loader = loader
+
+    def create_module(self, spec: ModuleSpec) -> ModuleType | None:
+        return self._loader.create_module(spec)  # type: ignore[no-any-return]
+
+    def exec_module(self, module: ModuleType) -> None:
+        self._loader.exec_module(module)
+        with _lock:
+            if _state.installed and _state.shell is None:
+                _patch_threading(module)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._loader, name)
 
 
 def _options() -> Options:
@@ -111,6 +163,8 @@ def _excepthook(
 
 
 def _threading_excepthook(args: threading.ExceptHookArgs) -> None:
+    import threading
+
     prev = _state.prev_threading if _state.installed else None
     with _write_lock:
         (prev or threading.__excepthook__)(args)
@@ -126,6 +180,8 @@ def _diagnose_bounded(exc: BaseException) -> None:
     except Exception as err:
         _internal_error(err)
         return
+    import threading
+
     failure: list[BaseException] = []
 
     def work() -> None:

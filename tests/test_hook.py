@@ -55,8 +55,13 @@ def test_no_match_adds_nothing():
     assert (1, plain.stderr) == (proc.returncode, proc.stderr)
 
 
-def test_exception_in_a_thread_gets_a_diagnosis_and_the_process_goes_on():
-    """threading.excepthook: the thread's traceback, the diagnosis; the main thread continues."""
+@pytest.mark.parametrize("threading_first", [False, True])
+def test_exception_in_a_thread_gets_a_diagnosis_and_the_process_goes_on(threading_first):
+    """threading.excepthook: the thread's traceback, the diagnosis; the main thread continues.
+
+    Both when threading is imported before install() and when the program imports it later.
+    """
+    install = ("import threading\n" if threading_first else "") + "import errkb; errkb.install()"
     proc = run_python(
         _script(
             """
@@ -64,7 +69,8 @@ def test_exception_in_a_thread_gets_a_diagnosis_and_the_process_goes_on():
             t = threading.Thread(target=start_engine, name="engine")
             t.start(); t.join()
             print("still running")
-            """
+            """,
+            install=install,
         )
     )
     assert 0 == proc.returncode

@@ -1,0 +1,630 @@
+"""Real errors from the Hugging Face stack, raised by the installed libraries and looked up in errkb.
+
+Every test provokes one error for real (tiny configs built locally, files written into tmp_path,
+and, for Hub answers, a throw-away HTTP server on 127.0.0.1), then checks that errkb's best match
+for the exception's message and class is the record written for it. Nothing here reaches the
+network: the Hub is either switched to offline mode or pointed at the local server.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import struct
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+pytest.importorskip("tokenizers")
+pytest.importorskip("safetensors")
+pytest.importorskip("huggingface_hub")
+
+
+def _installed(name: str) -> bool:
+    return importlib.util.find_spec(name) is not None
+
+
+def _best(exc: BaseException, expected: str) -> None:
+    import errkb
+
+    matches = errkb.lookup(str(exc), type(exc))
+    assert matches, str(exc)
+    assert expected == matches[0].record.id, (str(exc), [m.record.id for m in matches[:3]])
+
+
+def _llama_config():
+    from transformers import LlamaConfig
+
+    return LlamaConfig(
+        num_hidden_layers=1,
+        hidden_size=16,
+        intermediate_size=32,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        vocab_size=32,
+        max_position_embeddings=64,
+    )
+
+
+def _word_level_tokenizer():
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    tok = Tokenizer(models.WordLevel({"a": 0, "b": 1, "c": 2, "[UNK]": 3}, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    return tok
+
+
+@pytest.fixture
+def offline(monkeypatch, tmp_path):
+    """Hub offline mode (the flag is read at import, so the module constant is patched too)."""
+    import huggingface_hub.constants as hub_constants
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(hub_constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
+    return tmp_path / "hf-cache"
+
+
+class _HubStub(BaseHTTPRequestHandler):
+    """Answers every request with the status and Hub error headers set on the server."""
+
+    def _answer(self):
+        status, headers = self.server.reply  # type: ignore[attr-defined]
+        self.send_response(status)
+        for key, value in headers.items():
+            self.send_header(key, value)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    do_GET = do_HEAD = _answer
+
+    def log_message(self, *args):  # keep pytest output clean
+        pass
+
+
+@pytest.fixture
+def hub_stub(monkeypatch, tmp_path):
+    """A local HTTP server standing in for huggingface.co; set `.reply = (status, headers)`."""
+    import huggingface_hub.constants as hub_constants
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _HubStub)
+    server.reply = (404, {"X-Error-Code": "RepoNotFound"})  # type: ignore[attr-defined]
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{server.server_port}"
+    monkeypatch.setattr(hub_constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
+    monkeypatch.setattr(hub_constants, "ENDPOINT", url)
+    monkeypatch.setattr(hub_constants, "HUGGINGFACE_CO_URL_TEMPLATE", url + "/{repo_id}/resolve/{revision}/{filename}")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
+    server.url = url  # type: ignore[attr-defined]
+    server.cache = tmp_path / "hf-cache"  # type: ignore[attr-defined]
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+GATED_REPLY = (
+    403,
+    {
+        "X-Error-Code": "GatedRepo",
+        "X-Error-Message": "Access to model someorg/gated is restricted and you are not in the authorized list. "
+        "Visit https://huggingface.co/someorg/gated to ask for access.",
+    },
+)
+
+
+# --------------------------------------------------------------------------------------------
+# transformers
+# --------------------------------------------------------------------------------------------
+
+
+def test_missing_pad_token():
+    """Batch padding with a tokenizer that has no pad token raises the missing-pad-token error."""
+    from transformers import PreTrainedTokenizerFast
+
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=_word_level_tokenizer())
+    import errkb
+
+    with pytest.raises(ValueError) as info:
+        tokenizer(["a", "a b"], padding=True)
+    matches = errkb.lookup(str(info.value), type(info.value))
+    assert matches, str(info.value)
+    assert "transformers-missing-pad-token" == matches[0].record.id
+
+
+def test_generate_input_longer_than_max_length():
+    """generate() with a prompt longer than max_length is refused and recognised."""
+    import torch
+    from transformers import LlamaForCausalLM
+
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(_llama_config())
+    import errkb
+
+    with pytest.raises(ValueError) as info:
+        model.generate(torch.ones(1, 10, dtype=torch.long), max_length=5)
+    matches = errkb.lookup(str(info.value), type(info.value))
+    assert matches, str(info.value)
+    assert "transformers-generate-input-longer-than-max-length" == matches[0].record.id
+    assert matches[0].captures["input_length"] == 10
+    assert matches[0].captures["max_length"] == 5
+
+
+def test_trust_remote_code_required(tmp_path, offline):
+    """A config with an auto_map loaded with trust_remote_code=False asks for trust_remote_code."""
+    from transformers import AutoConfig
+
+    (tmp_path / "config.json").write_text(
+        json.dumps({"model_type": "custom", "auto_map": {"AutoConfig": "configuration_custom.CustomConfig"}})
+    )
+    import errkb
+
+    with pytest.raises(ValueError) as info:
+        AutoConfig.from_pretrained(str(tmp_path), trust_remote_code=False)
+    matches = errkb.lookup(str(info.value), type(info.value))
+    assert matches, str(info.value)
+    assert "transformers-trust-remote-code-required" == matches[0].record.id
+
+
+def test_unrecognized_configuration_class():
+    """AutoModelForCausalLM.from_config on a vision-only config is recognised."""
+    from transformers import AutoModelForCausalLM, CLIPVisionConfig
+
+    import errkb
+
+    with pytest.raises(ValueError) as info:
+        AutoModelForCausalLM.from_config(CLIPVisionConfig())
+    matches = errkb.lookup(str(info.value), type(info.value))
+    assert matches, str(info.value)
+    assert "transformers-unrecognized-configuration-class" == matches[0].record.id
+    assert matches[0].captures["auto_class"] == "AutoModelForCausalLM"
+
+
+def test_config_missing_model_type(tmp_path):
+    """AutoConfig on a folder whose config.json lacks model_type is recognised."""
+    from transformers import AutoConfig
+
+    (tmp_path / "config.json").write_text(json.dumps({"hidden_size": 4}))
+    import errkb
+
+    with pytest.raises(ValueError) as info:
+        AutoConfig.from_pretrained(str(tmp_path))
+    matches = errkb.lookup(str(info.value), type(info.value))
+    assert matches, str(info.value)
+    assert "transformers-config-missing-model-type" == matches[0].record.id
+
+
+def test_model_type_not_recognized(tmp_path):
+    """AutoConfig on an unknown model_type is recognised and the model type captured."""
+    from transformers import AutoConfig
+
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "zorblax"}))
+    import errkb
+
+    with pytest.raises(ValueError) as info:
+        AutoConfig.from_pretrained(str(tmp_path))
+    matches = errkb.lookup(str(info.value), type(info.value))
+    assert matches, str(info.value)
+    assert "transformers-model-type-not-recognized" == matches[0].record.id
+    assert matches[0].captures["model_type"] == "zorblax"
+
+
+def test_generation_config_invalid_strict():
+    """Strict validation of a greedy config with a temperature is recognised."""
+    import inspect
+
+    from transformers import GenerationConfig
+
+    if "strict" not in inspect.signature(GenerationConfig.validate).parameters:
+        pytest.skip("this transformers has no GenerationConfig.validate(strict=...)")
+    config = GenerationConfig(do_sample=False, temperature=0.5)
+    import errkb
+
+    with pytest.raises(ValueError) as info:
+        config.validate(strict=True)
+    matches = errkb.lookup(str(info.value), type(info.value))
+    assert matches, str(info.value)
+    assert "transformers-generation-config-invalid-strict" == matches[0].record.id
+    assert matches[0].captures["flag"] == "temperature"
+
+
+def test_greedy_num_return_sequences():
+    """num_return_sequences > 1 with greedy decoding is recognised."""
+    from transformers import GenerationConfig
+
+    import errkb
+
+    with pytest.raises(ValueError) as info:
+        GenerationConfig(num_return_sequences=3).validate()
+    matches = errkb.lookup(str(info.value), type(info.value))
+    assert matches, str(info.value)
+    assert "transformers-greedy-num-return-sequences" == matches[0].record.id
+
+
+def test_num_return_sequences_exceeds_num_beams():
+    """More return sequences than beams is recognised, with both numbers captured."""
+    from transformers import GenerationConfig
+
+    import errkb
+
+    with pytest.raises(ValueError) as info:
+        GenerationConfig(num_beams=2, num_return_sequences=4).validate()
+    matches = errkb.lookup(str(info.value), type(info.value))
+    assert matches, str(info.value)
+    assert "transformers-num-return-sequences-exceeds-num-beams" == matches[0].record.id
+    assert matches[0].captures["num_return_sequences"] == 4
+    assert matches[0].captures["num_beams"] == 2
+
+
+def test_flash_attention_not_installed():
+    """Requesting flash_attention_2 without flash-attn installed is recognised."""
+    if _installed("flash_attn"):
+        pytest.skip("flash_attn is installed, the missing-package error cannot happen")
+    from transformers import AutoModelForCausalLM
+
+    import errkb
+
+    with pytest.raises(ImportError) as info:
+        AutoModelForCausalLM.from_config(_llama_config(), attn_implementation="flash_attention_2")
+    matches = errkb.lookup(str(info.value), type(info.value))
+    assert matches, str(info.value)
+    assert "transformers-flash-attention-not-installed" == matches[0].record.id
+
+
+def test_sdpa_not_supported():
+    """Forcing sdpa on an architecture without SDPA support (PegasusX) is recognised."""
+    from transformers import AutoModel, PegasusXConfig
+
+    config = PegasusXConfig(
+        vocab_size=32,
+        d_model=16,
+        encoder_layers=1,
+        decoder_layers=1,
+        encoder_attention_heads=2,
+        decoder_attention_heads=2,
+        encoder_ffn_dim=16,
+        decoder_ffn_dim=16,
+        max_position_embeddings=32,
+    )
+    import errkb
+
+    with pytest.raises(ValueError) as info:
+        AutoModel.from_config(config, attn_implementation="sdpa")
+    matches = errkb.lookup(str(info.value), type(info.value))
+    assert matches, str(info.value)
+    assert "transformers-sdpa-not-supported" == matches[0].record.id
+    assert matches[0].captures["model_class"] == "PegasusXModel"
+
+
+def test_device_map_requires_accelerate(tmp_path, offline):
+    """from_pretrained(device_map='auto') without accelerate is recognised."""
+    if _installed("accelerate"):
+        pytest.skip("accelerate is installed, device_map works")
+    from transformers import LlamaForCausalLM
+
+    LlamaForCausalLM(_llama_config()).save_pretrained(tmp_path)
+    import errkb
+
+    with pytest.raises((ValueError, ImportError)) as info:
+        LlamaForCausalLM.from_pretrained(str(tmp_path), device_map="auto")
+    matches = errkb.lookup(str(info.value), type(info.value))
+    assert matches, str(info.value)
+    assert "transformers-device-map-requires-accelerate" == matches[0].record.id
+
+
+def test_bitsandbytes_quantization_requires_packages(tmp_path, offline):
+    """4-bit bitsandbytes loading without accelerate/bitsandbytes is recognised."""
+    if _installed("accelerate") and _installed("bitsandbytes"):
+        pytest.skip("accelerate and bitsandbytes are both installed")
+    from transformers import BitsAndBytesConfig, LlamaForCausalLM
+
+    LlamaForCausalLM(_llama_config()).save_pretrained(tmp_path)
+    import errkb
+
+    with pytest.raises(ImportError) as info:
+        LlamaForCausalLM.from_pretrained(str(tmp_path), quantization_config=BitsAndBytesConfig(load_in_4bit=True))
+    matches = errkb.lookup(str(info.value), type(info.value))
+    assert matches, str(info.value)
+    assert "transformers-bitsandbytes-quantization-requires-packages" == matches[0].record.id
+    assert matches[0].captures["bits"] == 4
+
+
+def test_hub_unreachable_not_cached(offline):
+    """from_pretrained of an uncached repo id in offline mode is recognised."""
+    from transformers import AutoConfig
+
+    import errkb
+
+    with pytest.raises(OSError) as info:
+        AutoConfig.from_pretrained("someorg/definitely-not-cached-model", cache_dir=str(offline))
+    matches = errkb.lookup(str(info.value), type(info.value))
+    assert matches, str(info.value)
+    assert "transformers-hub-unreachable-not-cached" == matches[0].record.id
+
+
+def test_not_a_valid_model_identifier(hub_stub):
+    """A repo id the (local stand-in) Hub does not know is recognised."""
+    from transformers import AutoConfig
+
+    hub_stub.reply = (401, {"X-Error-Code": "RepoNotFound"})
+    import errkb
+
+    with pytest.raises(OSError) as info:
+        AutoConfig.from_pretrained("someorg/nope", cache_dir=str(hub_stub.cache))
+    matches = errkb.lookup(str(info.value), type(info.value))
+    assert matches, str(info.value)
+    assert "transformers-not-a-valid-model-identifier" == matches[0].record.id
+    assert matches[0].captures["model_id"] == "someorg/nope"
+
+
+def test_gated_repo_access(hub_stub):
+    """A gated repo answer from the (local stand-in) Hub, wrapped by transformers, is recognised."""
+    from transformers import AutoConfig
+
+    hub_stub.reply = GATED_REPLY
+    import errkb
+
+    with pytest.raises(OSError) as info:
+        AutoConfig.from_pretrained("someorg/gated", cache_dir=str(hub_stub.cache))
+    matches = errkb.lookup(str(info.value), type(info.value))
+    assert matches, str(info.value)
+    assert "transformers-gated-repo-access" == matches[0].record.id
+    assert matches[0].captures["repo_id"] == "someorg/gated"
+
+
+# --------------------------------------------------------------------------------------------
+# tokenizers
+# --------------------------------------------------------------------------------------------
+
+
+def test_tokenizers_untagged_enum_deserialization():
+    """A tokenizer.json whose model section no variant accepts is recognised."""
+    from tokenizers import Tokenizer
+
+    data = json.loads(_word_level_tokenizer().to_str())
+    del data["model"]["type"]
+    data["model"]["vocab"] = 5
+    import errkb
+
+    with pytest.raises(Exception) as info:
+        Tokenizer.from_str(json.dumps(data))
+    matches = errkb.lookup(str(info.value), type(info.value))
+    assert matches, str(info.value)
+    assert "tokenizers-untagged-enum-deserialization" == matches[0].record.id
+
+
+def test_tokenizers_truncation_second_sequence_not_provided():
+    """only_second truncation on a single sequence is recognised."""
+    tok = _word_level_tokenizer()
+    tok.enable_truncation(max_length=3, strategy="only_second")
+    import errkb
+
+    with pytest.raises(Exception) as info:
+        tok.encode("a b c a")
+    matches = errkb.lookup(str(info.value), type(info.value))
+    assert matches, str(info.value)
+    assert "tokenizers-truncation-second-sequence-not-provided" == matches[0].record.id
+
+
+def test_tokenizers_truncation_sequence_too_short():
+    """only_first truncation that cannot reach max_length is recognised."""
+    tok = _word_level_tokenizer()
+    tok.enable_truncation(max_length=2, strategy="only_first")
+    import errkb
+
+    with pytest.raises(Exception) as info:
+        tok.encode("a", "b c a b")
+    matches = errkb.lookup(str(info.value), type(info.value))
+    assert matches, str(info.value)
+    assert "tokenizers-truncation-sequence-too-short" == matches[0].record.id
+
+
+# --------------------------------------------------------------------------------------------
+# safetensors
+# --------------------------------------------------------------------------------------------
+
+
+def test_safetensors_header_too_large(tmp_path):
+    """Loading an HTML page saved as .safetensors is recognised as a bad header."""
+    from safetensors.torch import load_file
+
+    path = tmp_path / "model.safetensors"
+    path.write_bytes(b"<html><body>404 not found</body></html>" * 4)
+    import errkb
+
+    with pytest.raises(Exception) as info:
+        load_file(str(path))
+    matches = errkb.lookup(str(info.value), type(info.value))
+    assert matches, str(info.value)
+    assert "safetensors-header-too-large" == matches[0].record.id
+
+
+def test_safetensors_metadata_incomplete_buffer(tmp_path):
+    """A file shorter than its header declares is recognised as truncated."""
+    from safetensors.torch import load_file
+
+    header = b'{"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}}'
+    path = tmp_path / "model.safetensors"
+    path.write_bytes(struct.pack("<Q", len(header)) + header + b"\0" * 8)
+    import errkb
+
+    with pytest.raises(Exception) as info:
+        load_file(str(path))
+    matches = errkb.lookup(str(info.value), type(info.value))
+    assert matches, str(info.value)
+    assert "safetensors-metadata-incomplete-buffer" == matches[0].record.id
+
+
+def test_safetensors_invalid_header_deserialization(tmp_path):
+    """A header that is not valid JSON is recognised."""
+    from safetensors.torch import load_file
+
+    header = b'{"w": {broken'
+    path = tmp_path / "model.safetensors"
+    path.write_bytes(struct.pack("<Q", len(header)) + header)
+    import errkb
+
+    with pytest.raises(Exception) as info:
+        load_file(str(path))
+    matches = errkb.lookup(str(info.value), type(info.value))
+    assert matches, str(info.value)
+    assert "safetensors-invalid-header-deserialization" == matches[0].record.id
+
+
+def test_safetensors_shared_tensors_save(tmp_path):
+    """save_file with two names for one tensor is refused and recognised."""
+    import torch
+    from safetensors.torch import save_file
+
+    shared = torch.zeros(4)
+    import errkb
+
+    with pytest.raises(RuntimeError) as info:
+        save_file({"a": shared, "b": shared}, str(tmp_path / "model.safetensors"))
+    matches = errkb.lookup(str(info.value), type(info.value))
+    assert matches, str(info.value)
+    assert "safetensors-shared-tensors-save" == matches[0].record.id
+
+
+# --------------------------------------------------------------------------------------------
+# huggingface_hub
+# --------------------------------------------------------------------------------------------
+
+
+def test_hub_offline_mode_is_enabled(offline):
+    """An API call in offline mode raises OfflineModeIsEnabled, which is recognised."""
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import OfflineModeIsEnabled
+
+    import errkb
+
+    with pytest.raises(OfflineModeIsEnabled) as info:
+        HfApi().model_info("someorg/some-model")
+    matches = errkb.lookup(str(info.value), type(info.value))
+    assert matches, str(info.value)
+    assert "huggingface-hub-offline-mode-is-enabled" == matches[0].record.id
+
+
+def test_hub_local_entry_not_found_connection(offline):
+    """hf_hub_download of an uncached file in offline mode is recognised."""
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    import errkb
+
+    with pytest.raises(LocalEntryNotFoundError) as info:
+        hf_hub_download("someorg/some-model", "config.json", cache_dir=str(offline))
+    matches = errkb.lookup(str(info.value), type(info.value))
+    assert matches, str(info.value)
+    assert "huggingface-hub-local-entry-not-found-connection" == matches[0].record.id
+
+
+def test_hub_local_files_only_cache_miss(tmp_path):
+    """local_files_only=True for an uncached file is recognised."""
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    import errkb
+
+    with pytest.raises(LocalEntryNotFoundError) as info:
+        hf_hub_download("someorg/some-model", "config.json", cache_dir=str(tmp_path), local_files_only=True)
+    matches = errkb.lookup(str(info.value), type(info.value))
+    assert matches, str(info.value)
+    assert "huggingface-hub-local-files-only-cache-miss" == matches[0].record.id
+
+
+def test_hub_repository_not_found(hub_stub):
+    """A RepoNotFound answer from the (local stand-in) Hub is recognised."""
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import RepositoryNotFoundError
+
+    hub_stub.reply = (401, {"X-Error-Code": "RepoNotFound"})
+    import errkb
+
+    with pytest.raises(RepositoryNotFoundError) as info:
+        hf_hub_download("someorg/nope", "config.json", cache_dir=str(hub_stub.cache))
+    matches = errkb.lookup(str(info.value), type(info.value))
+    assert matches, str(info.value)
+    assert "huggingface-hub-repository-not-found" == matches[0].record.id
+    assert matches[0].captures["status"] == 401
+
+
+def test_hub_gated_repo(hub_stub):
+    """A GatedRepo answer from the (local stand-in) Hub is recognised."""
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import GatedRepoError
+
+    hub_stub.reply = GATED_REPLY
+    import errkb
+
+    with pytest.raises(GatedRepoError) as info:
+        hf_hub_download("someorg/gated", "config.json", cache_dir=str(hub_stub.cache))
+    matches = errkb.lookup(str(info.value), type(info.value))
+    assert matches, str(info.value)
+    assert "huggingface-hub-gated-repo" == matches[0].record.id
+
+
+def test_hub_unauthorized_invalid_token(hub_stub):
+    """A 401 for invalid credentials from the (local stand-in) Hub is recognised."""
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import HfHubHTTPError
+
+    hub_stub.reply = (401, {"X-Error-Message": "Invalid credentials in Authorization header"})
+    import errkb
+
+    with pytest.raises(HfHubHTTPError) as info:
+        hf_hub_download("someorg/some-model", "config.json", cache_dir=str(hub_stub.cache), token="hf_invalid")
+    matches = errkb.lookup(str(info.value), type(info.value))
+    assert matches, str(info.value)
+    assert "huggingface-hub-unauthorized-invalid-token" == matches[0].record.id
+
+
+# --------------------------------------------------------------------------------------------
+# accelerate (optional dependency: skipped where it is not installed)
+# --------------------------------------------------------------------------------------------
+
+
+def _fake_quantized(device_map):
+    import torch
+
+    model = torch.nn.Linear(2, 2)
+    model.is_loaded_in_8bit = True
+    model.hf_device_map = device_map
+    return model
+
+
+def test_accelerate_quantized_model_cpu_disk_offload():
+    """prepare() on an 8-bit model with a disk-offloaded part is refused and recognised."""
+    accelerate = pytest.importorskip("accelerate")
+    if _installed("bitsandbytes"):
+        pytest.skip("a multi-backend bitsandbytes may allow CPU training")
+    accelerator = accelerate.Accelerator(cpu=True)
+    import errkb
+
+    with pytest.raises(ValueError) as info:
+        accelerator.prepare(_fake_quantized({"a": 0, "b": "disk"}))
+    matches = errkb.lookup(str(info.value), type(info.value))
+    assert matches, str(info.value)
+    assert "accelerate-quantized-model-cpu-disk-offload" == matches[0].record.id
+
+
+def test_accelerate_quantized_model_wrong_device():
+    """prepare() on an 8-bit model placed on another device than the process's is recognised."""
+    accelerate = pytest.importorskip("accelerate")
+    if _installed("bitsandbytes"):
+        pytest.skip("a multi-backend bitsandbytes skips the device check on CPU")
+    accelerator = accelerate.Accelerator(cpu=True)
+    import errkb
+
+    with pytest.raises(ValueError) as info:
+        accelerator.prepare(_fake_quantized({"": "cuda:1"}))
+    matches = errkb.lookup(str(info.value), type(info.value))
+    assert matches, str(info.value)
+    assert "accelerate-quantized-model-wrong-device" == matches[0].record.id
