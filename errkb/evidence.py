@@ -15,6 +15,8 @@ if TYPE_CHECKING:
 
     from errkb.diagnosis import ExceptionInfo
     from errkb.options import Options
+    from errkb.probes import GpuReading
+    from errkb.probes.engine import EngineReading
 
 __all__ = ["Evidence", "FrameView", "safe_getattr"]
 
@@ -68,6 +70,7 @@ class Evidence:
     def __init__(self, *, options: Options, exceptions: Sequence[BaseException]) -> None:
         self.options = options
         self.infos: tuple[ExceptionInfo, ...] = ()
+        self._cache: dict[str, Any] = {}
         self._views: list[FrameView] = []
         for exc in exceptions:
             tb = exc.__traceback__
@@ -91,8 +94,35 @@ class Evidence:
                 return value
         return None
 
+    def gpus(self, timeout: float = 5.0) -> GpuReading:
+        """The visible GPUs: injected measurements, else a live probe (once), else nothing."""
+        if "gpus" not in self._cache:
+            from errkb.probes import GpuReading
+
+            injected = self.options.measurements
+            if injected is not None and injected.gpus is not None:
+                self._cache["gpus"] = injected.gpus
+            elif not self.options.probes:
+                self._cache["gpus"] = GpuReading(error="probes are off (--no-probes)")
+            else:
+                from errkb.probes.gpu import probe_gpus
+
+                self._cache["gpus"] = probe_gpus(timeout)
+        reading: GpuReading = self._cache["gpus"]
+        return reading
+
+    def engine(self) -> EngineReading | None:
+        """The engine objects found in the frames (read once)."""
+        if "engine" not in self._cache:
+            from errkb.probes.engine import read_engine
+
+            self._cache["engine"] = read_engine(self)
+        reading: EngineReading | None = self._cache["engine"]
+        return reading
+
     def close(self) -> None:
-        """Drop every frame reference."""
+        """Drop every frame reference (and whatever was read from the frames)."""
         for view in self._views:
             view.close()
         self._views.clear()
+        self._cache.clear()

@@ -10,6 +10,8 @@ import attrs
 if TYPE_CHECKING:
     from typing import TextIO
 
+    from errkb.probes import Measurements
+
 __all__ = ["Options"]
 
 
@@ -37,6 +39,8 @@ class Options:
             ``gpu_memory_utilization``, ``model``, ``block_size``, ``kv_cache_dtype``), each
             reported with the source "flag".
         records: extra record files or folders, on top of the default sources.
+        measurements: measurements to use instead of probing (see
+            :class:`errkb.testing.FakeMeasurements`); ``None`` probes live.
     """
 
     file: TextIO | None = None
@@ -47,6 +51,7 @@ class Options:
     timeout: float = attrs.field(factory=lambda: _env_float("ERRKB_TIMEOUT", 5.0))
     given: dict[str, Any] = attrs.field(factory=dict, converter=dict)
     records: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    measurements: Measurements | None = None
 
     def evolve(self, **changes: Any) -> Options:
         """A copy with ``changes`` applied."""

@@ -10,14 +10,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import attrs
+
 from errkb.exceptions import RecordError
+from errkb.probes import GpuDevice, GpuReading, Measurements
 from errkb.records import SCHEMA_VERSION, record_from_dict
 from errkb.registry import Registry
 
-if TYPE_CHECKING:
-    from collections.abc import Iterable
+from collections.abc import Iterable
 
-__all__ = ["record_dict", "registry_from_dicts"]
+__all__ = ["FakeGpu", "FakeMeasurements", "record_dict", "registry_from_dicts"]
 
 
 def record_dict(**fields: Any) -> dict[str, Any]:
@@ -52,3 +54,41 @@ def registry_from_dicts(records: Iterable[dict[str, Any]], *, strict: bool = Tru
         if record is not None:
             loaded.append(record)
     return Registry(loaded, problems)
+
+
+
+@attrs.frozen(kw_only=True)
+class FakeGpu(GpuDevice):
+    """A GPU with the figures you give (bytes), injected instead of measured.
+
+    The figures are reported with the source ``gpu``, as live measurements would be, so a test
+    sees what a user sees.
+
+    >>> from errkb.units import GIB
+    >>> FakeGpu(total_bytes=80 * GIB, free_bytes=70 * GIB).name
+    'Fake GPU'
+    """
+
+    index: int = 0
+    name: str = "Fake GPU"
+    capability: tuple[int, int] | None = (9, 0)
+
+
+def _reading(value: GpuReading | Iterable[GpuDevice]) -> GpuReading:
+    return value if isinstance(value, GpuReading) else GpuReading(devices=tuple(value))
+
+
+@attrs.frozen(kw_only=True)
+class FakeMeasurements(Measurements):
+    """Measurements to pass as ``Options(measurements=...)``, so no probe touches the machine.
+
+    >>> from errkb.units import GIB
+    >>> from errkb import Options
+    >>> options = Options(measurements=FakeMeasurements(gpus=[FakeGpu(total_bytes=80 * GIB)]))
+    >>> options.measurements.gpus.devices[0].total_bytes == 80 * GIB
+    True
+
+    ``gpus=[]`` mimics a machine without a usable GPU.
+    """
+
+    gpus: GpuReading | None = attrs.field(default=(), converter=_reading)

@@ -27,14 +27,6 @@ def _installed(name: str) -> bool:
     return importlib.util.find_spec(name) is not None
 
 
-def _best(exc: BaseException, expected: str) -> None:
-    import errkb
-
-    matches = errkb.lookup(str(exc), type(exc))
-    assert matches, str(exc)
-    assert expected == matches[0].record.id, (str(exc), [m.record.id for m in matches[:3]])
-
-
 def _llama_config():
     from transformers import LlamaConfig
 
@@ -92,14 +84,20 @@ def hub_stub(monkeypatch, tmp_path):
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), _HubStub)
     server.reply = (404, {"X-Error-Code": "RepoNotFound"})  # type: ignore[attr-defined]
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(
+        target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+    )
     thread.start()
     url = f"http://127.0.0.1:{server.server_port}"
     monkeypatch.setattr(hub_constants, "HF_HUB_OFFLINE", False)
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
     monkeypatch.setattr(hub_constants, "ENDPOINT", url)
-    monkeypatch.setattr(hub_constants, "HUGGINGFACE_CO_URL_TEMPLATE", url + "/{repo_id}/resolve/{revision}/{filename}")
+    monkeypatch.setattr(
+        hub_constants,
+        "HUGGINGFACE_CO_URL_TEMPLATE",
+        url + "/{repo_id}/resolve/{revision}/{filename}",
+    )
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
     server.url = url  # type: ignore[attr-defined]
     server.cache = tmp_path / "hf-cache"  # type: ignore[attr-defined]
@@ -136,7 +134,7 @@ def test_missing_pad_token():
         tokenizer(["a", "a b"], padding=True)
     matches = errkb.lookup(str(info.value), type(info.value))
     assert matches, str(info.value)
-    assert "transformers-missing-pad-token" == matches[0].record.id
+    assert matches[0].record.id == "transformers-missing-pad-token"
 
 
 def test_generate_input_longer_than_max_length():
@@ -152,7 +150,7 @@ def test_generate_input_longer_than_max_length():
         model.generate(torch.ones(1, 10, dtype=torch.long), max_length=5)
     matches = errkb.lookup(str(info.value), type(info.value))
     assert matches, str(info.value)
-    assert "transformers-generate-input-longer-than-max-length" == matches[0].record.id
+    assert matches[0].record.id == "transformers-generate-input-longer-than-max-length"
     assert matches[0].captures["input_length"] == 10
     assert matches[0].captures["max_length"] == 5
 
@@ -162,7 +160,12 @@ def test_trust_remote_code_required(tmp_path, offline):
     from transformers import AutoConfig
 
     (tmp_path / "config.json").write_text(
-        json.dumps({"model_type": "custom", "auto_map": {"AutoConfig": "configuration_custom.CustomConfig"}})
+        json.dumps(
+            {
+                "model_type": "custom",
+                "auto_map": {"AutoConfig": "configuration_custom.CustomConfig"},
+            }
+        )
     )
     import errkb
 
@@ -170,7 +173,7 @@ def test_trust_remote_code_required(tmp_path, offline):
         AutoConfig.from_pretrained(str(tmp_path), trust_remote_code=False)
     matches = errkb.lookup(str(info.value), type(info.value))
     assert matches, str(info.value)
-    assert "transformers-trust-remote-code-required" == matches[0].record.id
+    assert matches[0].record.id == "transformers-trust-remote-code-required"
 
 
 def test_unrecognized_configuration_class():
@@ -183,7 +186,7 @@ def test_unrecognized_configuration_class():
         AutoModelForCausalLM.from_config(CLIPVisionConfig())
     matches = errkb.lookup(str(info.value), type(info.value))
     assert matches, str(info.value)
-    assert "transformers-unrecognized-configuration-class" == matches[0].record.id
+    assert matches[0].record.id == "transformers-unrecognized-configuration-class"
     assert matches[0].captures["auto_class"] == "AutoModelForCausalLM"
 
 
@@ -198,7 +201,7 @@ def test_config_missing_model_type(tmp_path):
         AutoConfig.from_pretrained(str(tmp_path))
     matches = errkb.lookup(str(info.value), type(info.value))
     assert matches, str(info.value)
-    assert "transformers-config-missing-model-type" == matches[0].record.id
+    assert matches[0].record.id == "transformers-config-missing-model-type"
 
 
 def test_model_type_not_recognized(tmp_path):
@@ -212,7 +215,7 @@ def test_model_type_not_recognized(tmp_path):
         AutoConfig.from_pretrained(str(tmp_path))
     matches = errkb.lookup(str(info.value), type(info.value))
     assert matches, str(info.value)
-    assert "transformers-model-type-not-recognized" == matches[0].record.id
+    assert matches[0].record.id == "transformers-model-type-not-recognized"
     assert matches[0].captures["model_type"] == "zorblax"
 
 
@@ -231,7 +234,7 @@ def test_generation_config_invalid_strict():
         config.validate(strict=True)
     matches = errkb.lookup(str(info.value), type(info.value))
     assert matches, str(info.value)
-    assert "transformers-generation-config-invalid-strict" == matches[0].record.id
+    assert matches[0].record.id == "transformers-generation-config-invalid-strict"
     assert matches[0].captures["flag"] == "temperature"
 
 
@@ -245,7 +248,7 @@ def test_greedy_num_return_sequences():
         GenerationConfig(num_return_sequences=3).validate()
     matches = errkb.lookup(str(info.value), type(info.value))
     assert matches, str(info.value)
-    assert "transformers-greedy-num-return-sequences" == matches[0].record.id
+    assert matches[0].record.id == "transformers-greedy-num-return-sequences"
 
 
 def test_num_return_sequences_exceeds_num_beams():
@@ -258,7 +261,7 @@ def test_num_return_sequences_exceeds_num_beams():
         GenerationConfig(num_beams=2, num_return_sequences=4).validate()
     matches = errkb.lookup(str(info.value), type(info.value))
     assert matches, str(info.value)
-    assert "transformers-num-return-sequences-exceeds-num-beams" == matches[0].record.id
+    assert matches[0].record.id == "transformers-num-return-sequences-exceeds-num-beams"
     assert matches[0].captures["num_return_sequences"] == 4
     assert matches[0].captures["num_beams"] == 2
 
@@ -275,7 +278,7 @@ def test_flash_attention_not_installed():
         AutoModelForCausalLM.from_config(_llama_config(), attn_implementation="flash_attention_2")
     matches = errkb.lookup(str(info.value), type(info.value))
     assert matches, str(info.value)
-    assert "transformers-flash-attention-not-installed" == matches[0].record.id
+    assert matches[0].record.id == "transformers-flash-attention-not-installed"
 
 
 def test_sdpa_not_supported():
@@ -299,7 +302,7 @@ def test_sdpa_not_supported():
         AutoModel.from_config(config, attn_implementation="sdpa")
     matches = errkb.lookup(str(info.value), type(info.value))
     assert matches, str(info.value)
-    assert "transformers-sdpa-not-supported" == matches[0].record.id
+    assert matches[0].record.id == "transformers-sdpa-not-supported"
     assert matches[0].captures["model_class"] == "PegasusXModel"
 
 
@@ -316,7 +319,7 @@ def test_device_map_requires_accelerate(tmp_path, offline):
         LlamaForCausalLM.from_pretrained(str(tmp_path), device_map="auto")
     matches = errkb.lookup(str(info.value), type(info.value))
     assert matches, str(info.value)
-    assert "transformers-device-map-requires-accelerate" == matches[0].record.id
+    assert matches[0].record.id == "transformers-device-map-requires-accelerate"
 
 
 def test_bitsandbytes_quantization_requires_packages(tmp_path, offline):
@@ -329,10 +332,12 @@ def test_bitsandbytes_quantization_requires_packages(tmp_path, offline):
     import errkb
 
     with pytest.raises(ImportError) as info:
-        LlamaForCausalLM.from_pretrained(str(tmp_path), quantization_config=BitsAndBytesConfig(load_in_4bit=True))
+        LlamaForCausalLM.from_pretrained(
+            str(tmp_path), quantization_config=BitsAndBytesConfig(load_in_4bit=True)
+        )
     matches = errkb.lookup(str(info.value), type(info.value))
     assert matches, str(info.value)
-    assert "transformers-bitsandbytes-quantization-requires-packages" == matches[0].record.id
+    assert matches[0].record.id == "transformers-bitsandbytes-quantization-requires-packages"
     assert matches[0].captures["bits"] == 4
 
 
@@ -346,7 +351,7 @@ def test_hub_unreachable_not_cached(offline):
         AutoConfig.from_pretrained("someorg/definitely-not-cached-model", cache_dir=str(offline))
     matches = errkb.lookup(str(info.value), type(info.value))
     assert matches, str(info.value)
-    assert "transformers-hub-unreachable-not-cached" == matches[0].record.id
+    assert matches[0].record.id == "transformers-hub-unreachable-not-cached"
 
 
 def test_not_a_valid_model_identifier(hub_stub):
@@ -360,7 +365,7 @@ def test_not_a_valid_model_identifier(hub_stub):
         AutoConfig.from_pretrained("someorg/nope", cache_dir=str(hub_stub.cache))
     matches = errkb.lookup(str(info.value), type(info.value))
     assert matches, str(info.value)
-    assert "transformers-not-a-valid-model-identifier" == matches[0].record.id
+    assert matches[0].record.id == "transformers-not-a-valid-model-identifier"
     assert matches[0].captures["model_id"] == "someorg/nope"
 
 
@@ -375,7 +380,7 @@ def test_gated_repo_access(hub_stub):
         AutoConfig.from_pretrained("someorg/gated", cache_dir=str(hub_stub.cache))
     matches = errkb.lookup(str(info.value), type(info.value))
     assert matches, str(info.value)
-    assert "transformers-gated-repo-access" == matches[0].record.id
+    assert matches[0].record.id == "transformers-gated-repo-access"
     assert matches[0].captures["repo_id"] == "someorg/gated"
 
 
@@ -397,7 +402,7 @@ def test_tokenizers_untagged_enum_deserialization():
         Tokenizer.from_str(json.dumps(data))
     matches = errkb.lookup(str(info.value), type(info.value))
     assert matches, str(info.value)
-    assert "tokenizers-untagged-enum-deserialization" == matches[0].record.id
+    assert matches[0].record.id == "tokenizers-untagged-enum-deserialization"
 
 
 def test_tokenizers_truncation_second_sequence_not_provided():
@@ -410,7 +415,7 @@ def test_tokenizers_truncation_second_sequence_not_provided():
         tok.encode("a b c a")
     matches = errkb.lookup(str(info.value), type(info.value))
     assert matches, str(info.value)
-    assert "tokenizers-truncation-second-sequence-not-provided" == matches[0].record.id
+    assert matches[0].record.id == "tokenizers-truncation-second-sequence-not-provided"
 
 
 def test_tokenizers_truncation_sequence_too_short():
@@ -423,7 +428,7 @@ def test_tokenizers_truncation_sequence_too_short():
         tok.encode("a", "b c a b")
     matches = errkb.lookup(str(info.value), type(info.value))
     assert matches, str(info.value)
-    assert "tokenizers-truncation-sequence-too-short" == matches[0].record.id
+    assert matches[0].record.id == "tokenizers-truncation-sequence-too-short"
 
 
 # --------------------------------------------------------------------------------------------
@@ -443,7 +448,7 @@ def test_safetensors_header_too_large(tmp_path):
         load_file(str(path))
     matches = errkb.lookup(str(info.value), type(info.value))
     assert matches, str(info.value)
-    assert "safetensors-header-too-large" == matches[0].record.id
+    assert matches[0].record.id == "safetensors-header-too-large"
 
 
 def test_safetensors_metadata_incomplete_buffer(tmp_path):
@@ -459,7 +464,7 @@ def test_safetensors_metadata_incomplete_buffer(tmp_path):
         load_file(str(path))
     matches = errkb.lookup(str(info.value), type(info.value))
     assert matches, str(info.value)
-    assert "safetensors-metadata-incomplete-buffer" == matches[0].record.id
+    assert matches[0].record.id == "safetensors-metadata-incomplete-buffer"
 
 
 def test_safetensors_invalid_header_deserialization(tmp_path):
@@ -475,7 +480,7 @@ def test_safetensors_invalid_header_deserialization(tmp_path):
         load_file(str(path))
     matches = errkb.lookup(str(info.value), type(info.value))
     assert matches, str(info.value)
-    assert "safetensors-invalid-header-deserialization" == matches[0].record.id
+    assert matches[0].record.id == "safetensors-invalid-header-deserialization"
 
 
 def test_safetensors_shared_tensors_save(tmp_path):
@@ -490,7 +495,7 @@ def test_safetensors_shared_tensors_save(tmp_path):
         save_file({"a": shared, "b": shared}, str(tmp_path / "model.safetensors"))
     matches = errkb.lookup(str(info.value), type(info.value))
     assert matches, str(info.value)
-    assert "safetensors-shared-tensors-save" == matches[0].record.id
+    assert matches[0].record.id == "safetensors-shared-tensors-save"
 
 
 # --------------------------------------------------------------------------------------------
@@ -509,7 +514,7 @@ def test_hub_offline_mode_is_enabled(offline):
         HfApi().model_info("someorg/some-model")
     matches = errkb.lookup(str(info.value), type(info.value))
     assert matches, str(info.value)
-    assert "huggingface-hub-offline-mode-is-enabled" == matches[0].record.id
+    assert matches[0].record.id == "huggingface-hub-offline-mode-is-enabled"
 
 
 def test_hub_local_entry_not_found_connection(offline):
@@ -523,7 +528,7 @@ def test_hub_local_entry_not_found_connection(offline):
         hf_hub_download("someorg/some-model", "config.json", cache_dir=str(offline))
     matches = errkb.lookup(str(info.value), type(info.value))
     assert matches, str(info.value)
-    assert "huggingface-hub-local-entry-not-found-connection" == matches[0].record.id
+    assert matches[0].record.id == "huggingface-hub-local-entry-not-found-connection"
 
 
 def test_hub_local_files_only_cache_miss(tmp_path):
@@ -534,10 +539,12 @@ def test_hub_local_files_only_cache_miss(tmp_path):
     import errkb
 
     with pytest.raises(LocalEntryNotFoundError) as info:
-        hf_hub_download("someorg/some-model", "config.json", cache_dir=str(tmp_path), local_files_only=True)
+        hf_hub_download(
+            "someorg/some-model", "config.json", cache_dir=str(tmp_path), local_files_only=True
+        )
     matches = errkb.lookup(str(info.value), type(info.value))
     assert matches, str(info.value)
-    assert "huggingface-hub-local-files-only-cache-miss" == matches[0].record.id
+    assert matches[0].record.id == "huggingface-hub-local-files-only-cache-miss"
 
 
 def test_hub_repository_not_found(hub_stub):
@@ -552,7 +559,7 @@ def test_hub_repository_not_found(hub_stub):
         hf_hub_download("someorg/nope", "config.json", cache_dir=str(hub_stub.cache))
     matches = errkb.lookup(str(info.value), type(info.value))
     assert matches, str(info.value)
-    assert "huggingface-hub-repository-not-found" == matches[0].record.id
+    assert matches[0].record.id == "huggingface-hub-repository-not-found"
     assert matches[0].captures["status"] == 401
 
 
@@ -568,7 +575,7 @@ def test_hub_gated_repo(hub_stub):
         hf_hub_download("someorg/gated", "config.json", cache_dir=str(hub_stub.cache))
     matches = errkb.lookup(str(info.value), type(info.value))
     assert matches, str(info.value)
-    assert "huggingface-hub-gated-repo" == matches[0].record.id
+    assert matches[0].record.id == "huggingface-hub-gated-repo"
 
 
 def test_hub_unauthorized_invalid_token(hub_stub):
@@ -580,10 +587,12 @@ def test_hub_unauthorized_invalid_token(hub_stub):
     import errkb
 
     with pytest.raises(HfHubHTTPError) as info:
-        hf_hub_download("someorg/some-model", "config.json", cache_dir=str(hub_stub.cache), token="hf_invalid")
+        hf_hub_download(
+            "someorg/some-model", "config.json", cache_dir=str(hub_stub.cache), token="hf_invalid"
+        )
     matches = errkb.lookup(str(info.value), type(info.value))
     assert matches, str(info.value)
-    assert "huggingface-hub-unauthorized-invalid-token" == matches[0].record.id
+    assert matches[0].record.id == "huggingface-hub-unauthorized-invalid-token"
 
 
 # --------------------------------------------------------------------------------------------
@@ -612,7 +621,7 @@ def test_accelerate_quantized_model_cpu_disk_offload():
         accelerator.prepare(_fake_quantized({"a": 0, "b": "disk"}))
     matches = errkb.lookup(str(info.value), type(info.value))
     assert matches, str(info.value)
-    assert "accelerate-quantized-model-cpu-disk-offload" == matches[0].record.id
+    assert matches[0].record.id == "accelerate-quantized-model-cpu-disk-offload"
 
 
 def test_accelerate_quantized_model_wrong_device():
@@ -627,4 +636,4 @@ def test_accelerate_quantized_model_wrong_device():
         accelerator.prepare(_fake_quantized({"": "cuda:1"}))
     matches = errkb.lookup(str(info.value), type(info.value))
     assert matches, str(info.value)
-    assert "accelerate-quantized-model-wrong-device" == matches[0].record.id
+    assert matches[0].record.id == "accelerate-quantized-model-wrong-device"

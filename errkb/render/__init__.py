@@ -139,6 +139,7 @@ def _render_rich(diagnosis: Diagnosis, file: TextIO, style: Style) -> None:
     from rich.console import Console, Group
     from rich.padding import Padding
     from rich.panel import Panel
+    from rich.table import Table
     from rich.text import Text
 
     console = Console(
@@ -163,8 +164,16 @@ def _render_rich(diagnosis: Diagnosis, file: TextIO, style: Style) -> None:
                 if section.kind == "code":
                     parts.append(Padding(Text(item, style="cyan"), (0, 0, 0, 2)))
                     continue
-                lead = {"numbered": f"{n}. ", "list": "- "}.get(section.kind, "")
-                parts.append(Padding(Text(lead + item), (0, 0, 0, 2)))
+                lead = {"numbered": f"{n}.", "list": "-"}.get(section.kind)
+                if lead is None:
+                    parts.append(Padding(Text(item), (0, 0, 0, 2)))
+                    continue
+                # A two-column grid gives wrapped lines a hanging indent under the text.
+                row = Table.grid(padding=(0, 1, 0, 0))
+                row.add_column(no_wrap=True)
+                row.add_column()
+                row.add_row(Text(lead, style="dim"), Text(item))
+                parts.append(Padding(row, (0, 0, 0, 2)))
         title = Text.assemble(
             ("errkb: ", "bold"), (block.title, "bold"), " ", (f"[{block.severity}]", colors.get(block.severity, "red"))
         )

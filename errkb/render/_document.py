@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from errkb.render._sanitize import clean
+from errkb.units import format_bytes
 
 if TYPE_CHECKING:
     from errkb.diagnosis import Diagnosis, Fact, Finding
@@ -39,8 +40,13 @@ class Block:
 
 def _fact_line(fact: Fact) -> str:
     value = fact.value
-    shown = f"{value:,}" if isinstance(value, int) and not isinstance(value, bool) else str(value)
     unit = f" {fact.unit}" if fact.unit else ""
+    if fact.unit == "bytes" and isinstance(value, int) and abs(value) >= 1024:
+        shown, unit = f"{format_bytes(value)} ({value:,} bytes)", ""
+    elif isinstance(value, int) and not isinstance(value, bool):
+        shown = f"{value:,}"
+    else:
+        shown = str(value)
     note = f"; {fact.note}" if fact.note else ""
     return f"{fact.name} = {shown}{unit}  ({fact.source}{note})"
 

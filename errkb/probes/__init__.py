@@ -1,0 +1,90 @@
+"""Probes: measurements of the live environment, each lazy, bounded in time and tagged.
+
+A probe is a callable that returns readings. Built-in probes measure the GPUs (torch) and read
+model configurations (local files or live config objects); the engine probe reads an LLM
+engine's own objects from the traceback's frames. None of them imports a heavy library at
+``import errkb`` time, and a probe whose library or device is missing returns an empty reading
+that says why, instead of raising.
+
+Tests and support tools replace measurements with :class:`errkb.testing.FakeMeasurements`.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import attrs
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+__all__ = ["GpuDevice", "GpuReading", "Measurements", "run_bounded"]
+
+T = TypeVar("T")
+
+
+@attrs.frozen(kw_only=True)
+class GpuDevice:
+    """One visible GPU. Byte counts are ``None`` where they could not be measured.
+
+    ``source`` says where the figures came from: ``gpu`` for a live measurement.
+    """
+
+    index: int
+    name: str
+    total_bytes: int
+    free_bytes: int | None = None
+    allocated_bytes: int | None = None
+    reserved_bytes: int | None = None
+    capability: tuple[int, int] | None = None
+    other_processes_bytes: int | None = None
+    source: str = "gpu"
+
+    def to_dict(self) -> dict[str, object]:
+        """The JSON form."""
+        out = attrs.asdict(self)
+        out["capability"] = ".".join(map(str, self.capability)) if self.capability else None
+        return out
+
+
+@attrs.frozen(kw_only=True)
+class GpuReading:
+    """The GPUs visible to this process, or why none could be measured (``error``)."""
+
+    devices: tuple[GpuDevice, ...] = ()
+    error: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class Measurements:
+    """Measurements handed in instead of probed (tests, support tools, other machines).
+
+    A field left ``None`` is probed live as usual (when probes are on).
+    """
+
+    gpus: GpuReading | None = None
+
+
+def run_bounded(func: Callable[[], T], timeout: float, what: str) -> tuple[T | None, str | None]:
+    """Run ``func`` in a daemon thread; give up after ``timeout`` seconds.
+
+    Returns ``(result, None)``, or ``(None, reason)`` when it raised or did not answer in time:
+    a driver that hangs must not hang a process that is exiting.
+    """
+    box: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            box["value"] = func()
+        except BaseException as exc:  # noqa: BLE001 - reported as a reason, never raised
+            box["error"] = f"{type(exc).__name__}: {exc}"
+
+    worker = threading.Thread(target=work, name=f"errkb-probe-{what}", daemon=True)
+    worker.start()
+    worker.join(max(timeout, 0.0))
+    if worker.is_alive():
+        return None, f"{what} did not answer within {timeout:.1f}s"
+    if "error" in box:
+        return None, f"{what} failed ({box['error']})"
+    return box.get("value"), None

@@ -1,0 +1,137 @@
+"""The engine probe: an LLM engine's own objects, read from the traceback's frames.
+
+Knows the shapes of ChatTTS's vendored engine (``LLMEngine._init_cache``: ``self.cache_config``,
+``self.model_config``, local ``num_gpu_blocks``), vLLM's old engine and V0 workers
+(``raise_if_cache_size_invalid``, ``Worker.initialize_cache``) and vLLM V1's
+``check_enough_kv_cache_memory`` (``vllm_config``, ``kv_cache_spec``, ``available_memory``).
+Attributes differ across versions, so every read is defensive, and a setting the engine in the
+traceback does not have (ChatTTS's engine has no KV-cache dtype) is recorded as missing.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from errkb.evidence import safe_getattr
+
+if TYPE_CHECKING:
+    from errkb.evidence import Evidence
+
+__all__ = ["EngineReading", "read_engine"]
+
+_UNSET: Any = object()
+
+
+@attrs.frozen(kw_only=True)
+class EngineReading:
+    """What the frames tell of the engine. Every figure here has the source ``frame``."""
+
+    kind: str
+    frame: str | None = None
+    max_model_len: int | None = None
+    block_size: int | None = None
+    num_gpu_blocks: int | None = None
+    gpu_memory_utilization: float | None = None
+    cache_dtype: str | None = None
+    has_cache_dtype: bool = False
+    tensor_parallel_size: int | None = None
+    model_dtype: str | None = None
+    hf_config: Any = attrs.field(default=None, repr=False)
+    available_memory: int | None = None
+    needed_memory: int | None = None
+    spec_bytes_per_token: int | None = None
+    spec_block_size: int | None = None
+
+
+def _number(value: Any, kind: type) -> Any:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return kind(value)
+
+
+def _spec_totals(specs: Any) -> tuple[int | None, int | None]:
+    """KV bytes per token summed over the layers of a V1 ``kv_cache_spec``, and its block size."""
+    if not isinstance(specs, dict) or not specs:
+        return None, None
+    total = 0.0
+    block = None
+    for spec in specs.values():
+        size = _number(safe_getattr(spec, "block_size"), int)
+        page = _number(safe_getattr(spec, "page_size_bytes"), int)
+        if not size or page is None:
+            return None, None
+        block = block or size
+        total += page / size
+    return round(total), block
+
+
+def _kind(files: list[str]) -> str:
+    joined = "\n".join(f.replace("\\", "/") for f in files)
+    if "ChatTTS/model/velocity/" in joined:
+        return "chattts"
+    if "vllm/v1/" in joined:
+        return "vllm-v1"
+    if "/vllm/" in joined:
+        return "vllm-v0"
+    return "unknown"
+
+
+def read_engine(evidence: Evidence) -> EngineReading | None:
+    """The engine's settings from the innermost frames that hold them; None if no engine."""
+    found: dict[str, Any] = {}
+    frame_at = None
+    files = []
+    for view in evidence.frames():
+        files.append(view.file)
+        local = view.local
+        owner = local("self")
+        vllm_config = local("vllm_config")
+        if vllm_config is None:
+            vllm_config = safe_getattr(owner, "vllm_config")
+        for name in ("cache_config", "model_config", "parallel_config"):
+            if name in found:
+                continue
+            obj = local(name)
+            if obj is None:
+                obj = safe_getattr(owner, name)
+            if obj is None and vllm_config is not None:
+                obj = safe_getattr(vllm_config, name)
+            if obj is not None:
+                found[name] = obj
+                frame_at = frame_at or f"{view.file}:{view.line}"
+        for name in ("num_gpu_blocks", "block_size", "max_model_len", "available_memory", "needed_memory"):
+            value = local(name)
+            if name not in found and _number(value, int) is not None:
+                found[name] = value
+        if "kv_cache_spec" not in found and isinstance(local("kv_cache_spec"), dict):
+            found["kv_cache_spec"] = local("kv_cache_spec")
+    cache = found.get("cache_config")
+    model = found.get("model_config")
+    if cache is None and model is None and "kv_cache_spec" not in found:
+        return None
+    parallel = found.get("parallel_config")
+    cache_dtype = safe_getattr(cache, "cache_dtype", _UNSET) if cache is not None else _UNSET
+    spec_bpt, spec_block = _spec_totals(found.get("kv_cache_spec"))
+    hf_config = None
+    if model is not None:
+        hf_config = safe_getattr(model, "hf_text_config") or safe_getattr(model, "hf_config")
+    model_dtype = safe_getattr(model, "dtype") if model is not None else None
+    return EngineReading(
+        kind=_kind(files),
+        frame=frame_at,
+        max_model_len=_number(found.get("max_model_len", safe_getattr(model, "max_model_len")), int),
+        block_size=_number(found.get("block_size", safe_getattr(cache, "block_size")), int),
+        num_gpu_blocks=_number(found.get("num_gpu_blocks", safe_getattr(cache, "num_gpu_blocks")), int),
+        gpu_memory_utilization=_number(safe_getattr(cache, "gpu_memory_utilization"), float),
+        cache_dtype=None if cache_dtype is _UNSET or cache_dtype is None else str(cache_dtype),
+        has_cache_dtype=cache_dtype is not _UNSET,
+        tensor_parallel_size=_number(safe_getattr(parallel, "tensor_parallel_size"), int),
+        model_dtype=str(model_dtype).removeprefix("torch.") if model_dtype is not None else None,
+        hf_config=hf_config,
+        available_memory=_number(found.get("available_memory"), int),
+        needed_memory=_number(found.get("needed_memory"), int),
+        spec_bytes_per_token=spec_bpt,
+        spec_block_size=spec_block,
+    )
