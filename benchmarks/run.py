@@ -77,13 +77,23 @@ def diagnosis_latency() -> list[dict[str, object]]:
     """Exception to end of diagnosis for the seed's error: cold (first in the process), warm."""
     cold, warm = [], []
     for _ in range(max(5, RUNS // 3)):
-        out = subprocess.run([sys.executable, "-c", _COLD], check=True, capture_output=True, text=True)
+        out = subprocess.run(
+            [sys.executable, "-c", _COLD], check=True, capture_output=True, text=True
+        )
         c, w = map(float, out.stdout.split())
         cold.append(c)
         warm.append(w)
     return [
-        {"benchmark": "diagnosis", "case": "seed error, cold", "median_ms": round(statistics.median(cold) * 1000, 2)},
-        {"benchmark": "diagnosis", "case": "seed error, warm", "median_ms": round(statistics.median(warm) * 1000, 2)},
+        {
+            "benchmark": "diagnosis",
+            "case": "seed error, cold",
+            "median_ms": round(statistics.median(cold) * 1000, 2),
+        },
+        {
+            "benchmark": "diagnosis",
+            "case": "seed error, warm",
+            "median_ms": round(statistics.median(warm) * 1000, 2),
+        },
     ]
 
 
@@ -92,10 +102,13 @@ def main() -> None:
     OUT.mkdir(exist_ok=True)
     lines = ["| benchmark | case | median (ms) | vs baseline (ms) |", "| --- | --- | ---: | ---: |"]
     lines += [
-        f"| {r['benchmark']} | {r['case']} | {r['median_ms']} | {r.get('vs_baseline_ms', '')} |" for r in rows
+        f"| {r['benchmark']} | {r['case']} | {r['median_ms']} | {r.get('vs_baseline_ms', '')} |"
+        for r in rows
     ]
     table = "\n".join(lines)
-    header = f"Python {sys.version.split()[0]}, {os.cpu_count()} CPUs, {RUNS} runs per start-up case\n\n"
+    header = (
+        f"Python {sys.version.split()[0]}, {os.cpu_count()} CPUs, {RUNS} runs per start-up case\n\n"
+    )
     (OUT / "bench.md").write_text(header + table + "\n")
     (OUT / "bench.json").write_text(json.dumps(rows, indent=2))
     print(header + table)

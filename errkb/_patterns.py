@@ -7,8 +7,6 @@ nothing here does more with a pattern than compile and search it.
 from __future__ import annotations
 
 import functools
-import re
-import warnings
 from typing import TYPE_CHECKING, Any
 
 import regex
@@ -33,7 +31,7 @@ class PatternTimeoutError(TimeoutError):
     """A pattern ran past its timeout on a message."""
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def compile_pattern(pattern: str) -> regex.Pattern[str]:
     """Compile a record's ``messagePattern`` once; raises ``regex.error`` when it is invalid."""
     return regex.compile(pattern)
@@ -49,64 +47,167 @@ def search(
         raise PatternTimeoutError(compiled.pattern) from exc
 
 
-def _parse(pattern: str) -> Any | None:
-    """Parse with the standard library's parser when the pattern is in its dialect."""
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            import re._parser as sre_parse  # type: ignore[import-not-found,unused-ignore]
-
-            return sre_parse.parse(pattern)
-    except (ImportError, re.error, RecursionError, OverflowError):
-        return None
+_BREAKING_ESCAPES = frozenset("dDwWsSbBAZzGpPNuxUvVXhHKLlRmg0123456789")
+_FLAGS = regex.compile(r"\(\?([a-zA-Z]+)\)")
 
 
 def required_literals(pattern: str) -> tuple[str, ...] | None:
     """The literal runs that every match of ``pattern`` must contain, longest first.
 
-    Returns ``None`` when the pattern cannot be analysed (a ``regex``-only construct, a case
-    insensitive flag): callers must then treat the pattern as able to match anything.
+    A fast, conservative scan of the top level of the pattern: runs of literal characters
+    outside groups and classes, minus those made optional by a quantifier. Returns ``None`` when
+    the pattern may match without any literal (top-level alternation) or cannot be read this way
+    (case-insensitive or verbose flags); callers must then treat it as able to match anything.
     """
-    tree = _parse(pattern)
-    if tree is None:
-        return None
-    if tree.state.flags & 2:  # re.IGNORECASE: literals are not exact
-        return None
     runs: list[str] = []
-    _collect(tree, runs)
-    return tuple(sorted({r for r in runs if r}, key=len, reverse=True))
-
-
-def _collect(items: Iterable[tuple[Any, Any]], runs: list[str]) -> None:
-    """Append to ``runs`` the literal runs that a match of ``items`` must contain."""
-    import re._constants as c  # type: ignore[import-not-found,unused-ignore]
-
     current: list[str] = []
+    i, n = 0, len(pattern)
 
     def flush() -> None:
         if current:
             runs.append("".join(current))
             current.clear()
 
-    for op, av in items:
-        if op is c.LITERAL:
-            current.append(chr(av))
+    while i < n:
+        ch = pattern[i]
+        if ch == "\\" and i + 1 < n:
+            nxt = pattern[i + 1]
+            i += 2
+            if nxt in _BREAKING_ESCAPES:
+                flush()
+                i = _skip_escape_argument(pattern, i, nxt)
+                i = _skip_quantifier(pattern, i)[0]
+                continue
+            current.append(
+                {"n": "\n", "t": "\t", "r": "\r", "f": "\f", "a": "\a", "e": "\x1b"}.get(nxt, nxt)
+            )
+        elif ch == "(":
+            flags = _FLAGS.match(pattern, i)
+            if flags and set(flags.group(1)) & set("ixX"):
+                return None
+            flush()
+            i = _skip_group(pattern, i)
+            # A quantifier after the group applies to the group, which we ignore anyway.
+            i = _skip_quantifier(pattern, i)[0]
             continue
-        flush()
-        if op is c.SUBPATTERN:
-            _collect(av[-1], runs)
-        elif op in (c.MAX_REPEAT, c.MIN_REPEAT, c.POSSESSIVE_REPEAT) and av[0] >= 1:
-            _collect(av[2], runs)
-        elif op is c.ATOMIC_GROUP:
-            _collect(av, runs)
-        # Branches, optional repeats, classes and lookarounds need no particular literal.
+        elif ch == "[":
+            flush()
+            i = _skip_class(pattern, i)
+            i = _skip_quantifier(pattern, i)[0]
+            continue
+        elif ch == "|":
+            return None
+        elif ch in ".^$":
+            flush()
+            i += 1
+            i = _skip_quantifier(pattern, i)[0]
+            continue
+        else:
+            current.append(ch)
+            i += 1
+        i, minimum = _skip_quantifier(pattern, i)
+        if minimum is not None:
+            if minimum == 0 and current:
+                current.pop()
+            flush()
     flush()
+    return tuple(sorted((r for r in runs if r), key=len, reverse=True))
 
 
+def _skip_escape_argument(pattern: str, i: int, kind: str) -> int:
+    """Past what follows an escape letter: ``\\x41``, ``\\u0041``, ``\\N{...}``, ``\\12``, ``\\g<x>``."""
+    fixed = {"x": 2, "u": 4, "U": 8}
+    if kind in fixed:
+        if kind == "x" and pattern[i : i + 1] == "{":
+            return _past(pattern, i, "}")
+        return i + fixed[kind]
+    if kind in "NpP" and pattern[i : i + 1] == "{":
+        return _past(pattern, i, "}")
+    if kind in "pP":
+        return i + 1
+    if kind == "g" and pattern[i : i + 1] == "<":
+        return _past(pattern, i, ">")
+    if kind.isdigit():
+        while i < len(pattern) and pattern[i].isdigit():
+            i += 1
+    return i
+
+
+def _past(pattern: str, i: int, closing: str) -> int:
+    end = pattern.find(closing, i)
+    return len(pattern) if end == -1 else end + 1
+
+
+def _skip_quantifier(pattern: str, i: int) -> tuple[int, int | None]:
+    """Past a quantifier at ``i`` (with its lazy/possessive suffix); its minimum, or None."""
+    if i >= len(pattern):
+        return i, None
+    ch = pattern[i]
+    minimum: int | None = None
+    if ch in "?*":
+        minimum, i = 0, i + 1
+    elif ch == "+":
+        minimum, i = 1, i + 1
+    elif ch == "{":
+        m = _BRACES.match(pattern, i)
+        if m is None:
+            return i, None
+        minimum, i = int(m.group(1) or 0), m.end()
+    else:
+        return i, None
+    if i < len(pattern) and pattern[i] in "?+":
+        i += 1
+    return i, minimum
+
+
+_BRACES = regex.compile(r"\{(\d*)(?:,\d*)?\}")
+
+
+def _skip_class(pattern: str, i: int) -> int:
+    """The index just past the character class starting at ``i``."""
+    j = i + 1
+    if j < len(pattern) and pattern[j] == "^":
+        j += 1
+    if j < len(pattern) and pattern[j] == "]":
+        j += 1
+    depth = 1
+    while j < len(pattern) and depth:
+        c = pattern[j]
+        if c == "\\":
+            j += 2
+            continue
+        if c == "[":
+            depth += 1  # the regex module's nested sets
+        elif c == "]":
+            depth -= 1
+        j += 1
+    return j
+
+
+def _skip_group(pattern: str, i: int) -> int:
+    """The index just past the group starting at ``i`` (escapes and classes respected)."""
+    depth = 0
+    j = i
+    while j < len(pattern):
+        c = pattern[j]
+        if c == "\\":
+            j += 2
+            continue
+        if c == "[":
+            j = _skip_class(pattern, j)
+            continue
+        if c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+            if depth == 0:
+                return j + 1
+        j += 1
+    return j
+
+
+@functools.lru_cache(maxsize=4096)
 def specificity(pattern: str) -> int:
-    """How many literal characters a match of ``pattern`` must contain (a rough fallback else)."""
+    """How many literal characters a match of ``pattern`` must contain (0 when unknown)."""
     runs = required_literals(pattern)
-    if runs is not None:
-        return sum(len(r) for r in runs)
-    # Not analysable: count the word characters, a fair proxy for literal text.
-    return sum(ch.isalnum() or ch == " " for ch in pattern) // 2
+    return sum(len(r) for r in runs) if runs else 0

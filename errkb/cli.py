@@ -34,7 +34,7 @@ class _Parser(argparse.ArgumentParser):
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="errkb", description="Error knowledge for the ML and LLM stack.")
     parser.add_argument("--version", action="version", version=f"errkb {__version__}")
-    common = argparse.ArgumentParser(add_help=False)
+    common = _Parser(add_help=False)
     common.add_argument(
         "--records",
         action="append",
@@ -44,7 +44,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     common.add_argument("--color", action=argparse.BooleanOptionalAction, default=None)
     common.add_argument("--width", type=int, default=None, help="render at this many columns")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    sub = parser.add_subparsers(dest="command", required=True)
 
     ex = sub.add_parser(
         "explain",
@@ -69,7 +69,9 @@ def _parser() -> argparse.ArgumentParser:
     val = sub.add_parser("validate", help="check record files; exit 1 when anything is invalid")
     val.add_argument("paths", nargs="+", metavar="PATH")
 
-    probe = sub.add_parser("probe", parents=[common], help="measure the GPUs and a model's KV cache")
+    probe = sub.add_parser(
+        "probe", parents=[common], help="measure the GPUs and a model's KV cache"
+    )
     probe.add_argument("--json", action="store_true", help="print JSON")
     _add_evidence_flags(probe)
     return parser
@@ -91,7 +93,13 @@ def _given(args: argparse.Namespace) -> dict[str, Any]:
     given: dict[str, Any] = {}
     if getattr(args, "gpu_memory", None):
         given["gpu_memory_bytes"] = parse_size(args.gpu_memory)
-    for name in ("model", "gpu_memory_utilization", "block_size", "kv_cache_dtype", "tensor_parallel_size"):
+    for name in (
+        "model",
+        "gpu_memory_utilization",
+        "block_size",
+        "kv_cache_dtype",
+        "tensor_parallel_size",
+    ):
         value = getattr(args, name, None)
         if value is not None:
             given[name] = value
@@ -125,7 +133,7 @@ def _registry(args: argparse.Namespace) -> Registry:
 
 def _read_text(args: argparse.Namespace) -> str | None:
     if args.text in ([], ["-"]):
-        if args.text == [] and sys.stdin is not None and sys.stdin.isatty():
+        if not args.text and sys.stdin is not None and sys.stdin.isatty():
             return None
         try:
             return sys.stdin.read() if sys.stdin is not None else None
@@ -141,14 +149,24 @@ def _explain(args: argparse.Namespace) -> int:
 
     text = _read_text(args)
     if text is None or not text.strip():
-        print("errkb: nothing to explain: give a message, or - to read standard input", file=sys.stderr)
+        print(
+            "errkb: nothing to explain: give a message, or - to read standard input",
+            file=sys.stderr,
+        )
         return EXIT_USAGE
     options = _options(args, sys.stdout)
     diagnosis = explain(text, options=options, registry=_registry(args))
     if args.json:
         if diagnosis is None:
-            empty = {"schema": SCHEMA, "exceptions": [], "matches": [], "solutions": [],
-                     "facts": [], "example_fix": None, "notes": []}
+            empty: dict[str, object] = {
+                "schema": SCHEMA,
+                "exceptions": [],
+                "matches": [],
+                "solutions": [],
+                "facts": [],
+                "example_fix": None,
+                "notes": [],
+            }
             print(json.dumps(empty, indent=2))
         else:
             print(render_json(diagnosis))
@@ -196,8 +214,18 @@ def _list(args: argparse.Namespace) -> int:
     records = registry.with_tag(args.tag) if args.tag else registry.records
     for r in sorted(records, key=lambda r: (r.library, r.id)):
         if args.json:
-            print(json.dumps({"id": r.id, "slug": r.slug, "library": r.library,
-                              "severity": r.severity, "title": r.heading, "tags": list(r.tags)}))
+            print(
+                json.dumps(
+                    {
+                        "id": r.id,
+                        "slug": r.slug,
+                        "library": r.library,
+                        "severity": r.severity,
+                        "title": r.heading,
+                        "tags": list(r.tags),
+                    }
+                )
+            )
         else:
             print(clean(f"{r.id:<48} {r.severity or '':<9} {r.heading}"))
     return EXIT_OK if records else EXIT_NONE
@@ -228,8 +256,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     from errkb.exceptions import UsageError
 
-    handlers = {"explain": _explain, "show": _show, "list": _list, "validate": _validate,
-                "probe": _probe}
+    handlers = {
+        "explain": _explain,
+        "show": _show,
+        "list": _list,
+        "validate": _validate,
+        "probe": _probe,
+    }
     try:
         return handlers[args.command](args)
     except UsageError as exc:

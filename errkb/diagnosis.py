@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import sysconfig
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -108,12 +109,16 @@ class ExampleFix:
     def from_record_text(cls, text: str) -> ExampleFix:
         """Split a record's ``exampleFix`` at its ``# before`` / ``# after`` markers, if any."""
         lines = text.strip("\n").split("\n")
-        marks = [i for i, line in enumerate(lines) if line.strip().lower() in ("# after", "# after:")]
+        marks = [
+            i for i, line in enumerate(lines) if line.strip().lower() in ("# after", "# after:")
+        ]
         if not marks:
             return cls(before=None, after=text.strip("\n"))
         cut = marks[0]
         before = [ln for ln in lines[:cut] if ln.strip().lower() not in ("# before", "# before:")]
-        return cls(before="\n".join(before).strip("\n"), after="\n".join(lines[cut + 1 :]).strip("\n"))
+        return cls(
+            before="\n".join(before).strip("\n"), after="\n".join(lines[cut + 1 :]).strip("\n")
+        )
 
 
 @attrs.frozen(kw_only=True)
@@ -127,7 +132,12 @@ class FrameInfo:
 
     def to_dict(self) -> dict[str, object]:
         """The JSON form."""
-        return {"file": self.file, "line": self.line, "function": self.function, "library": self.library}
+        return {
+            "file": self.file,
+            "line": self.line,
+            "function": self.function,
+            "library": self.library,
+        }
 
 
 @attrs.frozen(kw_only=True)
@@ -239,7 +249,7 @@ def _safe_text(get: Any, fallback: str) -> tuple[str, bool]:
         text = get()
         if not isinstance(text, str):
             return fallback, False
-    except BaseException:  # noqa: BLE001 - a broken __str__ must not break the hook
+    except BaseException:
         return fallback, False
     if len(text) > MAX_MESSAGE:
         return text[:MAX_MESSAGE], True
@@ -268,7 +278,7 @@ def walk_chain(exc: BaseException) -> list[BaseException]:
         try:
             cause = e.__cause__
             context = None if e.__suppress_context__ else e.__context__
-        except BaseException:  # noqa: BLE001 - exotic exception objects
+        except BaseException:
             cause = context = None
         before = cause if isinstance(cause, BaseException) else None
         if before is None and isinstance(context, BaseException):
@@ -301,8 +311,10 @@ def is_library_file(path: str) -> bool:
     if _LIBRARY_ROOTS is None:
         paths = sysconfig.get_paths()
         roots = {paths.get(k) for k in ("stdlib", "platstdlib", "purelib", "platlib")}
-        _LIBRARY_ROOTS = tuple(os.path.normcase(os.path.abspath(r)) + os.sep for r in roots if r)
-    norm = os.path.normcase(os.path.abspath(path))
+        _LIBRARY_ROOTS = tuple(
+            os.path.normcase(str(Path(r).absolute())) + os.sep for r in roots if r
+        )
+    norm = os.path.normcase(str(Path(path).absolute()))
     parts = norm.replace("\\", "/").split("/")
     return "site-packages" in parts or "dist-packages" in parts or norm.startswith(_LIBRARY_ROOTS)
 
@@ -406,7 +418,10 @@ def explain(
             message=p.message,
             frames=tuple(
                 FrameInfo(
-                    file=f.file, line=f.line, function=f.function or "", library=is_library_file(f.file)
+                    file=f.file,
+                    line=f.line,
+                    function=f.function or "",
+                    library=is_library_file(f.file),
                 )
                 for f in p.frames
             ),
@@ -436,7 +451,7 @@ def _assemble(
     matcher = _registry(options, registry).matcher
     findings: list[Finding] = []
     seen: set[str] = set()
-    for info, cls in zip(infos, classes):
+    for info, cls in zip(infos, classes, strict=True):
         files = [f.file for f in info.frames]
         matches = matcher.match(info.message, cls, files=files)
         for note in info.notes:
@@ -447,7 +462,9 @@ def _assemble(
                 continue
             seen.add(m.record.id)
             base = tuple(Solution(text=s) for s in m.record.solutions)
-            fix = ExampleFix.from_record_text(m.record.example_fix) if m.record.example_fix else None
+            fix = (
+                ExampleFix.from_record_text(m.record.example_fix) if m.record.example_fix else None
+            )
             findings.append(Finding(match=m, exception=info.index, solutions=base, example_fix=fix))
     if matcher.timed_out:
         ids = ", ".join(sorted(matcher.timed_out))
@@ -462,4 +479,3 @@ def _assemble(
 def debug_enabled() -> bool:
     """Whether ``ERRKB_DEBUG`` asks for errkb's own tracebacks."""
     return os.environ.get("ERRKB_DEBUG", "") not in ("", "0")
-

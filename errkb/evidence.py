@@ -31,13 +31,13 @@ def safe_getattr(obj: object, name: str, default: Any = None) -> Any:
     """
     try:
         namespace = object.__getattribute__(obj, "__dict__")
-    except Exception:  # noqa: BLE001 - objects without a __dict__ (slots, C types)
+    except Exception:
         namespace = None
     if isinstance(namespace, dict) and name in namespace:
         return namespace[name]
     try:
         return getattr(obj, name, default)
-    except Exception:  # noqa: BLE001 - a property that raises is as good as absent
+    except Exception:
         return default
 
 
@@ -56,7 +56,7 @@ class FrameView:
             return default
         try:
             return self._frame.f_locals.get(name, default)
-        except Exception:  # noqa: BLE001 - a frame whose locals can't be read
+        except Exception:
             return default
 
     def close(self) -> None:

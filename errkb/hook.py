@@ -11,17 +11,17 @@ loads on the first exception.
 from __future__ import annotations
 
 import _thread
+import contextlib
 import os
 import sys
 
 # `typing` costs milliseconds to import; the annotations never need it at run time.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
-
     import threading
     from importlib.machinery import ModuleSpec
     from types import ModuleType, TracebackType
+    from typing import Any
 
     from errkb.options import Options
 
@@ -61,7 +61,8 @@ def install(options: Options | None = None, **changes: Any) -> None:
     Jupyter the shell's exception handler is used instead of ``sys.excepthook``.
 
     Args:
-        options: an :class:`errkb.Options`; or pass its fields as keywords
+        options: an :class:`errkb.Options`.
+        **changes: fields of :class:`errkb.Options` to set on top of ``options``
             (``install(probes=False, timeout=2)``).
     """
     if _truthy("ERRKB_DISABLE"):
@@ -97,7 +98,7 @@ def uninstall() -> None:
         else:
             if sys.excepthook is _excepthook:
                 sys.excepthook = _state.prev_sys
-            threading = sys.modules.get("threading")
+            threading: Any = sys.modules.get("threading")
             if threading is not None and threading.excepthook is _threading_excepthook:
                 threading.excepthook = _state.prev_threading
             if _ThreadingWatcher in sys.meta_path:
@@ -105,7 +106,7 @@ def uninstall() -> None:
         _state.installed = False
 
 
-def _patch_threading(threading: ModuleType) -> None:
+def _patch_threading(threading: Any) -> None:
     _state.prev_threading = threading.excepthook
     threading.excepthook = _threading_excepthook
 
@@ -124,7 +125,7 @@ class _ThreadingWatcher:
         spec = PathFinder.find_spec(name, path, target)
         if spec is None or spec.loader is None:
             return spec
-        spec.loader = _PatchingLoader(spec.loader)
+        spec.loader = _PatchingLoader(spec.loader)  # type: ignore[assignment]
         return spec
 
 
@@ -152,9 +153,7 @@ def _options() -> Options:
     return base.evolve(**_state.option_changes) if _state.option_changes else base
 
 
-def _excepthook(
-    etype: type[BaseException], value: BaseException, tb: TracebackType | None
-) -> None:
+def _excepthook(etype: type[BaseException], value: BaseException, tb: TracebackType | None) -> None:
     prev = _state.prev_sys if _state.installed else None
     with _write_lock:
         (prev or sys.__excepthook__)(etype, value, tb)
@@ -187,7 +186,7 @@ def _diagnose_bounded(exc: BaseException) -> None:
     def work() -> None:
         try:
             diagnose_and_render(exc, options)
-        except BaseException as err:  # noqa: BLE001 - reported in one line below
+        except BaseException as err:
             failure.append(err)
 
     worker = threading.Thread(target=work, name="errkb-diagnosis", daemon=True)
@@ -214,14 +213,14 @@ def _line(text: str) -> None:
         if stream is not None:
             stream.write(text + "\n")
             stream.flush()
-    except Exception:  # noqa: BLE001, S110 - stderr itself is gone; nothing left to tell
+    except Exception:  # noqa: S110 - stderr itself is gone; nothing left to tell
         pass
 
 
 def _internal_error(err: BaseException) -> None:
     try:
         detail = str(err).splitlines()[0][:200] if str(err) else ""
-    except Exception:  # noqa: BLE001 - an error whose __str__ raises
+    except Exception:
         detail = ""
     from errkb.render._sanitize import clean
 
@@ -230,10 +229,8 @@ def _internal_error(err: BaseException) -> None:
     if _truthy("ERRKB_DEBUG"):
         import traceback
 
-        try:
+        with contextlib.suppress(Exception):  # best effort only
             traceback.print_exception(type(err), err, err.__traceback__, file=sys.stderr)
-        except Exception:  # noqa: BLE001, S110 - best effort only
-            pass
 
 
 # --- IPython / Jupyter -------------------------------------------------------------------
@@ -246,7 +243,7 @@ def _ipython_shell() -> Any:
     try:
         get = sys.modules["IPython"].get_ipython
         return get()
-    except Exception:  # noqa: BLE001 - an IPython without a shell, or a broken one
+    except Exception:
         return None
 
 

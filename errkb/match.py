@@ -24,13 +24,20 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 import attrs
+import regex
 
-from errkb._patterns import DEFAULT_TIMEOUT, PatternTimeoutError, compile_pattern, search, specificity
+from errkb._index import LiteralIndex
+from errkb._patterns import (
+    DEFAULT_TIMEOUT,
+    PatternTimeoutError,
+    compile_pattern,
+    required_literals,
+    search,
+    specificity,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
-
-    import regex
 
     from errkb.records import Record
 
@@ -57,7 +64,7 @@ class Match:
     score: float
 
 
-@attrs.frozen
+@attrs.frozen(kw_only=True)
 class ClassSpec:
     """What is known of an exception's class: its MRO as (module, qualname) pairs.
 
@@ -73,12 +80,15 @@ class ClassSpec:
         if error_class is None:
             return None
         if isinstance(error_class, type):
-            return cls(tuple((c.__module__, c.__qualname__) for c in error_class.__mro__), True)
+            return cls(
+                mro=tuple((c.__module__, c.__qualname__) for c in error_class.__mro__),
+                resolved=True,
+            )
         found = _resolve(error_class)
         if found is not None:
             return cls.of(found)
         module, _, name = error_class.rpartition(".")
-        return cls(((module or "builtins", name),), False)
+        return cls(mro=((module or "builtins", name),), resolved=False)
 
     def level(self, record_class: str | None) -> float | None:
         """The class part of the score for a record, or None when the record is ruled out."""
@@ -112,7 +122,7 @@ def _same_class(record_class: str, module: str, qualname: str) -> bool:
         return not rec_module or rec_module == "builtins"
     # Public aliases differ in the middle (torch.cuda.OutOfMemoryError is torch.OutOfMemoryError),
     # so the top-level package decides.
-    return rec_module.split(".")[0] == module.split(".")[0]
+    return rec_module.split(".")[0] == module.split(".", maxsplit=1)[0]
 
 
 def typed(text: str | None) -> object:
@@ -131,34 +141,49 @@ def typed(text: str | None) -> object:
     return value if stripped.lower() not in ("nan", "inf", "-inf", "+inf", "infinity") else text
 
 
-@attrs.frozen
 class _Entry:
-    record: Record
-    compiled: regex.Pattern[str]
-    specificity: float
+    """A record with its pattern, compiled on first use (most never are: the index skips them)."""
+
+    __slots__ = ("_compiled", "record")
+
+    def __init__(self, record: Record) -> None:
+        self.record = record
+        self._compiled: regex.Pattern[str] | None = None
+
+    @property
+    def compiled(self) -> regex.Pattern[str]:
+        if self._compiled is None:
+            self._compiled = compile_pattern(self.record.message_pattern)
+        return self._compiled
 
 
 class Matcher:
     """Matches messages against a fixed set of records; thread-safe once built.
 
-    A pattern that runs past ``timeout`` on a message is skipped for that message, and its
-    record's id is added to :attr:`timed_out` (so it is reported once, not on every lookup).
+    A literal index (:mod:`errkb._index`) picks the few records worth a regex search; the
+    answer is the same as searching every record (``indexed=False`` does that, for checks and
+    benchmarks). A pattern that runs past ``timeout`` on a message is skipped for that message
+    and its record's id added to :attr:`timed_out`, so it is reported once, not on every lookup;
+    a pattern that does not compile is skipped and listed in :attr:`broken`.
     """
 
-    def __init__(self, records: Iterable[Record], *, timeout: float = DEFAULT_TIMEOUT) -> None:
+    def __init__(
+        self, records: Iterable[Record], *, timeout: float = DEFAULT_TIMEOUT, indexed: bool = True
+    ) -> None:
         self.timeout = timeout
         self.timed_out: set[str] = set()
+        self.broken: set[str] = set()
         self._lock = threading.Lock()
-        self._entries: list[_Entry] = []
-        for record in records:
-            if record.retired:
-                continue
-            n = specificity(record.message_pattern)
-            self._entries.append(_Entry(record, compile_pattern(record.message_pattern), n / (n + 40)))
+        self._entries = [_Entry(r) for r in records if not r.retired]
+        self._index: LiteralIndex[_Entry] | None = None
+        if indexed:
+            self._index = LiteralIndex(
+                (e, required_literals(e.record.message_pattern)) for e in self._entries
+            )
 
-    def candidates(self, message: str) -> Sequence[_Entry]:  # noqa: ARG002 - the index narrows this
+    def candidates(self, message: str) -> Sequence[_Entry]:
         """The entries worth a regex search for ``message``."""
-        return self._entries
+        return self._entries if self._index is None else self._index.candidates(message)
 
     def match(
         self,
@@ -182,13 +207,18 @@ class Matcher:
                 with self._lock:
                     self.timed_out.add(record.id)
                 continue
+            except (regex.error, RecursionError, OverflowError, MemoryError):
+                with self._lock:
+                    self.broken.add(record.id)
+                continue
             if hit is None:
                 continue
             site = record.file_path and any(
                 p.endswith("/" + record.file_path.lstrip("/")) for p in paths
             )
             bonus = _SITE if site else (_VARIANT if record.variant_of else 0.0)
-            score = round(bonus + level + entry.specificity, 4)
+            n = specificity(record.message_pattern)
+            score = round(bonus + level + n / (n + 40), 4)
             found.append(Match(record=record, captures=_captures(hit), score=score))
         found.sort(key=lambda m: (-m.score, m.record.id))
         return found

@@ -29,7 +29,12 @@ SCHEMA_VERSION = 2
 
 _PLACE_SUFFIX = regex.compile(r"(?::\d+|\[\d+\])$")
 _KINDS = {"str": (str,), "int": (int,), "strs": (list, tuple), "bool": (bool,)}
-_KIND_WORDS = {"str": "a string", "int": "an integer", "strs": "a list of strings", "bool": "a boolean"}
+_KIND_WORDS = {
+    "str": "a string",
+    "int": "an integer",
+    "strs": "a list of strings",
+    "bool": "a boolean",
+}
 
 
 def _camel(name: str) -> str:
@@ -132,11 +137,15 @@ class LoadResult:
     problems: tuple[RecordError, ...]
 
 
-def record_from_dict(data: object, *, source: str = "<dict>") -> tuple[Record | None, list[RecordError]]:
+def record_from_dict(  # noqa: PLR0915 - one pass over the schema reads best in order
+    data: object, *, source: str = "<dict>", validate: bool = True
+) -> tuple[Record | None, list[RecordError]]:
     """Build a :class:`Record` from a JSON object, bare or in the dataset's wrapped form.
 
     Returns the record (``None`` when it is unusable) and the problems found. A record with only
-    minor problems (an unknown field, an example its pattern misses) is still returned.
+    minor problems (an unknown field, an example its pattern misses) is still returned. With
+    ``validate=False`` the field types are still checked, but the pattern is neither compiled
+    nor run on the examples (for records already validated, such as the built-in ones).
     """
     if isinstance(data, dict) and isinstance(data.get("record"), dict):
         data = data["record"]
@@ -177,14 +186,16 @@ def record_from_dict(data: object, *, source: str = "<dict>") -> tuple[Record | 
     if version is not None and version != SCHEMA_VERSION:
         problem("schemaVersion", f"unknown schema version {version!r}, expected {SCHEMA_VERSION}")
         fatal = True
-    pattern = values.get("message_pattern")
+    pattern = values.get("message_pattern") if validate else None
     compiled = None
     if pattern is not None:
         try:
             compiled = compile_pattern(pattern)
         except regex.error as exc:
-            where = f" at position {exc.pos}" if exc.pos is not None else ""
-            problem("messagePattern", f"invalid regex ({exc.msg}{where})")
+            # The regex module's error carries the message and the position as attributes.
+            pos, msg = getattr(exc, "pos", None), getattr(exc, "msg", str(exc))
+            where = f" at position {pos}" if pos is not None else ""
+            problem("messagePattern", f"invalid regex ({msg}{where})")
             fatal = True
         except (RecursionError, OverflowError, MemoryError) as exc:
             problem("messagePattern", f"regex could not be compiled ({type(exc).__name__})")
@@ -227,7 +238,7 @@ def _files(path: Path) -> Iterator[Path]:
         return
     seen: set[tuple[int, int]] = set()
     for root, dirs, names in os.walk(path, followlinks=True):
-        st = os.stat(root)
+        st = Path(root).stat()
         if (st.st_dev, st.st_ino) in seen:
             dirs.clear()
             continue
@@ -267,13 +278,22 @@ def _read(path: Path, label: str) -> tuple[list[tuple[object, str]], list[Record
     return [(data, label)], []
 
 
-def load_paths(paths: Iterable[str | os.PathLike[str]], *, strict: bool = False) -> LoadResult:
+def load_paths(
+    paths: Iterable[str | os.PathLike[str]],
+    *,
+    strict: bool = False,
+    validate: bool = True,
+    trusted: Iterable[str | os.PathLike[str]] = (),
+) -> LoadResult:
     """Load and validate every record at ``paths`` (files or folders), in order.
 
     A bad record is reported and skipped; the rest still load. A record whose id is already
     taken by an earlier one is a problem too. With ``strict=True`` the first problem is raised
-    as :class:`~errkb.exceptions.RecordError` instead.
+    as :class:`~errkb.exceptions.RecordError` instead. ``validate=False`` skips compiling the
+    patterns and checking the examples (see :func:`record_from_dict`); ``trusted`` names paths
+    loaded that way while the others are validated.
     """
+    skip = {os.fspath(p) for p in trusted}
     records: list[Record] = []
     problems: list[RecordError] = []
     seen: dict[str, str] = {}
@@ -286,7 +306,9 @@ def load_paths(paths: Iterable[str | os.PathLike[str]], *, strict: bool = False)
             items, found = _read(file, _label(file, top, given))
             problems.extend(found)
             for data, label in items:
-                record, found = record_from_dict(data, source=label)
+                record, found = record_from_dict(
+                    data, source=label, validate=validate and os.fspath(given) not in skip
+                )
                 problems.extend(found)
                 if record is None:
                     continue
@@ -310,4 +332,4 @@ def load_paths(paths: Iterable[str | os.PathLike[str]], *, strict: bool = False)
 def _label(file: Path, top: Path, given: str | os.PathLike[str]) -> str:
     if file == top:
         return os.fspath(given)
-    return os.path.join(os.fspath(given), os.fspath(file.relative_to(top)))
+    return str(Path(given) / file.relative_to(top))

@@ -1,4 +1,4 @@
-"""Helpers for testing your own records, advisors and plugins against errkb.
+r"""Helpers for testing your own records, advisors and plugins against errkb.
 
 >>> from errkb.testing import record_dict, registry_from_dicts
 >>> reg = registry_from_dicts([record_dict(id="acme-boom", messagePattern=r"boom (?P<n>\\d+)")])
@@ -8,7 +8,8 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable
+from typing import Any
 
 import attrs
 
@@ -16,8 +17,6 @@ from errkb.exceptions import RecordError
 from errkb.probes import GpuDevice, GpuReading, Measurements
 from errkb.records import SCHEMA_VERSION, record_from_dict
 from errkb.registry import Registry
-
-from collections.abc import Iterable
 
 __all__ = ["FakeGpu", "FakeMeasurements", "record_dict", "registry_from_dicts"]
 
@@ -56,7 +55,6 @@ def registry_from_dicts(records: Iterable[dict[str, Any]], *, strict: bool = Tru
     return Registry(loaded, problems)
 
 
-
 @attrs.frozen(kw_only=True)
 class FakeGpu(GpuDevice):
     """A GPU with the figures you give (bytes), injected instead of measured.
@@ -91,4 +89,4 @@ class FakeMeasurements(Measurements):
     ``gpus=[]`` mimics a machine without a usable GPU.
     """
 
-    gpus: GpuReading | None = attrs.field(default=(), converter=_reading)
+    gpus: GpuReading | None = attrs.field(default=GpuReading(), converter=_reading)

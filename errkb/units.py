@@ -10,11 +10,20 @@ __all__ = ["GIB", "MIB", "format_bytes", "parse_size", "to_bytes"]
 
 KIB, MIB, GIB, TIB = 1 << 10, 1 << 20, 1 << 30, 1 << 40
 _UNITS = {
-    "": 1, "b": 1,
-    "k": KIB, "kb": 1000, "kib": KIB,
-    "m": MIB, "mb": 1000**2, "mib": MIB,
-    "g": GIB, "gb": 1000**3, "gib": GIB,
-    "t": TIB, "tb": 1000**4, "tib": TIB,
+    "": 1,
+    "b": 1,
+    "k": KIB,
+    "kb": 1000,
+    "kib": KIB,
+    "m": MIB,
+    "mb": 1000**2,
+    "mib": MIB,
+    "g": GIB,
+    "gb": 1000**3,
+    "gib": GIB,
+    "t": TIB,
+    "tb": 1000**4,
+    "tib": TIB,
 }
 _SIZE = regex.compile(r"^\s*(?P<num>\d+(?:\.\d+)?)\s*(?P<unit>[a-zA-Z]*)\s*$")
 
@@ -23,7 +32,9 @@ def to_bytes(value: float, unit: str) -> int:
     """``value`` in ``unit`` (``GiB``, ``GB``, ``MiB`` ...) as a whole number of bytes."""
     factor = _UNITS.get(unit.strip().lower())
     if factor is None:
-        raise UsageError(f"unknown size unit {unit!r}: expected B, KiB, MiB, GiB, TiB, KB, MB, GB or TB")
+        raise UsageError(
+            f"unknown size unit {unit!r}: expected B, KiB, MiB, GiB, TiB, KB, MB, GB or TB"
+        )
     return round(value * factor)
 
 

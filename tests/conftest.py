@@ -24,9 +24,15 @@ NO_BLOCKS_MESSAGE = (
 )
 
 
-def run_python(code: str, *args: str, env: dict[str, str] | None = None, timeout: float = 120, **kw):
+def run_python(
+    code: str, *args: str, env: dict[str, str] | None = None, timeout: float = 120, **kw
+):
     """Run ``code`` in a fresh interpreter; returns the CompletedProcess with bytes output."""
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith(("ERRKB_", "FORCE_COLOR", "NO_COLOR"))}
+    full_env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("ERRKB_", "FORCE_COLOR", "NO_COLOR"))
+    }
     full_env.update(env or {})
     return subprocess.run(
         [sys.executable, "-c", code, *args],
@@ -38,15 +44,21 @@ def run_python(code: str, *args: str, env: dict[str, str] | None = None, timeout
     )
 
 
-def run_cli(*args: str, env: dict[str, str] | None = None, input: bytes | None = None, timeout: float = 120):
+def run_cli(
+    *args: str, env: dict[str, str] | None = None, stdin: bytes | None = None, timeout: float = 120
+):
     """Run ``python -m errkb ARGS`` in a child process."""
-    full_env = {k: v for k, v in os.environ.items() if not k.startswith(("ERRKB_", "FORCE_COLOR", "NO_COLOR"))}
+    full_env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("ERRKB_", "FORCE_COLOR", "NO_COLOR"))
+    }
     full_env.update(env or {})
     return subprocess.run(
         [sys.executable, "-m", "errkb", *args],
         capture_output=True,
         env=full_env,
-        input=input,
+        input=stdin,
         timeout=timeout,
         check=False,
     )
@@ -60,7 +72,9 @@ def write_records(tmp_path):
         for name, content in files.items():
             path = tmp_path / name
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(content if isinstance(content, str) else json.dumps(content), encoding="utf-8")
+            path.write_text(
+                content if isinstance(content, str) else json.dumps(content), encoding="utf-8"
+            )
         return tmp_path
 
     return write

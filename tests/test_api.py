@@ -32,14 +32,20 @@ def test_public_names_are_pinned():
 
 def test_import_errkb_and_install_load_nothing_heavy():
     """A child that imports errkb and installs the hook has no rich, torch, transformers, records."""
-    code = (
-        "import sys, json; import errkb; errkb.install(); "
-        "print(json.dumps(sorted(sys.modules)))"
-    )
+    code = "import sys, json; import errkb; errkb.install(); print(json.dumps(sorted(sys.modules)))"
     proc = run_python(code)
     assert 0 == proc.returncode, proc.stderr
     loaded = set(json.loads(proc.stdout))
-    heavy = {"rich", "torch", "transformers", "regex", "attrs", "errkb.records", "errkb.registry", "errkb.match"}
+    heavy = {
+        "rich",
+        "torch",
+        "transformers",
+        "regex",
+        "attrs",
+        "errkb.records",
+        "errkb.registry",
+        "errkb.match",
+    }
     assert set() == heavy & loaded
 
 
@@ -53,7 +59,9 @@ def test_lookup_returns_ranked_matches_with_typed_captures():
 
 def test_lookup_class_filter_rules_out_other_classes():
     """A message under the wrong class matches nothing of that record."""
-    assert "vllm-no-cache-blocks" not in [m.record.id for m in errkb.lookup(NO_BLOCKS_MESSAGE, KeyError)]
+    assert "vllm-no-cache-blocks" not in [
+        m.record.id for m in errkb.lookup(NO_BLOCKS_MESSAGE, KeyError)
+    ]
 
 
 def test_lookup_is_thread_safe_and_stable():
@@ -62,8 +70,7 @@ def test_lookup_is_thread_safe_and_stable():
     results: list[list[str]] = []
 
     def work() -> None:
-        for _ in range(50):
-            results.append([m.record.id for m in errkb.lookup(SEED_MESSAGE)])
+        results.extend([m.record.id for m in errkb.lookup(SEED_MESSAGE)] for _ in range(50))
 
     threads = [threading.Thread(target=work) for _ in range(8)]
     for t in threads:
@@ -79,7 +86,9 @@ def test_explain_api_matches_the_cli_json():
     from conftest import run_cli
 
     d = errkb.explain(f"ValueError: {NO_BLOCKS_MESSAGE}")
-    cli = json.loads(run_cli("explain", "--json", "--no-probes", f"ValueError: {NO_BLOCKS_MESSAGE}").stdout)
+    cli = json.loads(
+        run_cli("explain", "--json", "--no-probes", f"ValueError: {NO_BLOCKS_MESSAGE}").stdout
+    )
     ours = json.loads(json.dumps(d.to_dict(), default=str))
     assert cli["matches"][0]["id"] == ours["matches"][0]["id"]
     assert cli["schema"] == ours["schema"]
@@ -88,7 +97,7 @@ def test_explain_api_matches_the_cli_json():
 def test_unknown_attribute_raises_attribute_error():
     """The lazy facade still raises AttributeError for unknown names."""
     with pytest.raises(AttributeError):
-        errkb.nothing_here  # noqa: B018
+        errkb.nothing_here
 
 
 def test_version_matches_pyproject():

@@ -30,7 +30,9 @@ def test_explain_json_carries_the_documented_fields():
     assert {"id", "slug", "score", "captures"} <= set(match)
     assert all({"text", "settings"} <= set(s) for s in data["solutions"])
     assert data["solutions"]
-    assert data["example_fix"] is None or {"before", "after", "location"} <= set(data["example_fix"])
+    assert data["example_fix"] is None or {"before", "after", "location"} <= set(
+        data["example_fix"]
+    )
     assert "ValueError" == data["exceptions"][0]["class"]
 
 
@@ -62,7 +64,7 @@ def test_explain_reads_a_pasted_traceback_from_stdin():
         '  File "/srv/app.py", line 9, in <module>\n'
         "RuntimeError: engine failed to start\n"
     )
-    proc = run_cli("explain", "--json", "-", input=text.encode())
+    proc = run_cli("explain", "--json", "-", stdin=text.encode())
     assert 0 == proc.returncode, proc.stderr
     data = _json(proc)
     assert ["ValueError", "RuntimeError"] == [e["class"] for e in data["exceptions"]]
@@ -72,7 +74,7 @@ def test_explain_reads_a_pasted_traceback_from_stdin():
 
 def test_explain_with_nothing_to_read_is_usage_error():
     """Empty standard input: exit 2."""
-    assert 2 == run_cli("explain", "-", input=b"").returncode
+    assert 2 == run_cli("explain", "-", stdin=b"").returncode
 
 
 def test_unknown_command_is_usage_error():
@@ -106,11 +108,15 @@ def test_records_flag_adds_a_dataset_file():
 def test_errkb_records_env_adds_paths():
     """ERRKB_RECORDS works like --records."""
     message = "The engine's cache (100) is too small for max len (200)."
-    proc = run_cli("explain", "--json", message, env={"ERRKB_RECORDS": str(DATA / "dataset-wrapped.json")})
+    proc = run_cli(
+        "explain", "--json", message, env={"ERRKB_RECORDS": str(DATA / "dataset-wrapped.json")}
+    )
     assert "0123456789abcdef" == _json(proc)["matches"][0]["id"]
 
 
-@pytest.mark.skipif(not SHARED_SEED.exists(), reason="../shared/seed-record.json is not beside this checkout")
+@pytest.mark.skipif(
+    not SHARED_SEED.exists(), reason="../shared/seed-record.json is not beside this checkout"
+)
 def test_shared_seed_validates_and_matches_its_own_message():
     """The dataset's seed record validates unchanged and is among the matches of its message."""
     assert 0 == run_cli("validate", str(SHARED_SEED)).returncode
@@ -124,7 +130,9 @@ def test_validate_reports_one_line_per_problem_and_exits_1(write_records, good_r
         {
             "acme/good.json": good_record,
             "acme/bad-type.json": dict(good_record, id="acme-bad-type", lineNumber="x"),
-            "acme/bad-regex.json": dict(good_record, id="acme-bad-regex", messagePattern="(unclosed"),
+            "acme/bad-regex.json": dict(
+                good_record, id="acme-bad-regex", messagePattern="(unclosed"
+            ),
             "acme/not-json.json": "{",
         }
     )
@@ -132,8 +140,13 @@ def test_validate_reports_one_line_per_problem_and_exits_1(write_records, good_r
     assert 1 == proc.returncode
     lines = proc.stdout.decode().splitlines()
     assert 3 == len(lines)
-    assert any('record "acme-bad-type": field "lineNumber": expected an integer' in x for x in lines)
-    assert any('record "acme-bad-regex": field "messagePattern": invalid regex (missing ) at position' in x for x in lines)
+    assert any(
+        'record "acme-bad-type": field "lineNumber": expected an integer' in x for x in lines
+    )
+    assert any(
+        'record "acme-bad-regex": field "messagePattern": invalid regex (missing ) at position' in x
+        for x in lines
+    )
     assert b"2 records loaded, 3 problems" in proc.stderr
 
 

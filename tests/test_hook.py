@@ -22,7 +22,9 @@ def _script(body: str, install: str = "import errkb; errkb.install()") -> str:
 
 def _split(stderr: bytes) -> tuple[bytes, bytes]:
     """stderr cut where errkb's part begins (its first rule or line)."""
-    found = [stderr.find(m) for m in ("\u2500".encode() * 10, b"-" * 10, b"errkb:", "\u256d".encode())]
+    found = [
+        stderr.find(m) for m in ("\u2500".encode() * 10, b"-" * 10, b"errkb:", "\u256d".encode())
+    ]
     at = min((f for f in found if f != -1), default=len(stderr))
     # Colour codes that open errkb's first line belong to errkb's part.
     while at > 0 and stderr.rfind(b"\x1b[", 0, at) > stderr.rfind(b"\n", 0, at):
@@ -37,7 +39,7 @@ def test_uncaught_seed_error_prints_traceback_then_diagnosis_exit_1():
     assert 1 == proc.returncode
     assert b"" == proc.stdout
     traceback_part, ours = _split(proc.stderr)
-    expected = plain.stderr.replace(b'line 3, in start_engine', b'line 3, in start_engine')
+    expected = plain.stderr.replace(b"line 3, in start_engine", b"line 3, in start_engine")
     # The same traceback as Python alone, line for line (line numbers shift by the install line).
     assert [ln for ln in expected.splitlines() if not ln.strip().startswith(b"File")] == [
         ln for ln in traceback_part.splitlines() if not ln.strip().startswith(b"File")
@@ -147,7 +149,9 @@ def test_notes_are_matched_too():
 
 def test_rich_traceback_prints_first_then_our_diagnosis():
     """rich.traceback.install() before errkb.install(): rich's traceback, then the diagnosis."""
-    install = "import rich.traceback; rich.traceback.install(width=100)\nimport errkb; errkb.install()"
+    install = (
+        "import rich.traceback; rich.traceback.install(width=100)\nimport errkb; errkb.install()"
+    )
     proc = run_python(_script("start_engine()", install=install))
     assert 1 == proc.returncode
     rich_at = proc.stderr.find(b"Traceback (most recent call last)")

@@ -17,8 +17,15 @@ from errkb import Options
 from errkb.testing import FakeGpu, FakeMeasurements
 from errkb.units import GIB
 
-LLAMA = {"model_type": "llama", "num_hidden_layers": 32, "num_attention_heads": 32, "num_key_value_heads": 8,
-         "hidden_size": 4096, "torch_dtype": "bfloat16", "max_position_embeddings": 131072}
+LLAMA = {
+    "model_type": "llama",
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "hidden_size": 4096,
+    "torch_dtype": "bfloat16",
+    "max_position_embeddings": 131072,
+}
 NO_GPU = FakeMeasurements(gpus=[])
 V1_GIB = (
     "To serve at least one request with the models's max seq len (32768), (4.00 GiB KV cache is needed, "
@@ -32,10 +39,14 @@ V1_GB = (
     "or decreasing `max_model_len` when initializing the engine."
 )
 NO_BLOCKS = "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the engine."
-FREE = ("Free memory on device (12.4/79.19 GiB) on startup is less than desired GPU memory utilization (0.9, 71.27 GiB). "
-        "Decrease GPU memory utilization or reduce GPU memory used by other processes.")
-CPU = ("The model's max seq len (131072) is larger than the maximum number of tokens that can be stored in KV cache "
-       "(32768). Try increasing `VLLM_CPU_KVCACHE_SPACE` or decreasing `max_model_len` when initializing the engine.")
+FREE = (
+    "Free memory on device (12.4/79.19 GiB) on startup is less than desired GPU memory utilization (0.9, 71.27 GiB). "
+    "Decrease GPU memory utilization or reduce GPU memory used by other processes."
+)
+CPU = (
+    "The model's max seq len (131072) is larger than the maximum number of tokens that can be stored in KV cache "
+    "(32768). Try increasing `VLLM_CPU_KVCACHE_SPACE` or decreasing `max_model_len` when initializing the engine."
+)
 
 
 @pytest.fixture
@@ -58,7 +69,10 @@ def test_message_only_gives_the_length_that_fits_and_no_invented_bytes():
     d = _explain(SEED_MESSAGE)
     facts = _facts(d)
     assert ("message", 32768) == (facts["max_model_len"]["source"], facts["max_model_len"]["value"])
-    assert (12288, "computed") == (facts["max_model_len_that_fits"]["value"], facts["max_model_len_that_fits"]["source"])
+    assert (12288, "computed") == (
+        facts["max_model_len_that_fits"]["value"],
+        facts["max_model_len_that_fits"]["source"],
+    )
     assert 20480 == facts["kv_cache_deficit_tokens"]["value"]
     assert "default" == facts["block_size"]["source"]
     assert "kv_cache_deficit_bytes" not in facts
@@ -69,15 +83,28 @@ def test_message_only_gives_the_length_that_fits_and_no_invented_bytes():
 
 def test_issue_example_llama_80_gib_at_half_utilization(llama_dir):
     """Deficit 20480 tokens = 2.5 GiB; 0.5 + 2.5/80 = 0.53125 -> 0.54 on an 80 GiB GPU."""
-    d = _explain(SEED_MESSAGE, model=str(llama_dir), gpu_memory_utilization=0.5,
-                 measurements=FakeMeasurements(gpus=[FakeGpu(total_bytes=80 * GIB, free_bytes=79 * GIB)]))
+    d = _explain(
+        SEED_MESSAGE,
+        model=str(llama_dir),
+        gpu_memory_utilization=0.5,
+        measurements=FakeMeasurements(gpus=[FakeGpu(total_bytes=80 * GIB, free_bytes=79 * GIB)]),
+    )
     facts = _facts(d)
     assert 131072 == facts["kv_bytes_per_token"]["value"]
     assert 16 * 131072 == facts["kv_block_bytes"]["value"]
     assert 20480 * 131072 == facts["kv_cache_deficit_bytes"]["value"] == int(2.5 * GIB)
-    assert (0.54, "computed") == (facts["gpu_memory_utilization_needed"]["value"], facts["gpu_memory_utilization_needed"]["source"])
-    assert ("gpu", 80 * GIB) == (facts["gpu_memory_total"]["source"], facts["gpu_memory_total"]["value"])
-    assert ("flag", 0.5) == (facts["gpu_memory_utilization"]["source"], facts["gpu_memory_utilization"]["value"])
+    assert (0.54, "computed") == (
+        facts["gpu_memory_utilization_needed"]["value"],
+        facts["gpu_memory_utilization_needed"]["source"],
+    )
+    assert ("gpu", 80 * GIB) == (
+        facts["gpu_memory_total"]["source"],
+        facts["gpu_memory_total"]["value"],
+    )
+    assert ("flag", 0.5) == (
+        facts["gpu_memory_utilization"]["source"],
+        facts["gpu_memory_utilization"]["value"],
+    )
     solutions = d.to_dict()["solutions"]
     assert {"gpu_memory_utilization": 0.54} == solutions[0]["settings"]
     assert {"max_model_len": 12288} == solutions[1]["settings"]
@@ -95,28 +122,47 @@ def test_default_utilization_is_stated_as_an_assumption(llama_dir):
     """No utilization measured or given: 0.9 is assumed, said so, and used: 0.9 + 2.5/24 -> 1.01, infeasible."""
     d = _explain(SEED_MESSAGE, model=str(llama_dir), gpu_memory_bytes=24 * GIB)
     facts = _facts(d)
-    assert ("default", 0.9) == (facts["gpu_memory_utilization"]["source"], facts["gpu_memory_utilization"]["value"])
+    assert ("default", 0.9) == (
+        facts["gpu_memory_utilization"]["source"],
+        facts["gpu_memory_utilization"]["value"],
+    )
     assert "assumed" in facts["gpu_memory_utilization"]["note"]
     assert 1.01 == facts["gpu_memory_utilization_needed"]["value"]
     assert "infeasible" in facts["gpu_memory_utilization_needed"]["note"]
-    assert "gpu_memory_utilization" not in {k for s in d.to_dict()["solutions"] for k in s["settings"]}
+    assert "gpu_memory_utilization" not in {
+        k for s in d.to_dict()["solutions"] for k in s["settings"]
+    }
 
 
 def test_v1_gib_message_recomputes_needed_from_the_model(llama_dir):
     """V1: needed = 32768 x 131072 = 4 GiB; available 1.5 GiB; deficit 2.5 GiB; fits 12288 (vLLM's estimate)."""
-    d = _explain(V1_GIB, model=str(llama_dir), gpu_memory_utilization=0.5,
-                 measurements=FakeMeasurements(gpus=[FakeGpu(total_bytes=80 * GIB, free_bytes=79 * GIB)]))
+    d = _explain(
+        V1_GIB,
+        model=str(llama_dir),
+        gpu_memory_utilization=0.5,
+        measurements=FakeMeasurements(gpus=[FakeGpu(total_bytes=80 * GIB, free_bytes=79 * GIB)]),
+    )
     facts = _facts(d)
-    assert (4 * GIB, "computed") == (facts["needed_kv_cache_memory"]["value"], facts["needed_kv_cache_memory"]["source"])
+    assert (4 * GIB, "computed") == (
+        facts["needed_kv_cache_memory"]["value"],
+        facts["needed_kv_cache_memory"]["source"],
+    )
     assert int(2.5 * GIB) == facts["kv_cache_deficit_bytes"]["value"]
-    assert (12288, "message") == (facts["max_model_len_that_fits"]["value"], facts["max_model_len_that_fits"]["source"])
+    assert (12288, "message") == (
+        facts["max_model_len_that_fits"]["value"],
+        facts["max_model_len_that_fits"]["source"],
+    )
     assert 0.54 == facts["gpu_memory_utilization_needed"]["value"]
 
 
 def test_v1_needed_utilization_above_free_memory_is_infeasible(llama_dir):
     """V1 needs utilization x total free at start: 0.54 x 80 GiB = 43.2 GiB > 30 GiB free."""
-    d = _explain(V1_GIB, model=str(llama_dir), gpu_memory_utilization=0.5,
-                 measurements=FakeMeasurements(gpus=[FakeGpu(total_bytes=80 * GIB, free_bytes=30 * GIB)]))
+    d = _explain(
+        V1_GIB,
+        model=str(llama_dir),
+        gpu_memory_utilization=0.5,
+        measurements=FakeMeasurements(gpus=[FakeGpu(total_bytes=80 * GIB, free_bytes=30 * GIB)]),
+    )
     fact = _facts(d)["gpu_memory_utilization_needed"]
     assert 0.54 == fact["value"]
     assert "free memory now" in fact["note"]
@@ -196,15 +242,25 @@ def test_engine_objects_in_frames_are_read(llama_dir):
     transformers = pytest.importorskip("transformers")
     import torch
 
-    hf = transformers.LlamaConfig(num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=8, hidden_size=4096)
+    hf = transformers.LlamaConfig(
+        num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=8, hidden_size=4096
+    )
     exc = _engine_error(
         _Obj(block_size=16, gpu_memory_utilization=0.5, num_gpu_blocks=768, cache_dtype="auto"),
         _Obj(max_model_len=32768, hf_config=hf, dtype=torch.bfloat16),
         _Obj(tensor_parallel_size=1),
     )
-    d = errkb.diagnose(exc, options=Options(measurements=FakeMeasurements(gpus=[FakeGpu(total_bytes=80 * GIB, free_bytes=80 * GIB)])))
+    d = errkb.diagnose(
+        exc,
+        options=Options(
+            measurements=FakeMeasurements(gpus=[FakeGpu(total_bytes=80 * GIB, free_bytes=80 * GIB)])
+        ),
+    )
     facts = _facts(d)
-    assert {"frame"} == {facts[k]["source"] for k in ("max_model_len", "block_size", "num_gpu_blocks", "gpu_memory_utilization")}
+    assert {"frame"} == {
+        facts[k]["source"]
+        for k in ("max_model_len", "block_size", "num_gpu_blocks", "gpu_memory_utilization")
+    }
     assert ("model-config", 8) == (facts["num_kv_heads"]["source"], facts["num_kv_heads"]["value"])
     assert 0.54 == facts["gpu_memory_utilization_needed"]["value"]
     assert {"gpu_memory_utilization": 0.54} == d.to_dict()["solutions"][0]["settings"]
@@ -213,13 +269,19 @@ def test_engine_objects_in_frames_are_read(llama_dir):
 def test_chattts_engine_is_never_offered_a_kv_cache_dtype():
     """ChatTTS's vendored engine has no cache_dtype: no fp8 solution, and its own record wins."""
     transformers = pytest.importorskip("transformers")
-    hf = transformers.LlamaConfig(num_hidden_layers=20, num_attention_heads=12, num_key_value_heads=12, hidden_size=768)
+    hf = transformers.LlamaConfig(
+        num_hidden_layers=20, num_attention_heads=12, num_key_value_heads=12, hidden_size=768
+    )
     exc = _engine_error(
-        _Obj(block_size=16, gpu_memory_utilization=0.9, num_gpu_blocks=100, swap_space_bytes=4 * GIB),
+        _Obj(
+            block_size=16, gpu_memory_utilization=0.9, num_gpu_blocks=100, swap_space_bytes=4 * GIB
+        ),
         _Obj(max_model_len=4096, hf_config=hf, dtype="float16"),
         filename="/venv/site-packages/ChatTTS/model/velocity/llm_engine.py",
     )
-    d = errkb.diagnose(exc, options=Options(measurements=FakeMeasurements(gpus=[FakeGpu(total_bytes=8 * GIB)])))
+    d = errkb.diagnose(
+        exc, options=Options(measurements=FakeMeasurements(gpus=[FakeGpu(total_bytes=8 * GIB)]))
+    )
     assert "chattts-kv-cache-max-seq-len" == d.top.record.id
     settings = [s["settings"] for s in d.to_dict()["solutions"]]
     assert all("kv_cache_dtype" not in s for s in settings)
@@ -229,14 +291,30 @@ def test_chattts_engine_is_never_offered_a_kv_cache_dtype():
 
 def test_cli_explain_with_model_and_gpu_flags(llama_dir):
     """The issue's command: --model DIR --gpu-memory 24GiB --gpu-memory-utilization 0.9 --json."""
-    proc = run_cli("explain", SEED_MESSAGE, "--model", str(llama_dir), "--gpu-memory", "24GiB",
-                   "--gpu-memory-utilization", "0.9", "--json", "--no-probes")
+    proc = run_cli(
+        "explain",
+        SEED_MESSAGE,
+        "--model",
+        str(llama_dir),
+        "--gpu-memory",
+        "24GiB",
+        "--gpu-memory-utilization",
+        "0.9",
+        "--json",
+        "--no-probes",
+    )
     assert 0 == proc.returncode, proc.stderr
     facts = {f["name"]: f for f in json.loads(proc.stdout)["facts"]}
     # 0.9 + 2.5 GiB / 24 GiB = 1.00417 -> 1.01: more than the whole GPU, so cap the length.
-    assert (1.01, "computed") == (facts["gpu_memory_utilization_needed"]["value"], facts["gpu_memory_utilization_needed"]["source"])
+    assert (1.01, "computed") == (
+        facts["gpu_memory_utilization_needed"]["value"],
+        facts["gpu_memory_utilization_needed"]["source"],
+    )
     assert 12288 == facts["max_model_len_that_fits"]["value"]
-    assert ("flag", 24 * GIB) == (facts["gpu_memory_total"]["source"], facts["gpu_memory_total"]["value"])
+    assert ("flag", 24 * GIB) == (
+        facts["gpu_memory_total"]["source"],
+        facts["gpu_memory_total"]["value"],
+    )
 
 
 def test_cli_bad_gpu_memory_is_a_usage_error():
@@ -249,8 +327,9 @@ def test_cli_bad_gpu_memory_is_a_usage_error():
 def test_end_to_end_hook_rewrites_the_users_multiline_call(tmp_path):
     """A child installs the hook; an engine raises inside a multi-line EngineArgs(...) call."""
     app = tmp_path / "serve.py"
-    app.write_text(textwrap.dedent(
-        '''
+    app.write_text(
+        textwrap.dedent(
+            """
         import errkb
         from errkb import Options
         from errkb.testing import FakeGpu, FakeMeasurements
@@ -293,9 +372,13 @@ def test_end_to_end_hook_rewrites_the_users_multiline_call(tmp_path):
             max_model_len=32768,
             gpu_memory_utilization=0.5,
         )
-        '''
-    ))
-    proc = run_python(f"import runpy; runpy.run_path({str(app)!r}, run_name='__main__')", env={"NO_COLOR": "1", "COLUMNS": "120"})
+        """
+        )
+    )
+    proc = run_python(
+        f"import runpy; runpy.run_path({str(app)!r}, run_name='__main__')",
+        env={"NO_COLOR": "1", "COLUMNS": "120"},
+    )
     err = proc.stderr.decode()
     assert 1 == proc.returncode
     assert "ValueError: The model's max seq len (32768)" in err

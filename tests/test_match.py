@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -48,7 +47,11 @@ def test_exact_class_ranks_over_base_class():
 def test_qualified_class_names_match_public_aliases():
     """torch.cuda.OutOfMemoryError in a record matches a class defined as torch.OutOfMemoryError."""
     oom = type("OutOfMemoryError", (RuntimeError,), {"__module__": "torch"})
-    m = _matcher(record_dict(id="oom", messagePattern="out of memory", errorClass="torch.cuda.OutOfMemoryError"))
+    m = _matcher(
+        record_dict(
+            id="oom", messagePattern="out of memory", errorClass="torch.cuda.OutOfMemoryError"
+        )
+    )
     assert ["oom"] == [x.record.id for x in m.match("CUDA out of memory", oom)]
     assert [] == m.match("CUDA out of memory", "flax.OutOfMemoryError")
 
@@ -61,7 +64,9 @@ def test_unresolvable_class_name_keeps_builtin_and_same_package_records():
         record_dict(id="other", messagePattern="boom", errorClass="zzz.BaseError"),
         record_dict(id="own", messagePattern="boom", errorClass="acme.errors.SpecificError"),
     )
-    assert ["own", "pkg", "rt"] == [x.record.id for x in m.match("boom", "acme.errors.SpecificError")]
+    assert ["own", "pkg", "rt"] == [
+        x.record.id for x in m.match("boom", "acme.errors.SpecificError")
+    ]
 
 
 def test_class_given_by_name_resolves_builtins():
@@ -87,7 +92,9 @@ def test_more_specific_pattern_ranks_first():
         record_dict(id="loose", messagePattern=r"memory"),
         record_dict(id="tight", messagePattern=r"No available memory for the cache blocks"),
     )
-    assert ["tight", "loose"] == [x.record.id for x in m.match("No available memory for the cache blocks")]
+    assert ["tight", "loose"] == [
+        x.record.id for x in m.match("No available memory for the cache blocks")
+    ]
 
 
 def test_variant_ranks_below_original_unless_its_file_is_in_the_traceback():

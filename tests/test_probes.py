@@ -50,7 +50,11 @@ def test_gpt2_uses_its_own_attribute_names():
 def test_explicit_head_dim_wins_over_hidden_over_heads():
     """Gemma 7B: head_dim 256 although 3072/16 = 192: 2*28*16*256*2 = 458752."""
     config = transformers.GemmaConfig(
-        num_hidden_layers=28, num_attention_heads=16, num_key_value_heads=16, head_dim=256, hidden_size=3072
+        num_hidden_layers=28,
+        num_attention_heads=16,
+        num_key_value_heads=16,
+        head_dim=256,
+        hidden_size=3072,
     )
     shape = model_shape(config, origin="test")
     assert (256, True) == (shape.head_dim, shape.head_dim_explicit)
@@ -59,31 +63,53 @@ def test_explicit_head_dim_wins_over_hidden_over_heads():
 
 def test_tensor_parallel_splits_kv_heads_but_never_below_one():
     """8 KV heads over TP 4 -> 2 per GPU; over TP 16 -> still 1 per GPU (replicated)."""
-    config = transformers.LlamaConfig(num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=8, hidden_size=4096)
+    config = transformers.LlamaConfig(
+        num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=8, hidden_size=4096
+    )
     assert 2 * 32 * 2 * 128 * 2 == _bpt(config, tp=4)
     assert 2 * 32 * 1 * 128 * 2 == _bpt(config, tp=16)
 
 
 def test_mla_caches_one_latent_per_layer():
     """MLA (DeepSeek-V3-like): 61 layers x (512 + 64) x 2 bytes = 70272, no separate V."""
-    config = {"num_hidden_layers": 61, "num_attention_heads": 128, "hidden_size": 7168,
-              "kv_lora_rank": 512, "qk_rope_head_dim": 64}
+    config = {
+        "num_hidden_layers": 61,
+        "num_attention_heads": 128,
+        "hidden_size": 7168,
+        "kv_lora_rank": 512,
+        "qk_rope_head_dim": 64,
+    }
     assert 61 * 576 * 2 == _bpt(config)
 
 
 def test_hybrid_models_count_only_attention_layers():
     """layer_types with linear-attention layers: only full/sliding attention layers cache KV."""
-    config = {"num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 2, "hidden_size": 512,
-              "layer_types": ["full_attention", "linear_attention", "linear_attention", "full_attention"]}
+    config = {
+        "num_hidden_layers": 4,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 2,
+        "hidden_size": 512,
+        "layer_types": ["full_attention", "linear_attention", "linear_attention", "full_attention"],
+    }
     assert 2 == model_shape(config, origin="t").attention_layers
 
 
 def test_local_model_folder_is_read_without_the_hub(tmp_path):
     """A saved config folder is read from disk; the dtype comes along."""
-    transformers.Qwen2Config(num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, hidden_size=64,
-                             torch_dtype="bfloat16").save_pretrained(tmp_path)
+    transformers.Qwen2Config(
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        hidden_size=64,
+        torch_dtype="bfloat16",
+    ).save_pretrained(tmp_path)
     shape = read_model_path(tmp_path)
-    assert (2, 2, 16, "bfloat16") == (shape.attention_layers, shape.num_kv_heads, shape.head_dim, shape.dtype)
+    assert (2, 2, 16, "bfloat16") == (
+        shape.attention_layers,
+        shape.num_kv_heads,
+        shape.head_dim,
+        shape.dtype,
+    )
 
 
 def test_missing_model_path_is_a_clear_usage_error(tmp_path):
@@ -116,4 +142,6 @@ def test_run_bounded_gives_up_on_a_hanging_call():
 
 def test_run_bounded_reports_a_failure():
     """A query that raises gives its reason instead."""
-    assert (None, "probe failed (OSError: no driver)") == run_bounded(lambda: (_ for _ in ()).throw(OSError("no driver")), 5, "probe")
+    assert (None, "probe failed (OSError: no driver)") == run_bounded(
+        lambda: (_ for _ in ()).throw(OSError("no driver")), 5, "probe"
+    )

@@ -4,12 +4,11 @@ import json
 
 import attrs
 import pytest
+from conftest import DATA
 
 from errkb.exceptions import RecordError
 from errkb.records import Record, load_paths, record_from_dict
 from errkb.testing import record_dict
-
-from conftest import DATA
 
 
 def test_dataset_wrapped_record_loads_unchanged():
@@ -29,7 +28,7 @@ def test_every_json_key_maps_to_a_snake_case_attribute():
     record, problems = record_from_dict(data)
     assert [] == problems
     out = record.to_json()
-    assert {k: v for k, v in data.items()} == {k: out[k] for k in data}
+    assert data == {k: out[k] for k in data}
 
 
 def test_list_and_jsonl_files_load(write_records, good_record):
@@ -56,13 +55,21 @@ def test_list_and_jsonl_files_load(write_records, good_record):
         ({"solutions": ["ok", 3]}, "solutions", "expected a list of strings, got a list"),
         ({"schemaVersion": 3}, "schemaVersion", "unknown schema version 3, expected 2"),
         ({"messagePattern": "(a"}, "messagePattern", "invalid regex (missing ) at position 2)"),
-        ({"examples": ["nope"]}, "examples", "item 0: the record's own pattern does not match: 'nope'"),
+        (
+            {"examples": ["nope"]},
+            "examples",
+            "item 0: the record's own pattern does not match: 'nope'",
+        ),
         (
             {"counterexamples": ["widget x jammed at 1 rpm"]},
             "counterexamples",
             "item 0: the record's own pattern matches, but must not: 'widget x jammed at 1 rpm'",
         ),
-        ({"colour": "red"}, "colour", "unknown field (not in schema version 2 or errkb's extensions)"),
+        (
+            {"colour": "red"},
+            "colour",
+            "unknown field (not in schema version 2 or errkb's extensions)",
+        ),
     ],
 )
 def test_each_problem_is_one_line_naming_file_record_field(good_record, change, field, expected):
@@ -78,9 +85,9 @@ def test_missing_required_field_is_reported(good_record):
     data = {k: v for k, v in good_record.items() if k != "messagePattern"}
     record, problems = record_from_dict(data, source="x.json")
     assert record is None
-    assert ['x.json: record "acme-widget-jammed": field "messagePattern": missing required field'] == [
-        p.line for p in problems
-    ]
+    assert [
+        'x.json: record "acme-widget-jammed": field "messagePattern": missing required field'
+    ] == [p.line for p in problems]
 
 
 def test_loading_continues_past_bad_records(write_records, good_record):
@@ -97,7 +104,9 @@ def test_loading_continues_past_bad_records(write_records, good_record):
     assert ["acme-widget-jammed"] == [r.id for r in result.records]
     lines = sorted(p.line for p in result.problems)
     assert 3 == len(lines)
-    assert lines[0].startswith(f'{folder}/lib/bad-regex.json: record "acme-bad": field "messagePattern": invalid regex')
+    assert lines[0].startswith(
+        f'{folder}/lib/bad-regex.json: record "acme-bad": field "messagePattern": invalid regex'
+    )
     assert lines[1].startswith(f"{folder}/lib/broken.json: invalid JSON (")
     assert lines[2].endswith(f'field "id": duplicate id, already defined in {folder}/lib/dup.json')
 
@@ -130,5 +139,7 @@ def test_record_fields_are_documented():
     from pathlib import Path
 
     doc = (Path(__file__).parent.parent / "docs" / "records.md").read_text()
-    keys = [k for k in Record(**{"schema_version": 2, "id": "a", "slug": "a", "error_message": "m", "message_pattern": "m"}).to_json()]
+    keys = list(
+        Record(schema_version=2, id="a", slug="a", error_message="m", message_pattern="m").to_json()
+    )
     assert [] == [k for k in keys if f"`{k}`" not in doc]

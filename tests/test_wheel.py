@@ -12,7 +12,9 @@ from conftest import SEED_MESSAGE
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.mark.skipif(not (ROOT / "pyproject.toml").exists(), reason="needs the source tree to build from")
+@pytest.mark.skipif(
+    not (ROOT / "pyproject.toml").exists(), reason="needs the source tree to build from"
+)
 def test_built_wheel_installs_and_explains(tmp_path):
     """Build the wheel, install it into a fresh venv, run `errkb explain` from there.
 

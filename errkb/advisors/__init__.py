@@ -45,7 +45,8 @@ class Advice:
 class Advisor(Protocol):
     """The advisor protocol."""
 
-    def __call__(self, match: Match, evidence: Evidence, /) -> Advice | None: ...
+    def __call__(self, match: Match, evidence: Evidence, /) -> Advice | None:
+        """Advice for ``match``, or None when the evidence supports none."""
 
 
 _cache: dict[str, Advisor] = {}
@@ -79,9 +80,19 @@ def load(name: str) -> Advisor:
 def run_advisors(
     findings: list[Finding], evidence: Evidence, deadline: float, notes: list[str]
 ) -> list[Finding]:
-    """Apply every record's advisors to its finding, until ``deadline`` (``time.monotonic``)."""
+    """Apply the advisors of the best finding of each exception, until ``deadline``.
+
+    The other findings of an exception are alternatives, listed but not worked out, so an
+    exception costs one advisor run however many records it matched.
+    """
     out: list[Finding] = []
-    for finding in findings:
+    advised: set[int] = set()
+    for found in findings:
+        finding = found
+        if finding.exception in advised:
+            out.append(finding)
+            continue
+        advised.add(finding.exception)
         for name in finding.record.advisors:
             if time.monotonic() >= deadline:
                 notes.append(f"advisor {name!r} for {finding.record.id} left out: out of time")
@@ -100,6 +111,6 @@ def run_advisors(
                     facts=finding.facts + advice.facts,
                     example_fix=advice.example_fix or finding.example_fix,
                 )
-                notes.extend(advice.notes)
+                notes.extend(n for n in advice.notes if n not in notes)
         out.append(finding)
     return out

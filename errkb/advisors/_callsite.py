@@ -23,8 +23,16 @@ _Edit = tuple[int, int, int, int, bytes]  # line, column, end line, end column, 
 
 #: Names of the calls that build an LLM engine (the last part of a dotted call).
 ENGINE_CALLS = frozenset(
-    {"LLM", "EngineArgs", "AsyncEngineArgs", "LLMEngine", "AsyncLLMEngine", "AsyncLLM",
-     "from_engine_args", "from_vllm_config"}
+    {
+        "LLM",
+        "EngineArgs",
+        "AsyncEngineArgs",
+        "LLMEngine",
+        "AsyncLLMEngine",
+        "AsyncLLM",
+        "from_engine_args",
+        "from_vllm_config",
+    }
 )
 
 
@@ -106,7 +114,10 @@ def rewrite_call(site: CallSite, settings: Mapping[str, object]) -> str | None:
         tree = ast.parse(_dedented(site.text))
     except SyntaxError:
         return None
-    call = next((n for n in ast.walk(tree) if isinstance(n, ast.Call) and _name(n.func) in ENGINE_CALLS), None)
+    call = next(
+        (n for n in ast.walk(tree) if isinstance(n, ast.Call) and _name(n.func) in ENGINE_CALLS),
+        None,
+    )
     if call is None:
         return None
     indent = len(site.text) - len(site.text.lstrip(" "))
@@ -119,7 +130,9 @@ def rewrite_call(site: CallSite, settings: Mapping[str, object]) -> str | None:
         kw = existing.get(key)
         if kw is not None:
             v = kw.value
-            edits.append((v.lineno, v.col_offset, v.end_lineno or v.lineno, v.end_col_offset or 0, text))
+            edits.append(
+                (v.lineno, v.col_offset, v.end_lineno or v.lineno, v.end_col_offset or 0, text)
+            )
         else:
             additions.append(f"{key}={text.decode()}".encode())
     if additions:

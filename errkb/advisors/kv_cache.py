@@ -28,7 +28,13 @@ import regex
 from errkb.advisors import Advice
 from errkb.diagnosis import ExampleFix, Fact, Solution
 from errkb.exceptions import UsageError
-from errkb.probes.model import ModelShape, dtype_bytes, kv_bytes_per_token, model_shape, read_model_path
+from errkb.probes.model import (
+    ModelShape,
+    dtype_bytes,
+    kv_bytes_per_token,
+    model_shape,
+    read_model_path,
+)
 from errkb.units import GIB, format_bytes, to_bytes
 
 if TYPE_CHECKING:
@@ -47,13 +53,13 @@ COMFORTABLE_UTILIZATION = 0.95
 def round_up(x: float, places: int = 2) -> float:
     """Round up to ``places`` decimals, ignoring float noise (0.53125 -> 0.54, 0.5 -> 0.5)."""
     scale = 10**places
-    return math.ceil(round(x * scale, 9)) / scale
+    return float(math.ceil(round(x * scale, 9)) / scale)
 
 
 def round_down(x: float, places: int = 2) -> float:
     """Round down to ``places`` decimals, ignoring float noise."""
     scale = 10**places
-    return math.floor(round(x * scale, 9)) / scale
+    return float(math.floor(round(x * scale, 9)) / scale)
 
 
 class _Ledger:
@@ -62,7 +68,9 @@ class _Ledger:
     def __init__(self) -> None:
         self.facts: dict[str, Fact] = {}
 
-    def put(self, name: str, value: Any, unit: str | None, source: str, note: str | None = None) -> Any:
+    def put(
+        self, name: str, value: Any, unit: str | None, source: str, note: str | None = None
+    ) -> Any:
         self.facts[name] = Fact(name=name, value=value, unit=unit, source=source, note=note)
         return value
 
@@ -129,9 +137,21 @@ def _shape(evidence: Evidence, ctx: _Context, led: _Ledger) -> None:
         where = f"read from {s.origin}"
         led.put("attention_layers", s.attention_layers, None, "model-config", where)
         led.put("num_kv_heads", s.num_kv_heads, None, "model-config", where)
-        led.put("head_dim", s.head_dim, None, "model-config", "explicit head_dim" if s.head_dim_explicit else "hidden_size / num_attention_heads")
+        led.put(
+            "head_dim",
+            s.head_dim,
+            None,
+            "model-config",
+            "explicit head_dim" if s.head_dim_explicit else "hidden_size / num_attention_heads",
+        )
         if s.mla_latent_dim is not None:
-            led.put("mla_latent_dim", s.mla_latent_dim, None, "model-config", "kv_lora_rank + qk_rope_head_dim")
+            led.put(
+                "mla_latent_dim",
+                s.mla_latent_dim,
+                None,
+                "model-config",
+                "kv_lora_rank + qk_rope_head_dim",
+            )
 
 
 def _cache_dtype(evidence: Evidence, ctx: _Context, led: _Ledger) -> None:
@@ -148,7 +168,9 @@ def _cache_dtype(evidence: Evidence, ctx: _Context, led: _Ledger) -> None:
     if name != "auto":
         size = dtype_bytes(name) or (1 if name.startswith("fp8") else None)
         if size is not None:
-            ctx.cache_bytes = led.put("kv_cache_dtype_bytes", size, "bytes", source, f"kv_cache_dtype={name}")
+            ctx.cache_bytes = led.put(
+                "kv_cache_dtype_bytes", size, "bytes", source, f"kv_cache_dtype={name}"
+            )
             return
     model_dtype, dsource = None, "default"
     if engine is not None and engine.model_dtype:
@@ -157,14 +179,29 @@ def _cache_dtype(evidence: Evidence, ctx: _Context, led: _Ledger) -> None:
         model_dtype, dsource = ctx.shape.dtype, "model-config"
     size = dtype_bytes(model_dtype) if model_dtype else None
     if size is None:
-        ctx.cache_bytes = led.put("kv_cache_dtype_bytes", 2, "bytes", "default", "assumed 16-bit: the model's dtype is not known")
+        ctx.cache_bytes = led.put(
+            "kv_cache_dtype_bytes",
+            2,
+            "bytes",
+            "default",
+            "assumed 16-bit: the model's dtype is not known",
+        )
     elif size == 4:
         ctx.cache_bytes = led.put(
-            "kv_cache_dtype_bytes", 2, "bytes", dsource,
+            "kv_cache_dtype_bytes",
+            2,
+            "bytes",
+            dsource,
             f"the model's dtype is {model_dtype}; vLLM's dtype='auto' serves float32 checkpoints in 16 bits",
         )
     else:
-        ctx.cache_bytes = led.put("kv_cache_dtype_bytes", size, "bytes", dsource, f"cache in the model's dtype ({model_dtype})")
+        ctx.cache_bytes = led.put(
+            "kv_cache_dtype_bytes",
+            size,
+            "bytes",
+            dsource,
+            f"cache in the model's dtype ({model_dtype})",
+        )
 
 
 def _gather(match: Match, evidence: Evidence, led: _Ledger) -> _Context:
@@ -182,17 +219,33 @@ def _gather(match: Match, evidence: Evidence, led: _Ledger) -> _Context:
     elif evidence.given("block_size"):
         ctx.block = led.put("block_size", int(evidence.given("block_size")), "tokens", "flag")
     else:
-        ctx.block = led.put("block_size", DEFAULT_BLOCK_SIZE, "tokens", "default", "vLLM's default on CUDA GPUs; pass --block-size if yours differs")
+        ctx.block = led.put(
+            "block_size",
+            DEFAULT_BLOCK_SIZE,
+            "tokens",
+            "default",
+            "vLLM's default on CUDA GPUs; pass --block-size if yours differs",
+        )
     if engine is not None and engine.tensor_parallel_size:
         ctx.tp = led.put("tensor_parallel_size", engine.tensor_parallel_size, None, "frame")
     elif evidence.given("tensor_parallel_size"):
-        ctx.tp = led.put("tensor_parallel_size", int(evidence.given("tensor_parallel_size")), None, "flag")
+        ctx.tp = led.put(
+            "tensor_parallel_size", int(evidence.given("tensor_parallel_size")), None, "flag"
+        )
     _shape(evidence, ctx, led)
     _cache_dtype(evidence, ctx, led)
     if engine is not None and engine.spec_bytes_per_token:
-        ctx.bpt = led.put("kv_bytes_per_token", engine.spec_bytes_per_token, "bytes", "frame", "summed over the layers of the engine's kv_cache_spec")
+        ctx.bpt = led.put(
+            "kv_bytes_per_token",
+            engine.spec_bytes_per_token,
+            "bytes",
+            "frame",
+            "summed over the layers of the engine's kv_cache_spec",
+        )
     elif ctx.shape is not None:
-        ctx.bpt = kv_bytes_per_token(ctx.shape, cache_dtype_bytes=ctx.cache_bytes, tensor_parallel_size=ctx.tp)
+        ctx.bpt = kv_bytes_per_token(
+            ctx.shape, cache_dtype_bytes=ctx.cache_bytes, tensor_parallel_size=ctx.tp
+        )
         formula = (
             "attention layers x latent x bytes (MLA)"
             if ctx.shape.mla_latent_dim is not None
@@ -200,7 +253,13 @@ def _gather(match: Match, evidence: Evidence, led: _Ledger) -> _Context:
         )
         led.put("kv_bytes_per_token", ctx.bpt, "bytes", "computed", formula)
     if ctx.bpt:
-        led.put("kv_block_bytes", ctx.block * ctx.bpt, "bytes", "computed", "block_size x kv_bytes_per_token")
+        led.put(
+            "kv_block_bytes",
+            ctx.block * ctx.bpt,
+            "bytes",
+            "computed",
+            "block_size x kv_bytes_per_token",
+        )
     # The GPU: the user's figure, else the live one, else the message's.
     gpus = evidence.gpus()
     device = gpus.devices[0] if gpus.devices else None
@@ -209,20 +268,33 @@ def _gather(match: Match, evidence: Evidence, led: _Ledger) -> _Context:
     else:
         ctx.notes.append(f"GPU not measured: {gpus.error or 'no GPU visible'}")
     if evidence.given("gpu_memory_bytes"):
-        ctx.total = led.put("gpu_memory_total", int(evidence.given("gpu_memory_bytes")), "bytes", "flag")
+        ctx.total = led.put(
+            "gpu_memory_total", int(evidence.given("gpu_memory_bytes")), "bytes", "flag"
+        )
     elif device is not None:
-        ctx.total = led.put("gpu_memory_total", device.total_bytes, "bytes", device.source, device.name)
+        ctx.total = led.put(
+            "gpu_memory_total", device.total_bytes, "bytes", device.source, device.name
+        )
     if device is not None and device.free_bytes is not None:
-        ctx.free = led.put("gpu_memory_free", device.free_bytes, "bytes", device.source, "measured now")
+        ctx.free = led.put(
+            "gpu_memory_free", device.free_bytes, "bytes", device.source, "measured now"
+        )
     if engine is not None and engine.gpu_memory_utilization is not None:
-        ctx.utilization = led.put("gpu_memory_utilization", engine.gpu_memory_utilization, None, "frame")
+        ctx.utilization = led.put(
+            "gpu_memory_utilization", engine.gpu_memory_utilization, None, "frame"
+        )
     elif evidence.given("gpu_memory_utilization") is not None:
-        ctx.utilization = led.put("gpu_memory_utilization", float(evidence.given("gpu_memory_utilization")), None, "flag")
-    elif isinstance(caps.get("gpu_memory_utilization"), (int, float)):
-        ctx.utilization = led.put("gpu_memory_utilization", float(caps["gpu_memory_utilization"]), None, "message")
+        ctx.utilization = led.put(
+            "gpu_memory_utilization", float(evidence.given("gpu_memory_utilization")), None, "flag"
+        )
+    elif isinstance(util := caps.get("gpu_memory_utilization"), (int, float)):
+        ctx.utilization = led.put("gpu_memory_utilization", float(util), None, "message")
     elif ctx.variant in ("old", "v1", "no-blocks"):
         ctx.utilization = led.put(
-            "gpu_memory_utilization", DEFAULT_UTILIZATION, None, "default",
+            "gpu_memory_utilization",
+            DEFAULT_UTILIZATION,
+            None,
+            "default",
             "assumed: the default of vLLM and of ChatTTS's engine; pass --gpu-memory-utilization if you set another",
         )
     return ctx
@@ -237,8 +309,13 @@ def advise(match: Match, evidence: Evidence) -> Advice | None:
         solutions = _free_memory(caps, ctx, led)
     else:
         solutions = _cache_shortfall(caps, ctx, led)
-    fix = _example_fix(match, evidence, ctx, solutions, led)
-    return Advice(solutions=tuple(solutions), facts=tuple(led.facts.values()), example_fix=fix, notes=tuple(ctx.notes))
+    fix = _example_fix(match, evidence, ctx, solutions)
+    return Advice(
+        solutions=tuple(solutions),
+        facts=tuple(led.facts.values()),
+        example_fix=fix,
+        notes=tuple(ctx.notes),
+    )
 
 
 def _free_memory(caps: dict[str | int, Any], ctx: _Context, led: _Ledger) -> list[Solution]:
@@ -246,9 +323,15 @@ def _free_memory(caps: dict[str | int, Any], ctx: _Context, led: _Ledger) -> lis
     free = _gib_from_message(float(caps["free"]), unit, led, "free_memory_at_start")
     total = _gib_from_message(float(caps["total"]), unit, led, "total_memory")
     requested_util = float(caps.get("gpu_memory_utilization") or ctx.utilization or 0)
-    fits = led.put("gpu_memory_utilization_that_fits", round_down(free / total), None, "computed", "free / total, rounded down")
+    fits = led.put(
+        "gpu_memory_utilization_that_fits",
+        round_down(free / total),
+        None,
+        "computed",
+        "free / total, rounded down",
+    )
     short = max(0, round(requested_util * total) - free)
-    out = [
+    return [
         Solution(
             text=f"Lower gpu_memory_utilization from {requested_util:g} to {fits:g}: the most this GPU's "
             f"free memory at start ({format_bytes(free)} of {format_bytes(total)}) allows.",
@@ -259,7 +342,6 @@ def _free_memory(caps: dict[str | int, Any], ctx: _Context, led: _Ledger) -> lis
             f"to keep gpu_memory_utilization={requested_util:g}.",
         ),
     ]
-    return out
 
 
 def _cache_shortfall(caps: dict[str | int, Any], ctx: _Context, led: _Ledger) -> list[Solution]:
@@ -280,9 +362,20 @@ def _cache_shortfall(caps: dict[str | int, Any], ctx: _Context, led: _Ledger) ->
         if blocks is not None:
             fits = blocks * block
             if fits > 0:
-                led.put("max_model_len_that_fits", fits, "tokens", "computed", "num_gpu_blocks x block_size")
+                led.put(
+                    "max_model_len_that_fits",
+                    fits,
+                    "tokens",
+                    "computed",
+                    "num_gpu_blocks x block_size",
+                )
             if length:
-                deficit_tokens = led.put("kv_cache_deficit_tokens", max(0, math.ceil(length / block) - blocks) * block, "tokens", "computed")
+                deficit_tokens = led.put(
+                    "kv_cache_deficit_tokens",
+                    max(0, math.ceil(length / block) - blocks) * block,
+                    "tokens",
+                    "computed",
+                )
                 if bpt:
                     deficit = deficit_tokens * bpt
             if bpt:
@@ -292,28 +385,63 @@ def _cache_shortfall(caps: dict[str | int, Any], ctx: _Context, led: _Ledger) ->
         if available is not None:
             led.put("available_kv_cache_memory", available, "bytes", "frame")
         elif "available" in caps:
-            available = _gib_from_message(float(caps["available"]), str(caps.get("available_unit") or "GiB"), led, "available_kv_cache_memory")
+            available = _gib_from_message(
+                float(caps["available"]),
+                str(caps.get("available_unit") or "GiB"),
+                led,
+                "available_kv_cache_memory",
+            )
         needed = engine.needed_memory if engine is not None else None
         if needed is not None:
             led.put("needed_kv_cache_memory", needed, "bytes", "frame")
         elif bpt and length:
-            needed = led.put("needed_kv_cache_memory", math.ceil(length / block) * block * bpt, "bytes", "computed", "ceil(max_model_len / block) x kv_block_bytes")
+            needed = led.put(
+                "needed_kv_cache_memory",
+                math.ceil(length / block) * block * bpt,
+                "bytes",
+                "computed",
+                "ceil(max_model_len / block) x kv_block_bytes",
+            )
         elif "needed" in caps:
-            needed = _gib_from_message(float(caps["needed"]), str(caps.get("needed_unit") or "GiB"), led, "needed_kv_cache_memory")
+            needed = _gib_from_message(
+                float(caps["needed"]),
+                str(caps.get("needed_unit") or "GiB"),
+                led,
+                "needed_kv_cache_memory",
+            )
         if needed is not None and available is not None:
             deficit = max(0, needed - available)
         cache_mem = available
         if isinstance(caps.get("estimated_max_model_len"), int):
-            fits = led.put("max_model_len_that_fits", caps["estimated_max_model_len"], "tokens", "message", "vLLM's own estimate")
+            fits = led.put(
+                "max_model_len_that_fits",
+                caps["estimated_max_model_len"],
+                "tokens",
+                "message",
+                "vLLM's own estimate",
+            )
         elif available is not None and bpt:
-            fits = led.put("max_model_len_that_fits", available // (block * bpt) * block, "tokens", "computed", "available // kv_block_bytes x block_size")
+            fits = led.put(
+                "max_model_len_that_fits",
+                available // (block * bpt) * block,
+                "tokens",
+                "computed",
+                "available // kv_block_bytes x block_size",
+            )
     if deficit is not None:
         note = "at least: the cache had no room at all" if lower_bound else None
         led.put("kv_cache_deficit_bytes", deficit, "bytes", "computed", note)
     return _solutions(ctx, led, deficit, cache_mem, fits, lower_bound)
 
 
-def _solutions(ctx: _Context, led: _Ledger, deficit: int | None, cache_mem: int | None, fits: int | None, lower_bound: bool) -> list[Solution]:
+def _solutions(
+    ctx: _Context,
+    led: _Ledger,
+    deficit: int | None,
+    cache_mem: int | None,
+    fits: int | None,
+    lower_bound: bool,
+) -> list[Solution]:
     length, block = ctx.max_model_len, ctx.block
     util_solution: Solution | None = None
     needed_util: float | None = None
@@ -332,7 +460,9 @@ def _solutions(ctx: _Context, led: _Ledger, deficit: int | None, cache_mem: int 
         if needed_util > 1.0:
             why.append("above 1.0: the GPU is too small at this length")
         if ctx.variant == "v1" and ctx.free is not None and needed_util * ctx.total > ctx.free:
-            why.append(f"above the free memory now ({format_bytes(ctx.free)}), which V1 requires at start")
+            why.append(
+                f"above the free memory now ({format_bytes(ctx.free)}), which V1 requires at start"
+            )
         note = f"{raw:.5f} rounded up" + (f"; infeasible: {'; '.join(why)}" if why else "")
         if lower_bound:
             note = "at least; " + note
@@ -353,7 +483,9 @@ def _solutions(ctx: _Context, led: _Ledger, deficit: int | None, cache_mem: int 
             settings={"max_model_len": fits},
         )
     out: list[Solution] = []
-    if util_solution is not None and (needed_util is None or needed_util <= COMFORTABLE_UTILIZATION):
+    if util_solution is not None and (
+        needed_util is None or needed_util <= COMFORTABLE_UTILIZATION
+    ):
         out.append(util_solution)
         if fit_solution:
             out.append(fit_solution)
@@ -374,7 +506,13 @@ def _fp8_and_parallel(ctx: _Context, led: _Ledger, cache_mem: int | None) -> lis
     kind = ctx.engine.kind if ctx.engine is not None else None
     if ctx.cache_bytes > 1 and ctx.engine_has_kv_dtype is not False and kind != "chattts":
         bpt8 = bpt // ctx.cache_bytes
-        fits8 = led.put("max_model_len_that_fits_fp8", cache_mem // (block * bpt8) * block, "tokens", "computed", "estimate: same cache memory at 1 byte per value")
+        fits8 = led.put(
+            "max_model_len_that_fits_fp8",
+            cache_mem // (block * bpt8) * block,
+            "tokens",
+            "computed",
+            "estimate: same cache memory at 1 byte per value",
+        )
         settings: dict[str, object] = {"kv_cache_dtype": "fp8"}
         if length and fits8 < length:
             settings["max_model_len"] = fits8
@@ -388,12 +526,22 @@ def _fp8_and_parallel(ctx: _Context, led: _Ledger, cache_mem: int | None) -> lis
         )
     shape = ctx.shape
     if shape is not None and ctx.gpu_count and ctx.gpu_count > ctx.tp and kind != "chattts":
-        candidates = [t for t in range(ctx.gpu_count, ctx.tp, -1) if shape.num_attention_heads % t == 0]
+        candidates = [
+            t for t in range(ctx.gpu_count, ctx.tp, -1) if shape.num_attention_heads % t == 0
+        ]
         if candidates:
             t = candidates[0]
-            bpt_t = kv_bytes_per_token(shape, cache_dtype_bytes=ctx.cache_bytes, tensor_parallel_size=t)
+            bpt_t = kv_bytes_per_token(
+                shape, cache_dtype_bytes=ctx.cache_bytes, tensor_parallel_size=t
+            )
             per_gpu = cache_mem * ctx.tp // max(1, ctx.tp)
-            fits_t = led.put("max_model_len_that_fits_tp", per_gpu // (block * bpt_t) * block, "tokens", "computed", f"estimate with tensor_parallel_size={t}: at least, since the weights are split too")
+            fits_t = led.put(
+                "max_model_len_that_fits_tp",
+                per_gpu // (block * bpt_t) * block,
+                "tokens",
+                "computed",
+                f"estimate with tensor_parallel_size={t}: at least, since the weights are split too",
+            )
             out.append(
                 Solution(
                     text=f"Shard over {t} of the {ctx.gpu_count} visible GPUs (tensor_parallel_size={t}): each GPU "
@@ -405,10 +553,14 @@ def _fp8_and_parallel(ctx: _Context, led: _Ledger, cache_mem: int | None) -> lis
     return out
 
 
-_NUMBER_SETTING = regex.compile(r"\b(max_model_len|gpu_memory_utilization|tensor_parallel_size)\s*=\s*[\d.]+")
+_NUMBER_SETTING = regex.compile(
+    r"\b(max_model_len|gpu_memory_utilization|tensor_parallel_size)\s*=\s*[\d.]+"
+)
 
 
-def _example_fix(match: Match, evidence: Evidence, ctx: _Context, solutions: list[Solution], led: _Ledger) -> ExampleFix | None:
+def _example_fix(
+    match: Match, evidence: Evidence, ctx: _Context, solutions: list[Solution]
+) -> ExampleFix | None:
     from errkb.advisors._callsite import find_engine_call, rewrite_call
 
     settings = next((dict(s.settings) for s in solutions if s.settings), {})
@@ -417,7 +569,11 @@ def _example_fix(match: Match, evidence: Evidence, ctx: _Context, solutions: lis
         return None
     if not engine_settings:
         env = " ".join(f"{k}={v}" for k, v in settings.items())
-        return ExampleFix(before=None, after=f"{env} python your_app.py", note="set in the environment of the engine's process")
+        return ExampleFix(
+            before=None,
+            after=f"{env} python your_app.py",
+            note="set in the environment of the engine's process",
+        )
     for info in evidence.infos:
         site = find_engine_call(info.frames)
         if site is None:
@@ -431,8 +587,12 @@ def _example_fix(match: Match, evidence: Evidence, ctx: _Context, solutions: lis
             if site.user_frame is not None:
                 note += f"; your code reached it from {site.user_frame.file}:{site.user_frame.line}"
         if site.has_double_star:
-            note = (note + "; " if note else "") + "the call also passes **kwargs: make sure they do not set these too"
-        return ExampleFix(before=site.text, after=after, location=f"{site.file}:{site.line}", note=note)
+            note = (
+                note + "; " if note else ""
+            ) + "the call also passes **kwargs: make sure they do not set these too"
+        return ExampleFix(
+            before=site.text, after=after, location=f"{site.file}:{site.line}", note=note
+        )
     text = match.record.example_fix
     if not text:
         return None
@@ -440,7 +600,10 @@ def _example_fix(match: Match, evidence: Evidence, ctx: _Context, solutions: lis
 
     # The record's "after" shows the settings of the best solution; what it leaves alone keeps
     # the value this run had (the requested length stays when the utilization is what changes).
-    values: dict[str, object] = {"max_model_len": ctx.max_model_len, "gpu_memory_utilization": ctx.utilization}
+    values: dict[str, object] = {
+        "max_model_len": ctx.max_model_len,
+        "gpu_memory_utilization": ctx.utilization,
+    }
     values.update(settings)
 
     def put(m: regex.Match[str]) -> str:
@@ -448,4 +611,8 @@ def _example_fix(match: Match, evidence: Evidence, ctx: _Context, solutions: lis
         return f"{key}={values[key]}" if values.get(key) is not None else m.group(0)
 
     after = _NUMBER_SETTING.sub(put, base.after)
-    return ExampleFix(before=base.before, after=after, note="the record's example, with the computed values put in")
+    return ExampleFix(
+        before=base.before,
+        after=after,
+        note="the record's example, with the computed values put in",
+    )

@@ -77,7 +77,7 @@ def run_bounded(func: Callable[[], T], timeout: float, what: str) -> tuple[T | N
     def work() -> None:
         try:
             box["value"] = func()
-        except BaseException as exc:  # noqa: BLE001 - reported as a reason, never raised
+        except BaseException as exc:
             box["error"] = f"{type(exc).__name__}: {exc}"
 
     worker = threading.Thread(target=work, name=f"errkb-probe-{what}", daemon=True)

@@ -101,7 +101,13 @@ def read_engine(evidence: Evidence) -> EngineReading | None:
             if obj is not None:
                 found[name] = obj
                 frame_at = frame_at or f"{view.file}:{view.line}"
-        for name in ("num_gpu_blocks", "block_size", "max_model_len", "available_memory", "needed_memory"):
+        for name in (
+            "num_gpu_blocks",
+            "block_size",
+            "max_model_len",
+            "available_memory",
+            "needed_memory",
+        ):
             value = local(name)
             if name not in found and _number(value, int) is not None:
                 found[name] = value
@@ -121,9 +127,13 @@ def read_engine(evidence: Evidence) -> EngineReading | None:
     return EngineReading(
         kind=_kind(files),
         frame=frame_at,
-        max_model_len=_number(found.get("max_model_len", safe_getattr(model, "max_model_len")), int),
+        max_model_len=_number(
+            found.get("max_model_len", safe_getattr(model, "max_model_len")), int
+        ),
         block_size=_number(found.get("block_size", safe_getattr(cache, "block_size")), int),
-        num_gpu_blocks=_number(found.get("num_gpu_blocks", safe_getattr(cache, "num_gpu_blocks")), int),
+        num_gpu_blocks=_number(
+            found.get("num_gpu_blocks", safe_getattr(cache, "num_gpu_blocks")), int
+        ),
         gpu_memory_utilization=_number(safe_getattr(cache, "gpu_memory_utilization"), float),
         cache_dtype=None if cache_dtype is _UNSET or cache_dtype is None else str(cache_dtype),
         has_cache_dtype=cache_dtype is not _UNSET,

@@ -33,7 +33,9 @@ def _measure() -> GpuReading:
         return GpuReading(error="torch is not installed: install errkb[gpu] to measure the GPU")
     cuda = torch.cuda
     if not cuda.is_available():
-        return GpuReading(error="torch sees no CUDA device (a CPU build, no driver, or none visible)")
+        return GpuReading(
+            error="torch sees no CUDA device (a CPU build, no driver, or none visible)"
+        )
     others = _other_processes()
     devices = []
     for index in range(cuda.device_count()):
@@ -67,7 +69,7 @@ def _other_processes() -> dict[int, int]:
             handle = pynvml.nvmlDeviceGetHandleByIndex(index)
             procs = pynvml.nvmlDeviceGetComputeRunningProcesses(handle)
             out[index] = sum(p.usedGpuMemory or 0 for p in procs if p.pid != os.getpid())
-    except Exception:  # noqa: BLE001 - NVML missing or refusing: simply unknown
+    except Exception:
         return {}
     return out
 

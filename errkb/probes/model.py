@@ -16,15 +16,34 @@ import attrs
 from errkb.evidence import safe_getattr
 from errkb.exceptions import UsageError
 
-__all__ = ["DTYPE_BYTES", "ModelShape", "dtype_bytes", "kv_bytes_per_token", "model_shape", "read_model_path"]
+__all__ = [
+    "DTYPE_BYTES",
+    "ModelShape",
+    "dtype_bytes",
+    "kv_bytes_per_token",
+    "model_shape",
+    "read_model_path",
+]
 
 #: Bytes per element of the dtypes a KV cache is kept in, by name.
 DTYPE_BYTES = {
-    "float32": 4, "float": 4, "fp32": 4,
-    "float16": 2, "half": 2, "fp16": 2,
-    "bfloat16": 2, "bf16": 2,
-    "fp8": 1, "fp8_e4m3": 1, "fp8_e5m2": 1, "fp8_inc": 1, "fp8_ds_mla": 1,
-    "float8_e4m3fn": 1, "float8_e5m2": 1, "int8": 1, "uint8": 1,
+    "float32": 4,
+    "float": 4,
+    "fp32": 4,
+    "float16": 2,
+    "half": 2,
+    "fp16": 2,
+    "bfloat16": 2,
+    "bf16": 2,
+    "fp8": 1,
+    "fp8_e4m3": 1,
+    "fp8_e5m2": 1,
+    "fp8_inc": 1,
+    "fp8_ds_mla": 1,
+    "float8_e4m3fn": 1,
+    "float8_e5m2": 1,
+    "int8": 1,
+    "uint8": 1,
 }
 
 
@@ -96,7 +115,11 @@ def model_shape(config: Any, *, origin: str) -> ModelShape:
     else:
         raise UsageError(f"{origin}: the config gives neither head_dim nor hidden_size")
     latent = _get(config, "kv_lora_rank")
-    mla = int(latent) + int(_get(config, "qk_rope_head_dim") or 0) if isinstance(latent, int) else None
+    mla = (
+        int(latent) + int(_get(config, "qk_rope_head_dim") or 0)
+        if isinstance(latent, int)
+        else None
+    )
     dtype = _get(config, "torch_dtype", "dtype")
     window = _get(config, "sliding_window")
     return ModelShape(
@@ -106,7 +129,9 @@ def model_shape(config: Any, *, origin: str) -> ModelShape:
         head_dim=int(head_dim),
         head_dim_explicit=isinstance(explicit, int) and explicit > 0,
         dtype=str(dtype).removeprefix("torch.") if dtype is not None else None,
-        max_position_embeddings=_get(config, "max_position_embeddings", "n_positions", "max_seq_len"),
+        max_position_embeddings=_get(
+            config, "max_position_embeddings", "n_positions", "max_seq_len"
+        ),
         sliding_window=window if isinstance(window, int) else None,
         mla_latent_dim=mla,
         model_type=_get(config, "model_type"),

@@ -55,7 +55,9 @@ def probe_command(options: Options, *, as_json: bool) -> int:
         bpt = kv_bytes_per_token(shape, cache_dtype_bytes=size, tensor_parallel_size=tp)
         block = int(options.given.get("block_size") or 16)
         util = float(options.given.get("gpu_memory_utilization") or 0.9)
-        total = options.given.get("gpu_memory_bytes") or (gpus.devices[0].total_bytes if gpus.devices else None)
+        total = options.given.get("gpu_memory_bytes") or (
+            gpus.devices[0].total_bytes if gpus.devices else None
+        )
         weights = weights_bytes(model)
         entry: dict[str, object] = {
             "config": shape.origin,
@@ -65,13 +67,19 @@ def probe_command(options: Options, *, as_json: bool) -> int:
             "block_size": block,
             "gpu_memory_utilization": util,
         }
-        lines.append(f"model {shape.origin}: {shape.attention_layers} attention layers, "
-                     f"{shape.num_kv_heads} KV heads of {shape.head_dim}, {size}-byte cache")
-        lines.append(f"  KV cache: {bpt:,} bytes per token ({format_bytes(bpt)}) per GPU at tensor_parallel_size={tp}")
+        lines.append(
+            f"model {shape.origin}: {shape.attention_layers} attention layers, "
+            f"{shape.num_kv_heads} KV heads of {shape.head_dim}, {size}-byte cache"
+        )
+        lines.append(
+            f"  KV cache: {bpt:,} bytes per token ({format_bytes(bpt)}) per GPU at tensor_parallel_size={tp}"
+        )
         if total and weights is not None:
             budget = int(util * total) - weights // tp
             fits = max(0, budget) // (block * bpt) * block
-            entry.update({"weights_bytes": weights, "max_model_len_that_fits": fits, "estimate": True})
+            entry.update(
+                {"weights_bytes": weights, "max_model_len_that_fits": fits, "estimate": True}
+            )
             lines.append(
                 f"  at gpu_memory_utilization={util:g} of {format_bytes(total)}: about {fits:,} tokens fit "
                 f"(estimate: {format_bytes(weights // tp)} of weights per GPU, activations not counted)"

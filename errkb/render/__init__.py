@@ -40,7 +40,7 @@ class Style:
 def _isatty(file: Any) -> bool:
     try:
         return bool(file.isatty())
-    except Exception:  # noqa: BLE001 - closed or exotic streams are not terminals
+    except Exception:
         return False
 
 
@@ -175,7 +175,10 @@ def _render_rich(diagnosis: Diagnosis, file: TextIO, style: Style) -> None:
                 row.add_row(Text(lead, style="dim"), Text(item))
                 parts.append(Padding(row, (0, 0, 0, 2)))
         title = Text.assemble(
-            ("errkb: ", "bold"), (block.title, "bold"), " ", (f"[{block.severity}]", colors.get(block.severity, "red"))
+            ("errkb: ", "bold"),
+            (block.title, "bold"),
+            " ",
+            (f"[{block.severity}]", colors.get(block.severity, "red")),
         )
         console.print(
             Panel(

@@ -77,7 +77,9 @@ def _block(diagnosis: Diagnosis, finding: Finding, others: list[Finding]) -> Blo
         )
         sections.append(Section("Solutions", "numbered", lines))
     if finding.facts:
-        sections.append(Section("Facts", "list", tuple(clean(_fact_line(f)) for f in finding.facts)))
+        sections.append(
+            Section("Facts", "list", tuple(clean(_fact_line(f)) for f in finding.facts))
+        )
     fix = finding.example_fix
     if fix is not None:
         heading = "Example fix" + (f" ({clean(fix.location)})" if fix.location else "")

@@ -1,4 +1,4 @@
-"""Making untrusted text safe for a terminal.
+r"""Making untrusted text safe for a terminal.
 
 Exception messages, record fields and frame values may carry escape sequences (colours, OSC 8
 links, OSC 52 clipboard writes, cursor moves), BEL, carriage returns, backspaces or

@@ -1,0 +1,30 @@
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+PAGES = sorted([ROOT / "README.md", *(ROOT / "docs").glob("*.md")])
+
+
+@pytest.mark.skipif(not (ROOT / "docs").is_dir(), reason="needs the source tree")
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_relative_links_resolve(page):
+    """Every relative link in the README and docs points at a file that exists."""
+    broken = [
+        target
+        for target in LINK.findall(page.read_text(encoding="utf-8"))
+        if "://" not in target and not (page.parent / target).exists()
+    ]
+    assert [] == broken
+
+
+@pytest.mark.skipif(not (ROOT / "docs" / "errors").is_dir(), reason="needs the source tree")
+def test_error_index_is_current():
+    """docs/errors is what the generator makes from records/ (else run `nox -s docs -- --write`)."""
+    from errkb._docgen import main
+
+    assert 0 == main(["--check", "--records", str(ROOT / "records"), str(ROOT / "docs" / "errors")])

@@ -1,0 +1,95 @@
+"""The literal index gives exactly what searching every record gives."""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from errkb._patterns import required_literals
+from errkb.match import Matcher
+from errkb.testing import record_dict, registry_from_dicts
+
+WORDS = ["cache", "max", "seq", "len", "GiB", "a", "ab", "x1", "model's", "KV", "ñandú"]
+SEPARATORS = [" ", ". ", "(", ")", ", ", "`", "-", "'", ":"]
+PIECES = [
+    r"\d+",
+    r"(?P<n{i}>\d+)",
+    r"\s+",
+    r"\s?",
+    r"\w*",
+    r".",
+    r"[ab]",
+    r"[^)]*?",
+    r"(?:cache|seq)",
+    r"(?:GiB|GB)?",
+    r"\x41",
+    r"\u00f1",
+    r"\(",
+    r"\)",
+    r"\.",
+    r"\`",
+    r"x?",
+    r"y*",
+    r"z{0,2}",
+    r"k{2}",
+    r"\bmax\b",
+    r"\N{LATIN SMALL LETTER N WITH TILDE}",
+    r"(?:a(?:b|c))+",
+]
+
+
+@st.composite
+def patterns(draw):
+    parts = []
+    for i in range(draw(st.integers(1, 6))):
+        kind = draw(st.sampled_from(["word", "sep", "piece"]))
+        if kind == "word":
+            parts.append(draw(st.sampled_from(WORDS)))
+        elif kind == "sep":
+            parts.append(
+                {"(": r"\(", ")": r"\)", ". ": r"\. "}.get(
+                    sep := draw(st.sampled_from(SEPARATORS)), sep
+                )
+            )
+        else:
+            parts.append(draw(st.sampled_from(PIECES)).replace("{i}", str(i)))
+    pattern = "".join(parts).strip() or "cache"
+    if draw(st.booleans()) and draw(st.booleans()):
+        pattern += "|" + draw(st.sampled_from(WORDS))
+    return pattern
+
+
+messages = st.lists(
+    st.sampled_from([*WORDS, *SEPARATORS, "12", "3.5", "A", "ñ", "kk", "zz", "\n"]), max_size=25
+).map("".join)
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(st.lists(patterns(), min_size=1, max_size=25), st.lists(messages, min_size=1, max_size=8))
+def test_indexed_matching_equals_naive_matching(pats, texts):
+    """For generated records and messages, the index never loses (or adds) a match."""
+    records = registry_from_dicts(
+        [record_dict(id=f"r{i}", slug=f"r{i}", messagePattern=p) for i, p in enumerate(pats)]
+    ).records
+    indexed, naive = Matcher(records), Matcher(records, indexed=False)
+    for text in texts:
+        expected = [(m.record.id, dict(m.captures), m.score) for m in naive.match(text)]
+        assert expected == [(m.record.id, dict(m.captures), m.score) for m in indexed.match(text)]
+
+
+@settings(max_examples=500, deadline=None)
+@given(patterns(), messages)
+def test_required_literals_are_in_every_match(pattern, text):
+    """Whenever a pattern matches, each literal it is said to require is in the text."""
+    import regex
+
+    if regex.search(pattern, text):
+        assert all(lit in text for lit in required_literals(pattern) or ())
+
+
+def test_real_records_are_mostly_indexed():
+    """The shipped records are nearly all reachable through the index, not the always-list."""
+    from errkb.registry import Registry
+
+    matcher = Registry.from_paths([], env=False, entry_points=False).matcher
+    assert len(matcher._index.always) <= len(matcher._entries) // 10
