@@ -36,11 +36,7 @@ def words_of_literal(literal: str) -> list[str]:
     A word at either edge of the literal may continue into what the pattern matches around it,
     so only words with a non-word character of the literal on both sides count.
     """
-    out = []
-    for m in _WORD.finditer(literal):
-        if m.start() > 0 and m.end() < len(literal):
-            out.append(m.group())
-    return out
+    return [m.group() for m in _WORD.finditer(literal) if 0 < m.start() and m.end() < len(literal)]
 
 
 class LiteralIndex(Generic[T]):
@@ -74,10 +70,14 @@ class LiteralIndex(Generic[T]):
         found: dict[int, T] = dict(self.always)
         table = self._by_word
         for word in set(_WORD.findall(message)):
-            for order, item, literals in table.get(word, ()):
-                if all(lit in message for lit in literals):
-                    found[order] = item
-        for order, item, literals in self.substring:
-            if all(lit in message for lit in literals):
-                found[order] = item
+            found.update(
+                (order, item)
+                for order, item, literals in table.get(word, ())
+                if all(lit in message for lit in literals)
+            )
+        found.update(
+            (order, item)
+            for order, item, literals in self.substring
+            if all(lit in message for lit in literals)
+        )
         return [found[k] for k in sorted(found)]

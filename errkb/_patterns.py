@@ -7,12 +7,8 @@ nothing here does more with a pattern than compile and search it.
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Any
 
 import regex
-
-if TYPE_CHECKING:
-    from collections.abc import Iterable
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -115,7 +111,7 @@ def required_literals(pattern: str) -> tuple[str, ...] | None:
 
 
 def _skip_escape_argument(pattern: str, i: int, kind: str) -> int:
-    """Past what follows an escape letter: ``\\x41``, ``\\u0041``, ``\\N{...}``, ``\\12``, ``\\g<x>``."""
+    r"""Past what follows an escape letter: ``\x41``, ``\u0041``, ``\N{...}``, ``\12``, ``\g<x>``."""
     fixed = {"x": 2, "u": 4, "U": 8}
     if kind in fixed:
         if kind == "x" and pattern[i : i + 1] == "{":
