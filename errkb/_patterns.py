@@ -44,24 +44,90 @@ def search(
 
 
 _BREAKING_ESCAPES = frozenset("dDwWsSbBAZzGpPNuxUvVXhHKLlRmg0123456789")
-_FLAGS = regex.compile(r"\(\?([a-zA-Z]+)\)")
+_INLINE_FLAGS = regex.compile(r"\?[a-zA-Z]+")
 
 
+@functools.lru_cache(maxsize=4096)
 def required_literals(pattern: str) -> tuple[str, ...] | None:
     """The literal runs that every match of ``pattern`` must contain, longest first.
 
-    A fast, conservative scan of the top level of the pattern: runs of literal characters
-    outside groups and classes, minus those made optional by a quantifier. Returns ``None`` when
-    the pattern may match without any literal (top-level alternation) or cannot be read this way
-    (case-insensitive or verbose flags); callers must then treat it as able to match anything.
+    Returns ``None`` when no literal is certain (see :func:`literal_sets`); callers must then
+    treat the pattern as able to match anything.
     """
-    runs: list[str] = []
+    sets = literal_sets(pattern)
+    if sets is None:
+        return None
+    return tuple(sorted({s[0] for s in sets if len(s) == 1}, key=len, reverse=True))
+
+
+@functools.lru_cache(maxsize=4096)
+def literal_sets(pattern: str) -> tuple[tuple[str, ...], ...] | None:
+    """What every match of ``pattern`` must contain, as a tuple of any-of sets.
+
+    Each set holds literals of which at least one is in every match: a plain literal run is a
+    set of one; an alternation whose every branch requires a literal is a set of those. A fast,
+    conservative reading of the pattern text: groups made optional by a quantifier, classes,
+    lookarounds and escapes such as ``\\d`` require nothing. ``None`` when the pattern cannot be
+    read this way (case-insensitive or verbose flags).
+    """
+    try:
+        return tuple(_analyse(pattern))
+    except _Unreadable:
+        return None
+
+
+class _Unreadable(Exception):
+    """The pattern uses a construct the literal analysis does not follow."""
+
+
+def _analyse(pattern: str) -> list[tuple[str, ...]]:
+    branches = _split_branches(pattern)
+    if len(branches) == 1:
+        return _sequence(pattern)
+    best = [_best_literal(_sequence(b)) for b in branches]
+    if any(b is None for b in best):
+        return []
+    return [tuple(sorted({b for b in best if b is not None}))]
+
+
+def _best_literal(sets: list[tuple[str, ...]]) -> str | None:
+    singles = [s[0] for s in sets if len(s) == 1]
+    return max(singles, key=len) if singles else None
+
+
+def _split_branches(pattern: str) -> list[str]:
+    """``pattern`` split at its top-level ``|``."""
+    out, start, i = [], 0, 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\":
+            i += 2
+        elif c == "[":
+            i = _skip_class(pattern, i)
+        elif c == "(":
+            i = _skip_group(pattern, i)
+        elif c == "|":
+            out.append(pattern[start:i])
+            start = i = i + 1
+        else:
+            i += 1
+    out.append(pattern[start:])
+    return out
+
+
+_GROUP_PREFIX = regex.compile(r"\?(?:P?<(?![=!])[^>]*>|[:>|]|[a-zA-Z]*-?[a-zA-Z]*:)?")
+_NON_CONSUMING = ("?=", "?!", "?<=", "?<!", "?#", "?(", "?P=", "?&", "?R")
+
+
+def _sequence(pattern: str) -> list[tuple[str, ...]]:
+    """The requirements of a pattern with no top-level alternation."""
+    sets: list[tuple[str, ...]] = []
     current: list[str] = []
     i, n = 0, len(pattern)
 
     def flush() -> None:
         if current:
-            runs.append("".join(current))
+            sets.append(("".join(current),))
             current.clear()
 
     while i < n:
@@ -74,25 +140,32 @@ def required_literals(pattern: str) -> tuple[str, ...] | None:
                 i = _skip_escape_argument(pattern, i, nxt)
                 i = _skip_quantifier(pattern, i)[0]
                 continue
-            current.append(
-                {"n": "\n", "t": "\t", "r": "\r", "f": "\f", "a": "\a", "e": "\x1b"}.get(nxt, nxt)
-            )
+            current.append(_CONTROL_ESCAPES.get(nxt, nxt))
         elif ch == "(":
-            flags = _FLAGS.match(pattern, i)
-            if flags and set(flags.group(1)) & set("ixX"):
-                return None
             flush()
-            i = _skip_group(pattern, i)
-            # A quantifier after the group applies to the group, which we ignore anyway.
-            i = _skip_quantifier(pattern, i)[0]
+            end = _skip_group(pattern, i)
+            inner = pattern[i + 1 : end - 1]
+            after, minimum = _skip_quantifier(pattern, end)
+            i = after
+            if _INLINE_FLAGS.fullmatch(inner):
+                if set(inner[1:]) & set("ixX"):
+                    raise _Unreadable
+                continue
+            if inner.startswith(_NON_CONSUMING) or minimum == 0:
+                continue
+            prefix = _GROUP_PREFIX.match(inner) if inner.startswith("?") else None
+            if prefix is not None:
+                flags = prefix.group()
+                if flags.endswith(":") and set(flags) & set("ixX"):
+                    continue
+                inner = inner[prefix.end() :]
+            sets.extend(_analyse(inner))
             continue
         elif ch == "[":
             flush()
             i = _skip_class(pattern, i)
             i = _skip_quantifier(pattern, i)[0]
             continue
-        elif ch == "|":
-            return None
         elif ch in ".^$":
             flush()
             i += 1
@@ -107,7 +180,10 @@ def required_literals(pattern: str) -> tuple[str, ...] | None:
                 current.pop()
             flush()
     flush()
-    return tuple(sorted((r for r in runs if r), key=len, reverse=True))
+    return [s for s in sets if all(s)]
+
+
+_CONTROL_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "f": "\f", "a": "\a", "e": "\x1b"}
 
 
 def _skip_escape_argument(pattern: str, i: int, kind: str) -> int:

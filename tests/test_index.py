@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from errkb._patterns import required_literals
+from errkb._patterns import literal_sets, required_literals
 from errkb.match import Matcher
 from errkb.testing import record_dict, registry_from_dicts
 
@@ -93,3 +93,13 @@ def test_real_records_are_mostly_indexed():
 
     matcher = Registry.from_paths([], env=False, entry_points=False).matcher
     assert len(matcher._index.always) <= len(matcher._entries) // 10
+
+
+@settings(max_examples=500, deadline=None)
+@given(patterns(), messages)
+def test_every_literal_set_has_a_member_in_every_match(pattern, text):
+    """Whenever a pattern matches, each any-of set it is said to require has a member in the text."""
+    import regex
+
+    if regex.search(pattern, text):
+        assert all(any(lit in text for lit in group) for group in literal_sets(pattern) or ())

@@ -17,14 +17,12 @@ __all__ = ["probe_gpus"]
 
 
 def _torch() -> Any:
-    torch = sys.modules.get("torch")
-    if torch is not None:
-        return torch
+    loaded = sys.modules.get("torch")
+    if loaded is not None:
+        return loaded
     if importlib.util.find_spec("torch") is None:
         return None
-    import torch
-
-    return torch
+    return importlib.import_module("torch")
 
 
 def _measure() -> GpuReading:
