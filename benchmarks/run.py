@@ -97,12 +97,192 @@ def diagnosis_latency() -> list[dict[str, object]]:
     ]
 
 
+def _synthetic(n: int) -> list[dict]:
+    """n records made from the real ones, each with one literal word varied, and its example."""
+    import regex
+
+    from errkb.records import load_paths
+    from errkb.registry import builtin_records_dir
+    from errkb._patterns import required_literals
+
+    real = [r for r in load_paths([builtin_records_dir()]).records if r.examples]
+    out = []
+    for k in range(n):
+        base = real[k % len(real)]
+        data = base.to_json()
+        lits = required_literals(base.message_pattern) or ()
+        words = [w for lit in lits for w in regex.findall(r"(?<=\W)[A-Za-z]{4,}(?=\W)", lit)]
+        suffix = f"q{k:x}"
+        data["id"] = f"{base.id}-{k}"
+        data["slug"] = f"{base.slug}-{k}"
+        if words:
+            word = words[0]
+            data["messagePattern"] = regex.sub(rf"(?<![\\\w]){word}(?!\w)", word + suffix, base.message_pattern, count=1)
+            data["examples"] = [regex.sub(rf"(?<!\w){word}(?!\w)", word + suffix, base.examples[0], count=1)]
+        else:
+            data["messagePattern"] = f"E{suffix} " + base.message_pattern
+            data["examples"] = [f"E{suffix} " + base.examples[0]]
+        data["counterexamples"] = []
+        out.append(data)
+    return out
+
+
+_LOOKUP = """
+import json, sys, time, statistics, random
+from errkb.records import record_from_dict
+from errkb.match import Matcher
+data = json.load(open(sys.argv[1]))
+records = [record_from_dict(d, validate=False)[0] for d in data]
+indexed = sys.argv[2] == "indexed"
+m = Matcher(records, indexed=indexed)
+random.seed(3)
+hits = [d["examples"][0] for d in random.sample(data, min(200, len(data)))]
+miss = ["INFO 11-30 06:00:01 [engine.py:%d] Avg prompt throughput: 12.5 tokens/s, Running: 3 reqs, GPU KV cache usage: 4.1%%." % i for i in range(200)]
+samples = int(sys.argv[3])
+for text in hits[:5] + miss[:5]:
+    m.match(text)  # warm: compile what these need
+out = {}
+for name, texts in (("match", hits), ("no match", miss)):
+    times = []
+    for text in texts[:samples]:
+        t0 = time.perf_counter(); m.match(text); times.append(time.perf_counter() - t0)
+    times.sort()
+    out[name] = (statistics.median(times), times[min(len(times) - 1, int(len(times) * 0.99))])
+print(json.dumps(out))
+"""
+
+
+def lookups(sizes=(100, 1000, 10_000, 100_000)) -> list[dict[str, object]]:
+    """Lookup p50/p99 at growing record counts, indexed against the naive linear scan."""
+    import tempfile
+
+    rows = []
+    for n in sizes:
+        with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+            json.dump(_synthetic(n), f)
+        for mode in ("indexed", "naive"):
+            samples = 200 if mode == "indexed" or n <= 1000 else (30 if n <= 10_000 else 5)
+            out = subprocess.run([sys.executable, "-c", _LOOKUP, f.name, mode, str(samples)],
+                                 check=True, capture_output=True, text=True)
+            figures = json.loads(out.stdout)
+            for kind, (p50, p99) in figures.items():
+                rows.append({"benchmark": "lookup", "case": f"{n:,} records, {kind}, {mode}",
+                             "median_ms": round(p50 * 1000, 4), "p99_ms": round(p99 * 1000, 4)})
+        os.unlink(f.name)
+    return rows
+
+
+_BUILD = """
+import json, resource, sys, time
+from errkb.registry import Registry
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+t0 = time.perf_counter()
+reg = Registry.from_paths([sys.argv[1]], builtin=False, env=False, entry_points=False)
+reg.matcher
+t1 = time.perf_counter()
+after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(json.dumps({"seconds": t1 - t0, "rss_mb": (after - before) / 1024, "records": len(reg)}))
+"""
+
+
+def registry_build(sizes=(10_000, 100_000)) -> list[dict[str, object]]:
+    """Registry build (load a .jsonl, validate, index) time and memory."""
+    import tempfile
+
+    rows = []
+    for n in sizes:
+        with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as f:
+            for d in _synthetic(n):
+                f.write(json.dumps(d) + "\n")
+        out = subprocess.run([sys.executable, "-c", _BUILD, f.name], check=True, capture_output=True, text=True)
+        fig = json.loads(out.stdout)
+        rows.append({"benchmark": "registry build", "case": f"{fig['records']:,} records (validated, indexed)",
+                     "median_ms": round(fig["seconds"] * 1000, 1), "memory_mb": round(fig["rss_mb"], 1)})
+        os.unlink(f.name)
+    return rows
+
+
+def _make_log(path: Path, megabytes: int) -> None:
+    import random
+
+    from errkb.registry import default_registry
+
+    random.seed(7)
+    examples = [e.split("\n")[0] for r in default_registry().records for e in r.examples]
+    noise = [
+        "INFO {d} [engine.py:{n}] Avg prompt throughput: {f} tokens/s, Avg generation throughput: {g} tokens/s, Running: {r} reqs, Waiting: 0 reqs, GPU KV cache usage: {u}%.",
+        "INFO {d} [logger.py:{n}] Received request cmpl-{h}: prompt: 'Summarize the following text', params: SamplingParams(n=1, temperature=0.7, top_p=0.95, max_tokens=512).",
+        "{d} | train | step {n} | loss {f} | lr 2.0e-05 | grad_norm {g} | tokens/s {r}",
+        'INFO:     127.0.0.1:{n} - "POST /v1/chat/completions HTTP/1.1" 200 OK',
+        "DEBUG {d} [scheduler.py:{n}] Scheduling batch of {r} sequences, {u} blocks free",
+    ]
+    size, target = 0, megabytes * 1_000_000
+    with path.open("w") as f:
+        while size < target:
+            if random.random() < 0.001:  # one line in a thousand is a known error
+                line = f"ERROR 11-30 06:00:01 [core.py:{random.randint(1, 999)}] " + random.choice(examples)
+            else:
+                line = random.choice(noise).format(
+                    d=f"11-30 06:{random.randint(0, 59):02d}:{random.randint(0, 59):02d}", n=random.randint(1, 99999),
+                    f=round(random.random() * 100, 2), g=round(random.random() * 100, 2), r=random.randint(1, 64),
+                    u=round(random.random() * 100, 1), h=f"{random.getrandbits(64):x}")
+            f.write(line + "\n")
+            size += len(line) + 1
+
+
+def _ere(pattern: str) -> str | None:
+    """A record's pattern in POSIX ERE for grep -E (None where there is no ERE equivalent)."""
+    import re
+
+    q = re.sub(r"\(\?P<\w+>", "(", pattern).replace("(?:", "(")
+    q = re.sub(r"(?<!\\)([*+?}])\?", r"\1", q)
+    q = q.replace(r"\d", "[0-9]").replace(r"\`", "`").replace(r"\'", "'").replace('\\"', '"')
+    return None if "(?" in q or "\\N" in q or "\\x" in q or "\\u" in q else q
+
+
+def scan_throughput(megabytes: int = 200) -> list[dict[str, object]]:
+    """errkb scan against grep -E -f over the same patterns, on a generated log."""
+    import shutil
+    import tempfile
+
+    from errkb.registry import default_registry
+
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        log = Path(tmp) / "serve.log"
+        _make_log(log, megabytes)
+        patterns = [p for p in (_ere(r.message_pattern) for r in default_registry().records) if p]
+        (Path(tmp) / "patterns.ere").write_text("\n".join(patterns) + "\n")
+        size = log.stat().st_size / 1e6
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "errkb", "scan", "--json", str(log)], check=True, capture_output=True)
+        ours = time.perf_counter() - t0
+        rows.append({"benchmark": "scan", "case": f"errkb scan, {size:.0f} MB log, {len(default_registry())} records",
+                     "median_ms": round(ours * 1000), "mb_per_s": round(size / ours, 1)})
+        grep = shutil.which("grep")
+        if grep:
+            t0 = time.perf_counter()
+            subprocess.run([grep, "-E", "-c", "-f", str(Path(tmp) / "patterns.ere"), str(log)], capture_output=True, check=False)
+            theirs = time.perf_counter() - t0
+            rows.append({"benchmark": "scan", "case": f"grep -E -f, same log, {len(patterns)} patterns",
+                         "median_ms": round(theirs * 1000), "mb_per_s": round(size / theirs, 1)})
+    return rows
+
+
 def main() -> None:
-    rows = startup() + diagnosis_latency()
+    only = set(sys.argv[1:])
+    rows: list[dict[str, object]] = []
+    for name, func in (("startup", startup), ("diagnosis", diagnosis_latency), ("lookup", lookups),
+                       ("build", registry_build), ("scan", scan_throughput)):
+        if not only or name in only:
+            print(f"running {name} ...", file=sys.stderr)
+            rows += func()
     OUT.mkdir(exist_ok=True)
-    lines = ["| benchmark | case | median (ms) | vs baseline (ms) |", "| --- | --- | ---: | ---: |"]
+    lines = ["| benchmark | case | median (ms) | p99 (ms) | vs baseline (ms) | MB/s | memory (MB) |",
+             "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
     lines += [
-        f"| {r['benchmark']} | {r['case']} | {r['median_ms']} | {r.get('vs_baseline_ms', '')} |"
+        f"| {r['benchmark']} | {r['case']} | {r['median_ms']} | {r.get('p99_ms', '')} | "
+        f"{r.get('vs_baseline_ms', '')} | {r.get('mb_per_s', '')} | {r.get('memory_mb', '')} |"
         for r in rows
     ]
     table = "\n".join(lines)

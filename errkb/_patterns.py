@@ -62,7 +62,7 @@ def required_literals(pattern: str) -> tuple[str, ...] | None:
 
 @functools.lru_cache(maxsize=4096)
 def literal_sets(pattern: str) -> tuple[tuple[str, ...], ...] | None:
-    """What every match of ``pattern`` must contain, as a tuple of any-of sets.
+    r"""What every match of ``pattern`` must contain, as a tuple of any-of sets.
 
     Each set holds literals of which at least one is in every match: a plain literal run is a
     set of one; an alternation whose every branch requires a literal is a set of those. A fast,
@@ -72,11 +72,11 @@ def literal_sets(pattern: str) -> tuple[tuple[str, ...], ...] | None:
     """
     try:
         return tuple(_analyse(pattern))
-    except _Unreadable:
+    except _UnreadableError:
         return None
 
 
-class _Unreadable(Exception):
+class _UnreadableError(Exception):
     """The pattern uses a construct the literal analysis does not follow."""
 
 
@@ -84,15 +84,15 @@ def _analyse(pattern: str) -> list[tuple[str, ...]]:
     branches = _split_branches(pattern)
     if len(branches) == 1:
         return _sequence(pattern)
-    best = [_best_literal(_sequence(b)) for b in branches]
+    best = [_best_set(_sequence(b)) for b in branches]
     if any(b is None for b in best):
         return []
-    return [tuple(sorted({b for b in best if b is not None}))]
+    return [tuple(sorted({lit for b in best if b is not None for lit in b}))]
 
 
-def _best_literal(sets: list[tuple[str, ...]]) -> str | None:
-    singles = [s[0] for s in sets if len(s) == 1]
-    return max(singles, key=len) if singles else None
+def _best_set(sets: list[tuple[str, ...]]) -> tuple[str, ...] | None:
+    """The requirement of a branch that narrows most: the set whose shortest member is longest."""
+    return max(sets, key=lambda s: (min(len(x) for x in s), -len(s))) if sets else None
 
 
 def _split_branches(pattern: str) -> list[str]:
@@ -119,7 +119,7 @@ _GROUP_PREFIX = regex.compile(r"\?(?:P?<(?![=!])[^>]*>|[:>|]|[a-zA-Z]*-?[a-zA-Z]
 _NON_CONSUMING = ("?=", "?!", "?<=", "?<!", "?#", "?(", "?P=", "?&", "?R")
 
 
-def _sequence(pattern: str) -> list[tuple[str, ...]]:
+def _sequence(pattern: str) -> list[tuple[str, ...]]:  # noqa: PLR0915 - one scan, in order
     """The requirements of a pattern with no top-level alternation."""
     sets: list[tuple[str, ...]] = []
     current: list[str] = []
@@ -149,7 +149,7 @@ def _sequence(pattern: str) -> list[tuple[str, ...]]:
             i = after
             if _INLINE_FLAGS.fullmatch(inner):
                 if set(inner[1:]) & set("ixX"):
-                    raise _Unreadable
+                    raise _UnreadableError
                 continue
             if inner.startswith(_NON_CONSUMING) or minimum == 0:
                 continue

@@ -1,4 +1,4 @@
-"""The ``errkb`` command line: explain, show, list, validate, probe.
+"""The ``errkb`` command line: explain, scan, show, list, validate, probe, run.
 
 Exit status: 0 when the command found what it was asked for (a match, a valid set of records),
 1 when it did not (no record matched, a record is invalid), 2 for bad usage or unreadable input.
@@ -66,6 +66,13 @@ def _parser() -> argparse.ArgumentParser:
     lst.add_argument("--tag", help="only records with this tag")
     lst.add_argument("--json", action="store_true", help="print JSON lines")
 
+    scan = sub.add_parser(
+        "scan", parents=[common], help="find known errors in logs (files, .gz, or - for stdin)"
+    )
+    scan.add_argument("paths", nargs="+", metavar="FILE", help="log files, gzip too; - is stdin")
+    scan.add_argument("--json", action="store_true", help="print the versioned JSON object")
+    scan.add_argument("--no-progress", dest="progress", action="store_false")
+
     val = sub.add_parser("validate", help="check record files; exit 1 when anything is invalid")
     val.add_argument("paths", nargs="+", metavar="PATH")
 
@@ -74,6 +81,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     probe.add_argument("--json", action="store_true", help="print JSON")
     _add_evidence_flags(probe)
+
+    run = sub.add_parser(
+        "run",
+        help="run a command with the hook in every Python process it starts",
+        usage="errkb run [--] COMMAND [ARGS...]",
+    )
+    run.add_argument("argv", nargs=argparse.REMAINDER, metavar="COMMAND [ARGS...]")
     return parser
 
 
@@ -251,6 +265,18 @@ def _probe(args: argparse.Namespace) -> int:
     return probe_command(_options(args, sys.stdout), as_json=args.json)
 
 
+def _scan(args: argparse.Namespace) -> int:
+    from errkb.scan import scan_command
+
+    return scan_command(args.paths, _registry(args), as_json=args.json, progress=args.progress)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from errkb._run import main as run_main
+
+    return run_main(list(args.argv))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
     args = _parser().parse_args(argv)
@@ -262,6 +288,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "list": _list,
         "validate": _validate,
         "probe": _probe,
+        "scan": _scan,
+        "run": _run,
     }
     try:
         return handlers[args.command](args)

@@ -1,0 +1,340 @@
+"""Scanning logs for known errors: streaming, constant memory, grouped by record.
+
+The text is read in large blocks of bytes. Every record contributes needles: for each record,
+one any-of set of the literals its pattern requires (see :func:`errkb._patterns.literal_sets`),
+the set whose shortest literal is longest. ``bytes.find`` looks for each needle in the block at C
+speed, and only the lines that hold a needle are decoded and matched with the full matcher (with
+the exception class read from the line, as in ``ValueError: ...``). A record with no literal at
+all is searched with its regex over the block. A line counts once, for the record that ranks
+first on it (as ``errkb explain`` would rank it).
+"""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, BinaryIO
+
+import attrs
+import regex
+
+from errkb._patterns import literal_sets
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterable, Iterator
+
+    from errkb.match import Matcher
+    from errkb.records import Record
+    from errkb.registry import Registry
+
+__all__ = ["ScanGroup", "ScanResult", "open_log", "scan", "scan_command", "scan_stream"]
+
+BLOCK = 4 << 20
+#: How many first line numbers each group keeps.
+FIRST_LINES = 5
+#: Lines longer than this are cut before matching (a runaway line must not stall the scan).
+MAX_LINE = 64 * 1024
+_CLASS = regex.compile(
+    r"(?:^|[\s\]\)>|:])(?P<cls>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning|Iteration|Group)): "
+)
+
+
+@attrs.frozen(kw_only=True)
+class ScanGroup:
+    """Every line one record matched: how many, the first line numbers, the first such line."""
+
+    record: Record
+    count: int
+    first_lines: tuple[int, ...]
+    example: str
+
+    def to_dict(self) -> dict[str, object]:
+        """The JSON form."""
+        r = self.record
+        return {
+            "id": r.id,
+            "slug": r.slug,
+            "title": r.title,
+            "severity": r.severity,
+            "count": self.count,
+            "first_lines": list(self.first_lines),
+            "example": self.example,
+        }
+
+
+@attrs.frozen(kw_only=True)
+class ScanResult:
+    """What a scan found: groups, most frequent first, and how much was read."""
+
+    groups: tuple[ScanGroup, ...]
+    lines: int
+    bytes: int
+
+    def to_dict(self) -> dict[str, object]:
+        """The JSON form (``errkb scan --json``)."""
+        return {
+            "schema": "errkb.scan/1",
+            "lines": self.lines,
+            "bytes": self.bytes,
+            "groups": [g.to_dict() for g in self.groups],
+        }
+
+
+class _Needles:
+    """The byte strings to look for, and the records with no literal to look for.
+
+    Each needle costs one pass over a block, and ``bytes.find`` skips faster the longer the
+    needle, so each record contributes the longest literal its pattern requires (or, when its
+    literals are alternatives, all of them); a needle that contains another is dropped.
+    """
+
+    def __init__(self, records: Iterable[Record]) -> None:
+        needles: set[bytes] = set()
+        self.unfindable: list[regex.Pattern[bytes]] = []
+        for record in records:
+            if record.retired:
+                continue
+            sets = literal_sets(record.message_pattern) or ()
+            singles = [s[0].encode() for s in sets if len(s) == 1 and len(s[0]) >= 3]
+            if singles:
+                needles.add(max(singles, key=len))
+                continue
+            usable = [s for s in sets if min(len(x) for x in s) >= 3]
+            if usable:
+                best = max(usable, key=lambda s: (min(len(x) for x in s), -len(s)))
+                needles.update(x.encode() for x in best)
+                continue
+            try:
+                self.unfindable.append(regex.compile(record.message_pattern.encode()))
+            except regex.error:
+                continue  # not expressible over bytes; lookups still find it through the index
+        kept: list[bytes] = []
+        for needle in sorted(needles, key=len):
+            if not any(k in needle for k in kept):
+                kept.append(needle)
+        self.needles = tuple(kept)
+
+    def lines_in(self, block: bytes) -> list[tuple[int, int]]:
+        """(start, end) of every line of ``block`` that holds a needle, in order."""
+        spans: set[tuple[int, int]] = set()
+        find, rfind = block.find, block.rfind
+        for needle in self.needles:
+            at = find(needle)
+            while at != -1:
+                start = rfind(b"\n", 0, at) + 1
+                end = find(b"\n", at)
+                end = len(block) if end == -1 else end
+                spans.add((start, end))
+                at = find(needle, end)
+        for pattern in self.unfindable:
+            for m in pattern.finditer(block):
+                start = rfind(b"\n", 0, m.start()) + 1
+                end = find(b"\n", m.end())
+                spans.add((start, len(block) if end == -1 else end))
+        return sorted(spans)
+
+
+def _blocks(stream: BinaryIO, progress: Callable[[int], None] | None) -> Iterator[bytes]:
+    """Blocks of whole lines (the last may lack its newline)."""
+    tail = b""
+    while True:
+        chunk = stream.read(BLOCK)
+        if progress is not None:
+            progress(len(chunk))
+        if not chunk:
+            if tail:
+                yield tail
+            return
+        data = tail + chunk
+        cut = data.rfind(b"\n")
+        if cut == -1:
+            tail = data
+            continue
+        yield data[: cut + 1]
+        tail = data[cut + 1 :]
+
+
+class _Accumulator:
+    def __init__(self) -> None:
+        self.groups: dict[str, list[Any]] = {}
+
+    def add(self, record: Record, line_number: int, text: str) -> None:
+        group = self.groups.get(record.id)
+        if group is None:
+            self.groups[record.id] = [record, 1, [line_number], text[:500]]
+            return
+        group[1] += 1
+        if len(group[2]) < FIRST_LINES:
+            group[2].append(line_number)
+
+    def result(self, lines: int, size: int) -> ScanResult:
+        groups = [
+            ScanGroup(record=r, count=c, first_lines=tuple(first), example=ex)
+            for r, c, first, ex in self.groups.values()
+        ]
+        groups.sort(key=lambda g: (-g.count, g.first_lines[0], g.record.id))
+        return ScanResult(groups=tuple(groups), lines=lines, bytes=size)
+
+
+def _match_line(matcher: Matcher, text: str, line_number: int, acc: _Accumulator) -> None:
+    m = _CLASS.search(text)
+    cls = m.group("cls") if m else None
+    message = text[m.end() :] if m else text
+    found = matcher.match(message, cls) or (matcher.match(text) if m else [])
+    if found:
+        # A line is one error: it counts for the best match (as `errkb explain` would rank it).
+        acc.add(found[0].record, line_number, text)
+
+
+def scan_stream(
+    stream: BinaryIO,
+    *,
+    registry: Registry | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> ScanResult:
+    """Scan a binary stream of log text (UTF-8; undecodable bytes are replaced)."""
+    from errkb.registry import default_registry
+
+    registry = registry or default_registry()
+    matcher = registry.matcher
+    needles = _Needles(registry.records)
+    acc = _Accumulator()
+    line_base, size = 0, 0
+    for block in _blocks(stream, progress):
+        size += len(block)
+        last, count_at = 0, line_base
+        for start, end in needles.lines_in(block):
+            count_at += block.count(b"\n", last, start)
+            last = start
+            text = block[start : min(end, start + MAX_LINE)].decode("utf-8", "replace").rstrip("\r")
+            _match_line(matcher, text, count_at + 1, acc)
+        line_base += block.count(b"\n")
+        if block and not block.endswith(b"\n"):
+            line_base += 1
+    return acc.result(line_base, size)
+
+
+def scan(lines: Iterable[str], *, registry: Registry | None = None) -> ScanResult:
+    """Scan lines of text (an open text file, a list); the lookup API's form of ``errkb scan``.
+
+    >>> result = scan(["INFO all good", "ValueError: No available memory for the cache blocks. "
+    ...                "Try increasing `gpu_memory_utilization` when initializing the engine."])
+    >>> [(g.record.id, g.count, g.first_lines) for g in result.groups]
+    [('vllm-no-cache-blocks', 1, (2,))]
+    """
+    from errkb.registry import default_registry
+
+    registry = registry or default_registry()
+    matcher = registry.matcher
+    needles = _Needles(registry.records)
+    acc = _Accumulator()
+    count = size = 0
+    for count, line in enumerate(lines, 1):
+        raw = line.rstrip("\r\n")
+        size += len(line)
+        data = raw.encode("utf-8", "replace")
+        if needles.lines_in(data):
+            _match_line(matcher, raw[:MAX_LINE], count, acc)
+    return acc.result(count, size)
+
+
+def open_log(path: str) -> BinaryIO:
+    """A file, ``-`` for standard input, read as bytes; gzip is recognised by its magic bytes."""
+    if path == "-":
+        import sys
+
+        raw: BinaryIO = sys.stdin.buffer
+        head = raw.peek(2)[:2] if hasattr(raw, "peek") else b""
+        return gzip.GzipFile(fileobj=raw) if head == b"\x1f\x8b" else raw  # type: ignore[return-value]
+    file = Path(path).open("rb")  # noqa: SIM115 - the caller closes it
+    if file.read(2) == b"\x1f\x8b":
+        file.seek(0)
+        return gzip.GzipFile(fileobj=file)  # type: ignore[return-value]
+    file.seek(0)
+    return file
+
+
+def file_size(path: str) -> int | None:
+    """The size on disk of ``path``, or None (stdin, a pipe)."""
+    if path == "-":
+        return None
+    try:
+        return Path(path).stat().st_size
+    except OSError:
+        return None
+
+
+def scan_command(paths: list[str], registry: Registry, *, as_json: bool, progress: bool) -> int:
+    """``errkb scan``: exit 0 when known errors were found, 1 when none, 2 when unreadable."""
+    import json
+
+    from errkb.render._sanitize import clean
+
+    results: list[tuple[str, ScanResult]] = []
+    for path in paths:
+        result = _scan_path(path, registry, progress=progress)
+        if result is None:
+            return 2
+        results.append((path, result))
+    if as_json:
+        out = [dict(r.to_dict(), path=path) for path, r in results]
+        print(
+            json.dumps(
+                out[0] if len(out) == 1 else {"schema": "errkb.scan/1", "files": out},
+                indent=2,
+                ensure_ascii=True,
+            )
+        )
+    else:
+        for path, result in results:
+            print(
+                f"{path}: {result.lines:,} lines, {sum(g.count for g in result.groups):,} known errors in {len(result.groups)} kinds"
+            )
+            for g in result.groups:
+                first = ", ".join(map(str, g.first_lines))
+                print(clean(f"  {g.count:>7,}  {g.record.id}  (first at line {first})"))
+                print(clean(f"           {g.record.heading}"))
+    return 0 if any(r.groups for _, r in results) else 1
+
+
+def _scan_path(path: str, registry: Registry, *, progress: bool) -> ScanResult | None:
+    """One file scanned, or None (said on stderr) when it cannot be read."""
+    import sys
+
+    try:
+        with open_log(path) as stream:
+            return _scan_with_progress(path, stream, registry, progress)
+    except (OSError, EOFError, gzip.BadGzipFile) as exc:
+        print(f"errkb: cannot read {path}: {exc}", file=sys.stderr)
+        return None
+
+
+def _scan_with_progress(
+    path: str, stream: BinaryIO, registry: Registry, progress: bool
+) -> ScanResult:
+    import sys
+
+    size = file_size(path)
+    if not progress or size is None or not sys.stderr.isatty():
+        return scan_stream(stream, registry=registry)
+    from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
+
+    with Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+        console=None,
+        transient=True,
+    ) as bar:
+        task = bar.add_task("scanning", total=size)
+        raw = getattr(stream, "fileobj", None) or stream
+        last = [0]
+
+        def advance(_: int) -> None:
+            # Compressed input: follow the position in the file on disk, not the bytes read.
+            pos = raw.tell() if hasattr(raw, "tell") else last[0]
+            bar.update(task, completed=pos)
+            last[0] = pos
+
+        return scan_stream(stream, registry=registry, progress=advance)

@@ -1,0 +1,98 @@
+from __future__ import annotations
+
+import gzip
+import io
+import json
+
+from conftest import NO_BLOCKS_MESSAGE, SEED_MESSAGE, run_cli
+
+import errkb.scan
+from errkb.scan import scan, scan_stream
+from errkb.testing import record_dict, registry_from_dicts
+
+NOISE = "INFO 11-30 06:00:01 [engine.py:{n}] Avg prompt throughput: 1.5 tokens/s, Running: 3 reqs"
+
+
+def _log(n: int = 50) -> str:
+    lines = [NOISE.format(n=i) for i in range(n)]
+    lines[9] = f"ERROR 11-30 [core.py:1] ValueError: {SEED_MESSAGE}"
+    lines[19] = f"ValueError: {NO_BLOCKS_MESSAGE}"
+    lines[29] = f"(EngineCore pid=12) ValueError: {SEED_MESSAGE.replace('32768', '65536')}"
+    return "\n".join(lines) + "\n"
+
+
+def test_scan_groups_by_record_with_counts_and_first_lines():
+    """Two lines of the seed's error and one of its sibling: counts and 1-based line numbers."""
+    result = scan(io.StringIO(_log()))
+    groups = {g.record.id: (g.count, g.first_lines) for g in result.groups}
+    assert (2, (10, 30)) == groups["vllm-kv-cache-max-seq-len"]
+    assert (1, (20,)) == groups["vllm-no-cache-blocks"]
+    assert 50 == result.lines
+
+
+def test_stream_and_lines_give_the_same_result():
+    """scan_stream over bytes and scan over lines agree (the CLI and the API are one)."""
+    text = _log()
+    a = scan(io.StringIO(text))
+    b = scan_stream(io.BytesIO(text.encode()))
+    assert [(g.record.id, g.count, g.first_lines) for g in a.groups] == [
+        (g.record.id, g.count, g.first_lines) for g in b.groups
+    ]
+
+
+def test_blocks_split_mid_line_lose_nothing(monkeypatch):
+    """With tiny read blocks every line is still seen whole, and line numbers stay right."""
+    monkeypatch.setattr(errkb.scan, "BLOCK", 7)
+    result = scan_stream(io.BytesIO(_log().encode()))
+    groups = {g.record.id: (g.count, g.first_lines) for g in result.groups}
+    assert (2, (10, 30)) == groups["vllm-kv-cache-max-seq-len"]
+
+
+def test_last_line_without_newline_counts():
+    """A log whose last line has no newline still has that line scanned and counted."""
+    result = scan_stream(
+        io.BytesIO((NOISE.format(n=1) + "\n" + f"ValueError: {NO_BLOCKS_MESSAGE}").encode())
+    )
+    assert [("vllm-no-cache-blocks", (2,))] == [(g.record.id, g.first_lines) for g in result.groups]
+    assert 2 == result.lines
+
+
+def test_scan_finds_records_whose_literals_are_alternatives():
+    """A record with a top-level alternation is found through its alternatives."""
+    registry = registry_from_dicts(
+        [record_dict(id="alt", messagePattern=r"disk (?:full|gone)|quota exceeded")]
+    )
+    result = scan_stream(
+        io.BytesIO(b"a\nthe quota exceeded here\nb\ndisk gone\n"), registry=registry
+    )
+    assert [("alt", 2, (2, 4))] == [(g.record.id, g.count, g.first_lines) for g in result.groups]
+
+
+def test_cli_scans_gzip_and_prints_json(tmp_path):
+    """errkb scan file.gz --json reads gzip directly; exit 0 when something was found."""
+    path = tmp_path / "serve.log.gz"
+    path.write_bytes(gzip.compress(_log().encode()))
+    proc = run_cli("scan", "--json", str(path))
+    assert 0 == proc.returncode, proc.stderr
+    data = json.loads(proc.stdout)
+    assert "errkb.scan/1" == data["schema"]
+    assert {"vllm-kv-cache-max-seq-len": 2, "vllm-no-cache-blocks": 1} == {
+        g["id"]: g["count"] for g in data["groups"] if g["id"].startswith("vllm-")
+    }
+
+
+def test_cli_scans_stdin():
+    """errkb scan - reads standard input, plain or gzip."""
+    proc = run_cli("scan", "--json", "-", stdin=gzip.compress(_log().encode()))
+    assert 0 == proc.returncode, proc.stderr
+    assert 50 == json.loads(proc.stdout)["lines"]
+    plain = run_cli("scan", "-", stdin=_log().encode())
+    assert b"vllm-kv-cache-max-seq-len  (first at line 10, 30)" in plain.stdout
+
+
+def test_cli_scan_nothing_found_exits_1_unreadable_exits_2(tmp_path):
+    """Exit 1 when no known error is in the log, 2 when the file cannot be read."""
+    clean = tmp_path / "clean.log"
+    clean.write_text(NOISE.format(n=1) + "\n")
+    assert 1 == run_cli("scan", str(clean)).returncode
+    assert 2 == run_cli("scan", str(tmp_path / "missing.log")).returncode
