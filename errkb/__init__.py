@@ -63,9 +63,10 @@ def lookup(message: str, error_class: type[BaseException] | str | None = None) -
     the exception's class, or a name (``"ValueError"``, ``"torch.OutOfMemoryError"``). The
     built-in registry is loaded once, on first use; this is safe to call from many threads.
 
-    >>> [m.record.id for m in lookup("No available memory for the cache blocks. Try increasing "
-    ...                              "`gpu_memory_utilization` when initializing the engine.")][:1]
-    ['vllm-no-cache-blocks']
+    Examples:
+        >>> [m.record.id for m in lookup("No available memory for the cache blocks. Try increasing "
+        ...                              "`gpu_memory_utilization` when initializing the engine.")][:1]
+        ['vllm-no-cache-blocks']
     """
     from errkb.registry import default_registry
 

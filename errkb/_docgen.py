@@ -87,7 +87,9 @@ def pages(records: list[Record]) -> dict[str, str]:
     index = [_HEADER, "# Error index", "", f"{len(records)} records.", "", "## By library", ""]
     index += ["| library | records |", "| --- | ---: |"]
     index += [
-        f"| [{lib}](#{lib.replace('_', '-')}) | {len(rs)} |" for lib, rs in sorted(by_lib.items())
+        # Heading anchors keep underscores, on GitHub and in mkdocs alike ("#flash_attn").
+        f"| [{lib}](#{lib}) | {len(rs)} |"
+        for lib, rs in sorted(by_lib.items())
     ]
     index.append("")
     for lib, rs in sorted(by_lib.items()):

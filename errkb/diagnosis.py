@@ -473,6 +473,9 @@ def _assemble(
         return None
     evidence.infos = tuple(infos)
     findings = run_advisors(findings, evidence, deadline, notes)
+    from errkb import _plugins
+
+    notes.extend(n for n in (*evidence.notes, *_plugins.problems()) if n not in notes)
     return Diagnosis(exceptions=tuple(infos), findings=tuple(findings), notes=tuple(notes))
 
 

@@ -70,6 +70,8 @@ class Evidence:
     def __init__(self, *, options: Options, exceptions: Sequence[BaseException]) -> None:
         self.options = options
         self.infos: tuple[ExceptionInfo, ...] = ()
+        #: What was left out while gathering evidence, and why; the diagnosis shows these.
+        self.notes: list[str] = []
         self._cache: dict[str, Any] = {}
         self._views: list[FrameView] = []
         for exc in exceptions:
@@ -110,6 +112,40 @@ class Evidence:
                 self._cache["gpus"] = probe_gpus(timeout)
         reading: GpuReading = self._cache["gpus"]
         return reading
+
+    def probe(self, name: str, timeout: float = 5.0) -> Any:
+        """The reading of the plugin probe ``name`` (entry-point group ``errkb.probes``), once.
+
+        Injected readings (``Options(measurements=Measurements(readings={name: ...}))``) come
+        first. ``None`` when probes are off, when no installed plugin declares ``name``, or when
+        the probe raised or ran past ``timeout`` seconds; :attr:`notes` then says why.
+        """
+        key = f"probe:{name}"
+        if key not in self._cache:
+            self._cache[key] = self._read_probe(name, timeout)
+        return self._cache[key]
+
+    def _read_probe(self, name: str, timeout: float) -> Any:
+        from errkb.probes import plugin_probe, run_bounded
+
+        injected = self.options.measurements
+        if injected is not None and name in injected.readings:
+            return injected.readings[name]
+        if not self.options.probes:
+            self._note(f"probe {name!r} not run: probes are off")
+            return None
+        probe = plugin_probe(name)
+        if probe is None:
+            self._note(f"probe {name!r} is not installed or could not be loaded")
+            return None
+        value, reason = run_bounded(probe, timeout, f"probe {name!r}")
+        if reason is not None:
+            self._note(reason)
+        return value
+
+    def _note(self, text: str) -> None:
+        if text not in self.notes:
+            self.notes.append(text)
 
     def engine(self) -> EngineReading | None:
         """The engine objects found in the frames (read once)."""

@@ -172,20 +172,33 @@ def _threading_excepthook(args: threading.ExceptHookArgs) -> None:
             _diagnose_bounded(value)
 
 
-def _diagnose_bounded(exc: BaseException) -> None:
-    """Diagnose and render ``exc`` in a worker thread, waiting at most the options' timeout."""
+def _diagnose_bounded(exc: BaseException, shell: Any = None) -> None:
+    """Diagnose and render ``exc`` in a worker thread, waiting at most the options' timeout.
+
+    Inside a Jupyter kernel (``shell``) the worker only builds the display bundle; it is
+    published from this thread, the one the kernel attributes the cell's output to.
+    """
     try:
         options = _options()
+        notebook = None
+        if shell is not None and options.file is None:
+            from errkb import _notebook
+
+            notebook = _notebook if _notebook.is_kernel(shell) else None
     except Exception as err:
         _internal_error(err)
         return
     import threading
 
     failure: list[BaseException] = []
+    shown: list[dict[str, str]] = []
 
     def work() -> None:
         try:
-            diagnose_and_render(exc, options)
+            if notebook is None:
+                diagnose_and_render(exc, options)
+            else:
+                shown.extend(notebook.diagnose_bundle(exc, options))
         except BaseException as err:
             failure.append(err)
 
@@ -196,6 +209,11 @@ def _diagnose_bounded(exc: BaseException) -> None:
         _line(f"errkb: the diagnosis did not finish within {options.timeout:g}s and was left out")
     elif failure:
         _internal_error(failure[0])
+    elif shown and notebook is not None:
+        try:
+            notebook.publish(shown[0])
+        except Exception as err:
+            _internal_error(err)
 
 
 def diagnose_and_render(exc: BaseException, options: Options) -> None:
@@ -257,7 +275,7 @@ def _install_ipython(shell: Any) -> None:
         structured = self.showtraceback((etype, value, tb), tb_offset=tb_offset)
         if not isinstance(value, KeyboardInterrupt):
             with _write_lock:
-                _diagnose_bounded(value)
+                _diagnose_bounded(value, shell=self)
         return structured
 
     shell.set_custom_exc((BaseException,), handler)

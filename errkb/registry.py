@@ -113,30 +113,30 @@ def _entry_point_paths() -> tuple[list[Path], list[RecordError]]:
     """Folders or files of record packs, from the ``errkb.records`` entry points.
 
     An entry point names a module (its folder holds the records), or an object that is a path,
-    or a callable returning one or more paths. A broken pack is reported, never fatal.
+    or a callable returning one or more paths. A broken pack is reported (as a problem, and in
+    one line through :mod:`errkb._plugins`), never fatal.
     """
-    from importlib.metadata import entry_points
+    from errkb import _plugins
 
     paths: list[Path] = []
     problems: list[RecordError] = []
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
+    for ep in _plugins.entry_points(ENTRY_POINT_GROUP):
         label = f"entry point {ep.name!r} ({ep.value})"
         try:
-            obj = ep.load()
-            if callable(obj) and not isinstance(obj, type):
-                obj = obj()
-            if hasattr(obj, "__file__") and obj.__file__:
-                paths.append(Path(obj.__file__).parent)
-            elif isinstance(obj, (str, os.PathLike)):
-                paths.append(Path(obj))
-            elif isinstance(obj, (list, tuple)):
-                paths.extend(Path(p) for p in obj)
-            else:
-                problems.append(RecordError(label, f"expected a module or path, got {obj!r}"))
-        except Exception as exc:
-            problems.append(
-                RecordError(label, f"could not be loaded ({type(exc).__name__}: {exc})")
-            )
+            obj = _plugins.load(ENTRY_POINT_GROUP, ep, call=True)
+        except _plugins.PluginError as exc:
+            problems.append(RecordError(label, exc.problem))
+            continue
+        if hasattr(obj, "__file__") and obj.__file__:
+            paths.append(Path(obj.__file__).parent)
+        elif isinstance(obj, (str, os.PathLike)):
+            paths.append(Path(obj))
+        elif isinstance(obj, (list, tuple)):
+            paths.extend(Path(p) for p in obj)
+        else:
+            problem = f"expected a module or path, got {obj!r}"
+            _plugins.report(ENTRY_POINT_GROUP, ep, problem)
+            problems.append(RecordError(label, problem))
     return paths, problems
 
 

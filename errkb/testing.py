@@ -1,9 +1,10 @@
 r"""Helpers for testing your own records, advisors and plugins against errkb.
 
->>> from errkb.testing import record_dict, registry_from_dicts
->>> reg = registry_from_dicts([record_dict(id="acme-boom", messagePattern=r"boom (?P<n>\\d+)")])
->>> [(m.record.id, m.captures["n"]) for m in reg.matcher.match("boom 42")]
-[('acme-boom', 42)]
+Examples:
+    >>> from errkb.testing import record_dict, registry_from_dicts
+    >>> reg = registry_from_dicts([record_dict(id="acme-boom", messagePattern=r"boom (?P<n>\\d+)")])
+    >>> [(m.record.id, m.captures["n"]) for m in reg.matcher.match("boom 42")]
+    [('acme-boom', 42)]
 """
 
 from __future__ import annotations

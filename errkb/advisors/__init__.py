@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 
+from errkb import _plugins
 from errkb.diagnosis import ExampleFix, Fact, Finding, Solution, debug_enabled
 
 if TYPE_CHECKING:
@@ -53,24 +54,24 @@ _cache: dict[str, Advisor] = {}
 _lock = threading.Lock()
 
 
-def _entry_points() -> dict[str, str]:
-    from importlib.metadata import entry_points
-
-    return {ep.name: ep.value for ep in entry_points(group=ENTRY_POINT_GROUP)}
-
-
 def load(name: str) -> Advisor:
     """The advisor called ``name``: built-in first, then the ``errkb.advisors`` entry points."""
     with _lock:
         if name in _cache:
             return _cache[name]
-        target = BUILTIN.get(name) or _entry_points().get(name)
-        if target is None:
-            raise LookupError(f"no advisor named {name!r}")
-        module, _, attr = target.partition(":")
-        obj: Any = importlib.import_module(module)
-        for part in attr.split(".") if attr else ():
-            obj = getattr(obj, part)
+        target = BUILTIN.get(name)
+        obj: Any
+        if target is not None:
+            module, _, attr = target.partition(":")
+            obj = importlib.import_module(module)
+            for part in attr.split(".") if attr else ():
+                obj = getattr(obj, part)
+        else:
+            ep = _plugins.find(ENTRY_POINT_GROUP, name)
+            if ep is None:
+                raise LookupError(f"no advisor named {name!r}")
+            target = ep.value
+            obj = _plugins.load(ENTRY_POINT_GROUP, ep)
         if not callable(obj):
             raise TypeError(f"advisor {name!r} ({target}) is not callable")
         _cache[name] = obj
@@ -99,6 +100,8 @@ def run_advisors(
                 continue
             try:
                 advice = load(name)(finding.match, evidence)
+            except _plugins.PluginError:
+                continue  # a broken plugin: reported once, in one line, by errkb._plugins
             except Exception as exc:
                 notes.append(f"advisor {name!r} failed: {type(exc).__name__}: {exc}")
                 if debug_enabled():

@@ -2,7 +2,9 @@
 
 A probe is a callable that returns readings. Built-in probes measure the GPUs (torch) and read
 model configurations (local files or live config objects); the engine probe reads an LLM
-engine's own objects from the traceback's frames. None of them imports a heavy library at
+engine's own objects from the traceback's frames. Installed distributions add probes through the
+entry-point group ``errkb.probes`` (a name -> a callable without arguments that returns a
+reading); advisors read them with :meth:`errkb.evidence.Evidence.probe`. None of them imports a heavy library at
 ``import errkb`` time, and a probe whose library or device is missing returns an empty reading
 that says why, instead of raising.
 
@@ -12,6 +14,7 @@ Tests and support tools replace measurements with :class:`errkb.testing.FakeMeas
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
@@ -19,7 +22,16 @@ import attrs
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-__all__ = ["GpuDevice", "GpuReading", "Measurements", "run_bounded"]
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "GpuDevice",
+    "GpuReading",
+    "Measurements",
+    "plugin_probe",
+    "run_bounded",
+]
+
+ENTRY_POINT_GROUP = "errkb.probes"
 
 T = TypeVar("T")
 
@@ -60,10 +72,42 @@ class GpuReading:
 class Measurements:
     """Measurements handed in instead of probed (tests, support tools, other machines).
 
-    A field left ``None`` is probed live as usual (when probes are on).
+    A field left ``None`` is probed live as usual (when probes are on). ``readings`` holds the
+    readings of plugin probes by name, used instead of running them.
     """
 
     gpus: GpuReading | None = None
+    readings: Mapping[str, Any] = attrs.field(factory=dict, converter=dict)
+
+
+_plugin_lock = threading.Lock()
+_plugins_loaded: dict[str, Callable[[], Any] | None] = {}
+
+
+def plugin_probe(name: str) -> Callable[[], Any] | None:
+    """The probe called ``name`` in the entry-point group ``errkb.probes``, loaded on first use.
+
+    None when no installed distribution declares it, or when it cannot be loaded or is not
+    callable: such a plugin is skipped and reported once, in one line (``errkb._plugins``).
+    """
+    from errkb import _plugins
+
+    with _plugin_lock:
+        if name not in _plugins_loaded:
+            probe: Callable[[], Any] | None = None
+            ep = _plugins.find(ENTRY_POINT_GROUP, name)
+            if ep is not None:
+                try:
+                    obj = _plugins.load(ENTRY_POINT_GROUP, ep)
+                except _plugins.PluginError:
+                    obj = None
+                else:
+                    if callable(obj):
+                        probe = obj
+                    else:
+                        _plugins.report(ENTRY_POINT_GROUP, ep, f"not callable: {obj!r}")
+            _plugins_loaded[name] = probe
+        return _plugins_loaded[name]
 
 
 def run_bounded(func: Callable[[], T], timeout: float, what: str) -> tuple[T | None, str | None]:

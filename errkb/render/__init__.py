@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from errkb.diagnosis import Diagnosis
     from errkb.options import Options
 
-__all__ = ["Style", "render", "render_json", "render_plain", "style_for"]
+__all__ = ["Style", "render", "render_html", "render_json", "render_plain", "style_for"]
 
 
 @attrs.frozen
@@ -132,6 +132,50 @@ def _plain_sections(block: Block, width: int) -> list[str]:
                 )
                 lead = " " * len(lead)
     return out
+
+
+_HTML_COLORS = {"critical": "#b00020", "error": "#d32f2f", "warning": "#b26a00"}
+
+
+def render_html(diagnosis: Diagnosis) -> str:
+    """The diagnosis as a self-contained HTML fragment (a notebook's rich output).
+
+    The same layout as the plain text; every piece of text is cleaned, then HTML-escaped, so
+    nothing in a message or a record can add markup or script to the page.
+    """
+    from html import escape
+
+    blocks, notes = layout(diagnosis)
+    out = ['<div class="errkb-diagnosis" style="font-family: sans-serif; line-height: 1.4">']
+    for block in blocks:
+        color = _HTML_COLORS.get(block.severity, _HTML_COLORS["error"])
+        out.append(
+            f'<div style="border-left: 4px solid {color}; padding: 4px 12px; margin: 8px 0">'
+        )
+        out.append(
+            f"<div><strong>errkb: {escape(block.title)}</strong> "
+            f'<span style="color: {color}">[{escape(block.severity)}]</span></div>'
+        )
+        out.append(f'<div style="opacity: 0.7"><code>{escape(block.subtitle)}</code></div>')
+        for section in block.sections:
+            out.append(f'<div style="margin-top: 6px"><strong>{escape(section.heading)}</strong>')
+            if section.kind == "code":
+                out.extend(f"<pre>{escape(item)}</pre>" for item in section.items)
+            elif section.kind == "text":
+                out.extend(
+                    "<p>" + escape(item).replace("\n", "<br>") + "</p>" for item in section.items
+                )
+            else:
+                tag = "ol" if section.kind == "numbered" else "ul"
+                items = "".join(
+                    "<li>" + escape(item).replace("\n", "<br>") + "</li>" for item in section.items
+                )
+                out.append(f"<{tag}>{items}</{tag}>")
+            out.append("</div>")
+        out.append("</div>")
+    out.extend(f'<div style="opacity: 0.7">errkb: note: {escape(n)}</div>' for n in notes)
+    out.append("</div>")
+    return "\n".join(out) + "\n"
 
 
 def _render_rich(diagnosis: Diagnosis, file: TextIO, style: Style) -> None:

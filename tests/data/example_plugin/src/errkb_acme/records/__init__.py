@@ -1,0 +1,1 @@
+"""The record pack: errkb loads every record file under this folder."""
