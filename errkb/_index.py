@@ -1,83 +1,128 @@
 """The prefilter: which records are worth a regex search for a message.
 
-Every pattern's required literals (see :func:`errkb._patterns.required_literals`) are known
-before any regex runs. Each record is filed under one whole word of those literals, the rarest
-among the records; a message is split into its words once, and each word is a dict lookup, so
-the work grows with the message, not with the number of records. A candidate must then contain
-all of its literals (plain substring tests) before its regex runs.
+What every match of a pattern must contain is known before any regex runs: literal runs, and
+any-of sets where the pattern alternates (see :func:`errkb._patterns.literal_sets`). Each record
+is filed under keys taken from those literals, the rarest among the records:
 
-Records whose literals hold no whole word are checked by substring on a short list, and records
-with no usable literal at all are always checked. The result is exactly that of checking every
-record: a record whose required literals are missing from a message cannot match it.
+* a whole word of a literal (one with a non-word character of the literal on both sides) is
+  a whole word of any message that matches;
+* a word at the end of a literal begins a word of the message, and a word at its start ends
+  one, so their first or last three characters key them.
+
+A message is split into its words once, and each word costs three dict lookups, so the work
+grows with the message, not with the number of records. A candidate must then contain all of
+its literals (plain substring tests) before its regex runs. Records with nothing to key are
+always checked. The result is exactly that of checking every record: a record whose required
+literals are missing from a message cannot match it.
 """
 
 from __future__ import annotations
 
+import functools
 import re
-from collections import Counter, defaultdict
+from collections import Counter
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-__all__ = ["LiteralIndex", "words_of_literal"]
+__all__ = ["AFFIX", "LiteralIndex", "literal_keys"]
 
-#: Literals shorter than this are too common to narrow anything.
+#: Literals and words shorter than this are too common to narrow anything.
 MIN_LITERAL = 3
+#: How many characters of a word at a literal's edge key it.
+AFFIX = 3
 _WORD = re.compile(r"\w+")
 
 T = TypeVar("T")
-_Item = tuple[int, T, tuple[str, ...]]
+Key = tuple[str, str]  # ("word" | "prefix" | "suffix", text)
+Requirement = tuple[str, ...]  # an any-of set
 
 
-def words_of_literal(literal: str) -> list[str]:
-    """The words of a literal that are whole in any text containing it.
-
-    A word at either edge of the literal may continue into what the pattern matches around it,
-    so only words with a non-word character of the literal on both sides count.
-    """
-    return [m.group() for m in _WORD.finditer(literal) if 0 < m.start() and m.end() < len(literal)]
+@functools.lru_cache(maxsize=65536)
+def literal_keys(literal: str) -> tuple[Key, ...]:
+    """The keys under which a literal can be found in a message's words."""
+    keys: list[Key] = []
+    for m in _WORD.finditer(literal):
+        word, start, end = m.group(), m.start(), m.end()
+        if start > 0 and end < len(literal):
+            if len(word) >= MIN_LITERAL:
+                keys.append(("word", word))
+        elif start > 0 and len(word) >= AFFIX:  # runs on past the literal's end
+            keys.append(("prefix", word[:AFFIX]))
+        elif end < len(literal) and len(word) >= AFFIX:  # may start before the literal
+            keys.append(("suffix", word[-AFFIX:]))
+    return tuple(keys)
 
 
 class LiteralIndex(Generic[T]):
-    """Candidates for a message, from items paired with their required literals."""
+    """Candidates for a message, from items paired with what their matches must contain."""
 
-    def __init__(self, items: Iterable[tuple[T, tuple[str, ...] | None]]) -> None:
-        prepared: list[tuple[int, T, tuple[str, ...], list[str]]] = []
-        frequency: Counter[str] = Counter()
+    def __init__(self, items: Iterable[tuple[T, tuple[Requirement, ...] | None]]) -> None:
+        prepared: list[tuple[int, T, tuple[Requirement, ...]]] = []
+        frequency: Counter[Key] = Counter()
         self.always: list[tuple[int, T]] = []
-        self.substring: list[_Item[T]] = []
-        for order, (item, literals) in enumerate(items):
-            usable = tuple(lit for lit in literals or () if len(lit) >= MIN_LITERAL)
-            if not usable:
+        for order, (item, sets) in enumerate(items):
+            usable = tuple(s for s in sets or () if s and min(len(x) for x in s) >= MIN_LITERAL)
+            keyable = [[literal_keys(x) for x in s] for s in usable]
+            keyable_sets = [k for k in keyable if all(k)]
+            if not keyable_sets:
                 self.always.append((order, item))
                 continue
-            words = sorted(
-                {w for lit in usable for w in words_of_literal(lit) if len(w) >= MIN_LITERAL}
-            )
-            if not words:
-                self.substring.append((order, item, usable))
-                continue
-            frequency.update(words)
-            prepared.append((order, item, usable, words))
-        self._by_word: dict[str, list[_Item[T]]] = defaultdict(list)
-        for order, item, usable, words in prepared:
-            word = min(words, key=lambda w: (frequency[w], -len(w), w))
-            self._by_word[word].append((order, item, usable))
+            for member_keys in keyable_sets:
+                for keys in member_keys:
+                    frequency.update(set(keys))
+            prepared.append((order, item, usable))
+        self._tables: dict[str, dict[str, list[tuple[int, T, tuple[Requirement, ...]]]]] = {
+            "word": {},
+            "prefix": {},
+            "suffix": {},
+        }
+        for order, item, usable in prepared:
+            for kind, text in self._choose(usable, frequency):
+                self._tables[kind].setdefault(text, []).append((order, item, usable))
+
+    @staticmethod
+    def _choose(usable: tuple[Requirement, ...], frequency: Counter[Key]) -> list[Key]:
+        """For the most selective requirement, the rarest key of each of its members."""
+        best: list[Key] | None = None
+        best_cost = 0
+        for requirement in usable:
+            keys = []
+            for member in requirement:
+                options = literal_keys(member)
+                if not options:
+                    break
+                # Whole words narrow best; among equals, the rarest and longest.
+                rank = {"word": 0, "prefix": 1, "suffix": 1}
+                keys.append(
+                    min(options, key=lambda k: (rank[k[0]], frequency[k], -len(k[1]), k[1]))
+                )
+            else:
+                cost = sum(frequency[k] for k in keys)
+                if best is None or cost < best_cost:
+                    best, best_cost = keys, cost
+        return best or []
 
     def candidates(self, message: str) -> list[T]:
         """The items that may match ``message``, in the order they were given."""
         found: dict[int, T] = dict(self.always)
-        table = self._by_word
-        for word in set(_WORD.findall(message)):
-            found.update(
-                (order, item)
-                for order, item, literals in table.get(word, ())
-                if all(lit in message for lit in literals)
-            )
-        found.update(
-            (order, item)
-            for order, item, literals in self.substring
-            if all(lit in message for lit in literals)
+        words, prefixes, suffixes = (
+            self._tables["word"],
+            self._tables["prefix"],
+            self._tables["suffix"],
         )
+        checked: set[int] = set()
+        for token in set(_WORD.findall(message)):
+            for bucket in (
+                words.get(token),
+                prefixes.get(token[:AFFIX]) if len(token) >= AFFIX else None,
+                suffixes.get(token[-AFFIX:]) if len(token) >= AFFIX else None,
+            ):
+                for order, item, requirements in bucket or ():
+                    if order in checked:
+                        continue
+                    checked.add(order)
+                    if all(any(lit in message for lit in req) for req in requirements):
+                        found[order] = item
         return [found[k] for k in sorted(found)]

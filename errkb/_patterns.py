@@ -43,10 +43,6 @@ def search(
         raise PatternTimeoutError(compiled.pattern) from exc
 
 
-_BREAKING_ESCAPES = frozenset("dDwWsSbBAZzGpPNuxUvVXhHKLlRmg0123456789")
-_INLINE_FLAGS = regex.compile(r"\?[a-zA-Z]+")
-
-
 @functools.lru_cache(maxsize=4096)
 def required_literals(pattern: str) -> tuple[str, ...] | None:
     """The literal runs that every match of ``pattern`` must contain, longest first.
@@ -60,18 +56,17 @@ def required_literals(pattern: str) -> tuple[str, ...] | None:
     return tuple(sorted({s[0] for s in sets if len(s) == 1}, key=len, reverse=True))
 
 
-@functools.lru_cache(maxsize=4096)
 def literal_sets(pattern: str) -> tuple[tuple[str, ...], ...] | None:
     r"""What every match of ``pattern`` must contain, as a tuple of any-of sets.
 
     Each set holds literals of which at least one is in every match: a plain literal run is a
     set of one; an alternation whose every branch requires a literal is a set of those. A fast,
     conservative reading of the pattern text: groups made optional by a quantifier, classes,
-    lookarounds and escapes such as ``\\d`` require nothing. ``None`` when the pattern cannot be
+    lookarounds and escapes such as ``\d`` require nothing. ``None`` when the pattern cannot be
     read this way (case-insensitive or verbose flags).
     """
     try:
-        return tuple(_analyse(pattern))
+        return tuple(_requirements(_parse(pattern)))
     except _UnreadableError:
         return None
 
@@ -80,11 +75,90 @@ class _UnreadableError(Exception):
     """The pattern uses a construct the literal analysis does not follow."""
 
 
-def _analyse(pattern: str) -> list[tuple[str, ...]]:
-    branches = _split_branches(pattern)
+# One token per construct; a run of plain characters is one token, so patterns read fast.
+_TOKEN = regex.compile(
+    r"""
+    (?P<esc>\\(?:x\{[^}]*\}|x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|[NpP]\{[^}]*\}
+              |[pP].|g<[^>]*>|[0-9]+|.))
+    |(?P<cls>\[\^?\]?(?:\\.|\[:[a-z]+:\]|[^\]\\])*\])
+    |(?P<open>\((?:\?(?:P?<(?![=!])[^>]*>|[:>|]|[a-zA-Z]*-?[a-zA-Z]*:|<?[=!]|\#|\(|P=|&|R|[a-zA-Z]+(?=\)))?)?)
+    |(?P<close>\))
+    |(?P<quant>(?:[?*+]|\{[0-9]*(?:,[0-9]*)?\})[?+]?)
+    |(?P<alt>\|)
+    |(?P<any>[.^$])
+    |(?P<lit>[^\\\[()|?*+{.^$]+|[{])
+    """,
+    regex.VERBOSE | regex.DOTALL,
+)
+_FLAG_GROUP = regex.compile(r"\(\?[a-zA-Z]+")
+_LITERAL_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "f": "\f", "a": "\a", "e": "\x1b"}
+_CLASS_ESCAPES = frozenset("dDwWsSbBAZzGpPNuxUvVXhHKLlRmgX")
+_NON_CONSUMING = ("(?=", "(?!", "(?<=", "(?<!", "(?#", "(?(", "(?P=", "(?&", "(?R")
+
+# A parsed pattern: branches of items. An item is ("lit", text), ("any",), ("group", opener,
+# branches) or ("rep", item, minimum).
+_Item = tuple[object, ...]
+
+
+def _parse(pattern: str) -> list[list[_Item]]:
+    tokens = [(m.lastgroup, m.group()) for m in _TOKEN.finditer(pattern)]
+    branches, _ = _parse_branches(tokens, 0)
+    return branches
+
+
+def _parse_branches(tokens: list[tuple[str | None, str]], i: int) -> tuple[list[list[_Item]], int]:
+    branches: list[list[_Item]] = [[]]
+    while i < len(tokens):
+        kind, text = tokens[i]
+        branch = branches[-1]
+        i += 1
+        if kind == "close":
+            return branches, i
+        if kind == "alt":
+            branches.append([])
+        elif kind == "open":
+            inner, i = _parse_branches(tokens, i)
+            if _FLAG_GROUP.fullmatch(text) and not inner[0]:
+                if set(text[2:]) & set("ixX"):  # (?i), (?x): literals are no longer exact
+                    raise _UnreadableError
+                continue
+            branch.append(("group", text, inner))
+        elif kind == "lit":
+            branch.append(("lit", text))
+        elif kind == "esc":
+            letter = text[1]
+            if (
+                letter in _CLASS_ESCAPES
+                or letter.isdigit()
+                or (len(text) > 2 and letter in "xuUNpPg")
+            ):
+                branch.append(("any",))
+            else:
+                branch.append(("lit", _LITERAL_ESCAPES.get(letter, letter)))
+        elif kind == "quant":
+            if not branch:
+                continue
+            minimum = (
+                1
+                if text[0] == "+"
+                else 0
+                if text[0] in "?*"
+                else int(text[1:].split(",")[0].rstrip("}") or 0)
+            )
+            last = branch.pop()
+            if last[0] == "lit" and len(str(last[1])) > 1:
+                branch.append(("lit", str(last[1])[:-1]))
+                last = ("lit", str(last[1])[-1])
+            branch.append(("rep", last, minimum))
+        else:  # cls, any
+            branch.append(("any",))
+    return branches, i
+
+
+def _requirements(branches: list[list[_Item]]) -> list[tuple[str, ...]]:
     if len(branches) == 1:
-        return _sequence(pattern)
-    best = [_best_set(_sequence(b)) for b in branches]
+        return _branch_requirements(branches[0])
+    best = [_best_set(_branch_requirements(b)) for b in branches]
     if any(b is None for b in best):
         return []
     return [tuple(sorted({lit for b in best if b is not None for lit in b}))]
@@ -95,187 +169,34 @@ def _best_set(sets: list[tuple[str, ...]]) -> tuple[str, ...] | None:
     return max(sets, key=lambda s: (min(len(x) for x in s), -len(s))) if sets else None
 
 
-def _split_branches(pattern: str) -> list[str]:
-    """``pattern`` split at its top-level ``|``."""
-    out, start, i = [], 0, 0
-    while i < len(pattern):
-        c = pattern[i]
-        if c == "\\":
-            i += 2
-        elif c == "[":
-            i = _skip_class(pattern, i)
-        elif c == "(":
-            i = _skip_group(pattern, i)
-        elif c == "|":
-            out.append(pattern[start:i])
-            start = i = i + 1
-        else:
-            i += 1
-    out.append(pattern[start:])
-    return out
-
-
-_GROUP_PREFIX = regex.compile(r"\?(?:P?<(?![=!])[^>]*>|[:>|]|[a-zA-Z]*-?[a-zA-Z]*:)?")
-_NON_CONSUMING = ("?=", "?!", "?<=", "?<!", "?#", "?(", "?P=", "?&", "?R")
-
-
-def _sequence(pattern: str) -> list[tuple[str, ...]]:  # noqa: PLR0915 - one scan, in order
-    """The requirements of a pattern with no top-level alternation."""
+def _branch_requirements(items: list[_Item]) -> list[tuple[str, ...]]:
     sets: list[tuple[str, ...]] = []
-    current: list[str] = []
-    i, n = 0, len(pattern)
+    run: list[str] = []
 
     def flush() -> None:
-        if current:
-            sets.append(("".join(current),))
-            current.clear()
+        if run:
+            sets.append(("".join(run),))
+            run.clear()
 
-    while i < n:
-        ch = pattern[i]
-        if ch == "\\" and i + 1 < n:
-            nxt = pattern[i + 1]
-            i += 2
-            if nxt in _BREAKING_ESCAPES:
-                flush()
-                i = _skip_escape_argument(pattern, i, nxt)
-                i = _skip_quantifier(pattern, i)[0]
-                continue
-            current.append(_CONTROL_ESCAPES.get(nxt, nxt))
-        elif ch == "(":
-            flush()
-            end = _skip_group(pattern, i)
-            inner = pattern[i + 1 : end - 1]
-            after, minimum = _skip_quantifier(pattern, end)
-            i = after
-            if _INLINE_FLAGS.fullmatch(inner):
-                if set(inner[1:]) & set("ixX"):
-                    raise _UnreadableError
-                continue
-            if inner.startswith(_NON_CONSUMING) or minimum == 0:
-                continue
-            prefix = _GROUP_PREFIX.match(inner) if inner.startswith("?") else None
-            if prefix is not None:
-                flags = prefix.group()
-                if flags.endswith(":") and set(flags) & set("ixX"):
-                    continue
-                inner = inner[prefix.end() :]
-            sets.extend(_analyse(inner))
+    for item in items:
+        if item[0] == "lit":
+            run.append(str(item[1]))
             continue
-        elif ch == "[":
-            flush()
-            i = _skip_class(pattern, i)
-            i = _skip_quantifier(pattern, i)[0]
-            continue
-        elif ch in ".^$":
-            flush()
-            i += 1
-            i = _skip_quantifier(pattern, i)[0]
-            continue
-        else:
-            current.append(ch)
-            i += 1
-        i, minimum = _skip_quantifier(pattern, i)
-        if minimum is not None:
-            if minimum == 0 and current:
-                current.pop()
-            flush()
+        flush()
+        if item[0] == "rep":
+            inner, minimum = item[1], item[2]
+            if minimum and isinstance(inner, tuple):
+                sets.extend(_branch_requirements([inner]))
+        elif item[0] == "group":
+            opener, inner_branches = str(item[1]), item[2]
+            if opener.startswith(_NON_CONSUMING):
+                continue
+            if opener.endswith(":") and set(opener[2:-1]) & set("ixX"):
+                continue  # a scoped (?i:...) group: its literals are not exact
+            if isinstance(inner_branches, list):
+                sets.extend(_requirements(inner_branches))
     flush()
     return [s for s in sets if all(s)]
-
-
-_CONTROL_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "f": "\f", "a": "\a", "e": "\x1b"}
-
-
-def _skip_escape_argument(pattern: str, i: int, kind: str) -> int:
-    r"""Past what follows an escape letter: ``\x41``, ``\u0041``, ``\N{...}``, ``\12``, ``\g<x>``."""
-    fixed = {"x": 2, "u": 4, "U": 8}
-    if kind in fixed:
-        if kind == "x" and pattern[i : i + 1] == "{":
-            return _past(pattern, i, "}")
-        return i + fixed[kind]
-    if kind in "NpP" and pattern[i : i + 1] == "{":
-        return _past(pattern, i, "}")
-    if kind in "pP":
-        return i + 1
-    if kind == "g" and pattern[i : i + 1] == "<":
-        return _past(pattern, i, ">")
-    if kind.isdigit():
-        while i < len(pattern) and pattern[i].isdigit():
-            i += 1
-    return i
-
-
-def _past(pattern: str, i: int, closing: str) -> int:
-    end = pattern.find(closing, i)
-    return len(pattern) if end == -1 else end + 1
-
-
-def _skip_quantifier(pattern: str, i: int) -> tuple[int, int | None]:
-    """Past a quantifier at ``i`` (with its lazy/possessive suffix); its minimum, or None."""
-    if i >= len(pattern):
-        return i, None
-    ch = pattern[i]
-    minimum: int | None = None
-    if ch in "?*":
-        minimum, i = 0, i + 1
-    elif ch == "+":
-        minimum, i = 1, i + 1
-    elif ch == "{":
-        m = _BRACES.match(pattern, i)
-        if m is None:
-            return i, None
-        minimum, i = int(m.group(1) or 0), m.end()
-    else:
-        return i, None
-    if i < len(pattern) and pattern[i] in "?+":
-        i += 1
-    return i, minimum
-
-
-_BRACES = regex.compile(r"\{(\d*)(?:,\d*)?\}")
-
-
-def _skip_class(pattern: str, i: int) -> int:
-    """The index just past the character class starting at ``i``."""
-    j = i + 1
-    if j < len(pattern) and pattern[j] == "^":
-        j += 1
-    if j < len(pattern) and pattern[j] == "]":
-        j += 1
-    depth = 1
-    while j < len(pattern) and depth:
-        c = pattern[j]
-        if c == "\\":
-            j += 2
-            continue
-        if c == "[":
-            depth += 1  # the regex module's nested sets
-        elif c == "]":
-            depth -= 1
-        j += 1
-    return j
-
-
-def _skip_group(pattern: str, i: int) -> int:
-    """The index just past the group starting at ``i`` (escapes and classes respected)."""
-    depth = 0
-    j = i
-    while j < len(pattern):
-        c = pattern[j]
-        if c == "\\":
-            j += 2
-            continue
-        if c == "[":
-            j = _skip_class(pattern, j)
-            continue
-        if c == "(":
-            depth += 1
-        elif c == ")":
-            depth -= 1
-            if depth == 0:
-                return j + 1
-        j += 1
-    return j
 
 
 @functools.lru_cache(maxsize=4096)

@@ -138,7 +138,8 @@ def _registry(args: argparse.Namespace) -> Registry:
 
     if not args.records:
         return default_registry()
-    registry = Registry.from_paths(args.records)
+    # Records named on the command line are few and worth checking at once.
+    registry = Registry.from_paths(args.records, validate=True)
     for problem in registry.problems:
         if any(problem.source.startswith(p) for p in args.records):
             print(f"errkb: {problem.line}", file=sys.stderr)

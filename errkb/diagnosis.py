@@ -466,6 +466,9 @@ def _assemble(
                 ExampleFix.from_record_text(m.record.example_fix) if m.record.example_fix else None
             )
             findings.append(Finding(match=m, exception=info.index, solutions=base, example_fix=fix))
+    if matcher.broken:
+        ids = ", ".join(sorted(matcher.broken))
+        notes.append(f"records whose pattern does not compile were skipped: {ids}")
     if matcher.timed_out:
         ids = ", ".join(sorted(matcher.timed_out))
         notes.append(f"patterns that ran past their timeout were skipped: {ids}")

@@ -31,7 +31,7 @@ from errkb._patterns import (
     DEFAULT_TIMEOUT,
     PatternTimeoutError,
     compile_pattern,
-    required_literals,
+    literal_sets,
     search,
     specificity,
 )
@@ -178,7 +178,7 @@ class Matcher:
         self._index: LiteralIndex[_Entry] | None = None
         if indexed:
             self._index = LiteralIndex(
-                (e, required_literals(e.record.message_pattern)) for e in self._entries
+                (e, literal_sets(e.record.message_pattern)) for e in self._entries
             )
 
     def candidates(self, message: str) -> Sequence[_Entry]:
