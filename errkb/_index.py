@@ -107,22 +107,21 @@ class LiteralIndex(Generic[T]):
     def candidates(self, message: str) -> list[T]:
         """The items that may match ``message``, in the order they were given."""
         found: dict[int, T] = dict(self.always)
+        tokens = set(_WORD.findall(message))
         words, prefixes, suffixes = (
             self._tables["word"],
             self._tables["prefix"],
             self._tables["suffix"],
         )
-        checked: set[int] = set()
-        for token in set(_WORD.findall(message)):
-            for bucket in (
-                words.get(token),
-                prefixes.get(token[:AFFIX]) if len(token) >= AFFIX else None,
-                suffixes.get(token[-AFFIX:]) if len(token) >= AFFIX else None,
-            ):
-                for order, item, requirements in bucket or ():
-                    if order in checked:
-                        continue
-                    checked.add(order)
-                    if all(any(lit in message for lit in req) for req in requirements):
-                        found[order] = item
+        buckets = [words[t] for t in tokens & words.keys()]
+        if prefixes:
+            buckets += [prefixes[k] for k in {t[:AFFIX] for t in tokens} & prefixes.keys()]
+        if suffixes:
+            buckets += [suffixes[k] for k in {t[-AFFIX:] for t in tokens} & suffixes.keys()]
+        for bucket in buckets:
+            for order, item, requirements in bucket:
+                if order not in found and all(
+                    any(lit in message for lit in req) for req in requirements
+                ):
+                    found[order] = item
         return [found[k] for k in sorted(found)]

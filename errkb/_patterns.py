@@ -19,8 +19,10 @@ __all__ = [
     "specificity",
 ]
 
-#: Seconds one pattern may spend on one message before it is given up.
-DEFAULT_TIMEOUT = 0.05
+#: Seconds one pattern may spend on one message before it is given up. A real pattern takes
+#: microseconds; a catastrophic one takes seconds or forever. The margin is wide because the
+#: timeout is wall-clock time, which other busy threads stretch.
+DEFAULT_TIMEOUT = 0.25
 
 
 class PatternTimeoutError(TimeoutError):
@@ -38,7 +40,8 @@ def search(
 ) -> regex.Match[str] | None:
     """Search ``text`` for ``compiled``, giving up after ``timeout`` seconds."""
     try:
-        return compiled.search(text, timeout=timeout)
+        # concurrent=True lets other threads run while a long search goes on.
+        return compiled.search(text, timeout=timeout, concurrent=True)
     except TimeoutError as exc:
         raise PatternTimeoutError(compiled.pattern) from exc
 

@@ -224,17 +224,24 @@ class Diagnosis:
                 yield finding
 
     def to_dict(self) -> dict[str, object]:
-        """The versioned JSON object that ``errkb explain --json`` prints (``docs/json.md``)."""
+        """The versioned JSON object that ``errkb explain --json`` prints (``docs/json.md``).
+
+        Secrets in any string (tokens, keys, passwords in URLs) are masked.
+        """
+        from errkb._redact import redact_all
+
         top = self.top
-        return {
-            "schema": SCHEMA,
-            "exceptions": [e.to_dict() for e in self.exceptions],
-            "matches": [f.to_dict() for f in self.findings],
-            "solutions": [s.to_dict() for s in top.solutions],
-            "facts": [f.to_dict() for f in top.facts],
-            "example_fix": top.example_fix.to_dict() if top.example_fix else None,
-            "notes": list(self.notes),
-        }
+        return redact_all(
+            {
+                "schema": SCHEMA,
+                "exceptions": [e.to_dict() for e in self.exceptions],
+                "matches": [f.to_dict() for f in self.findings],
+                "solutions": [s.to_dict() for s in top.solutions],
+                "facts": [f.to_dict() for f in top.facts],
+                "example_fix": top.example_fix.to_dict() if top.example_fix else None,
+                "notes": list(self.notes),
+            }
+        )
 
     def render(self, options: Options | None = None) -> None:
         """Write the diagnosis where ``options.file`` says (stderr by default)."""

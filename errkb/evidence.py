@@ -96,8 +96,16 @@ class Evidence:
                 return value
         return None
 
-    def gpus(self, timeout: float = 5.0) -> GpuReading:
+    def probe_timeout(self) -> float:
+        """How long one probe may take: half the diagnosis' bound, 5 s at most.
+
+        Half, so that a probe that hangs still leaves time to finish and show the diagnosis.
+        """
+        return max(0.1, min(5.0, self.options.timeout / 2))
+
+    def gpus(self, timeout: float | None = None) -> GpuReading:
         """The visible GPUs: injected measurements, else a live probe (once), else nothing."""
+        timeout = self.probe_timeout() if timeout is None else timeout
         if "gpus" not in self._cache:
             from errkb.probes import GpuReading
 
@@ -113,13 +121,14 @@ class Evidence:
         reading: GpuReading = self._cache["gpus"]
         return reading
 
-    def probe(self, name: str, timeout: float = 5.0) -> Any:
+    def probe(self, name: str, timeout: float | None = None) -> Any:
         """The reading of the plugin probe ``name`` (entry-point group ``errkb.probes``), once.
 
         Injected readings (``Options(measurements=Measurements(readings={name: ...}))``) come
         first. ``None`` when probes are off, when no installed plugin declares ``name``, or when
         the probe raised or ran past ``timeout`` seconds; :attr:`notes` then says why.
         """
+        timeout = self.probe_timeout() if timeout is None else timeout
         key = f"probe:{name}"
         if key not in self._cache:
             self._cache[key] = self._read_probe(name, timeout)

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import attrs
 import regex
 
-from errkb._patterns import PatternTimeoutError, compile_pattern, search
+from errkb._patterns import PatternTimeoutError, compile_pattern, literal_sets, search
 from errkb.exceptions import RecordError
 
 if TYPE_CHECKING:
@@ -147,12 +148,17 @@ def record_from_dict(  # noqa: PLR0915 - one pass over the schema reads best in 
     ``validate=False`` the field types are still checked, but the pattern is neither compiled
     nor run on the examples (for records already validated, such as the built-in ones).
     """
-    if isinstance(data, dict) and isinstance(data.get("record"), dict):
+    if isinstance(data, dict) and "record" in data and "datasetVersion" in data:
+        if not isinstance(data["record"], dict):
+            got = _json_kind(data["record"])
+            return None, [RecordError(source, f'field "record": expected an object, got {got}')]
+        data = data["record"]
+    elif isinstance(data, dict) and isinstance(data.get("record"), dict):
         data = data["record"]
     if not isinstance(data, dict):
         return None, [RecordError(source, f"expected a JSON object, got {_json_kind(data)}")]
     raw_id = data.get("id")
-    rid = raw_id if isinstance(raw_id, str) and raw_id else None
+    rid = _short(raw_id) if isinstance(raw_id, str) and raw_id else None
     problems: list[RecordError] = []
 
     def problem(field: str | None, text: str) -> None:
@@ -182,13 +188,17 @@ def record_from_dict(  # noqa: PLR0915 - one pass over the schema reads best in 
         values[f.name] = value
     for key in sorted(set(data) - set(_KEYS)):
         problem(key, "unknown field (not in schema version 2 or errkb's extensions)")
+    fatal = _check_shape(values, problem) or fatal
     version = values.get("schema_version")
     if version is not None and version != SCHEMA_VERSION:
         problem("schemaVersion", f"unknown schema version {version!r}, expected {SCHEMA_VERSION}")
         fatal = True
-    pattern = values.get("message_pattern") if validate else None
+    pattern = values.get("message_pattern")
+    loose = not fatal and isinstance(pattern, str) and _too_loose(pattern)
+    if not validate and not loose:
+        pattern = None
     compiled = None
-    if pattern is not None:
+    if pattern is not None and not fatal:
         try:
             compiled = compile_pattern(pattern)
         except regex.error as exc:
@@ -200,11 +210,79 @@ def record_from_dict(  # noqa: PLR0915 - one pass over the schema reads best in 
         except (RecursionError, OverflowError, MemoryError) as exc:
             problem("messagePattern", f"regex could not be compiled ({type(exc).__name__})")
             fatal = True
+    if loose and not fatal:
+        problem(
+            "messagePattern",
+            "the pattern requires no literal text of 3 characters or more, so it would match "
+            f"almost any message: {_short(str(pattern))!r}",
+        )
+        fatal = True
     if fatal:
         return None, problems
     if compiled is not None:
         _check_examples(compiled, values, problem)
     return Record(**values, source=source), problems
+
+
+#: The longest any one text field may be; a record is data to read, not a payload.
+MAX_TEXT = 256 * 1024
+#: The longest a pattern may be.
+MAX_PATTERN = 8 * 1024
+SEVERITIES = ("critical", "error", "warning", "info")
+_NAME = regex.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+_ADVISOR = regex.compile(r"[a-z0-9][a-z0-9_.-]{0,63}")
+
+
+def _short(text: str, limit: int = 60) -> str:
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _check_shape(values: dict[str, Any], problem: Any) -> bool:
+    """Limits and forms beyond the types; returns whether the record is unusable."""
+    fatal = False
+    for name, value in list(values.items()):
+        items = value if isinstance(value, tuple) else (value,)
+        longest = max((len(x) for x in items if isinstance(x, str)), default=0)
+        if longest > MAX_TEXT:
+            problem(
+                _camel(name),
+                f"a string of {longest:,} characters, more than the {MAX_TEXT:,} allowed",
+            )
+            fatal = True
+    for name in ("id", "slug"):
+        value = values.get(name)
+        if isinstance(value, str) and not _NAME.fullmatch(value):
+            problem(
+                name,
+                f"expected letters, digits, '.', '_' or '-' (128 at most), got {_short(value)!r}",
+            )
+            fatal = True
+    for name in values.get("advisors", ()):
+        if not _ADVISOR.fullmatch(name):
+            problem("advisors", f"expected advisor names such as 'kv-cache', got {_short(name)!r}")
+            fatal = True
+    pattern = values.get("message_pattern")
+    if isinstance(pattern, str) and len(pattern) > MAX_PATTERN:
+        problem(
+            "messagePattern",
+            f"a pattern of {len(pattern):,} characters, more than the {MAX_PATTERN:,} allowed",
+        )
+        fatal = True
+    url = values.get("github_url")
+    if isinstance(url, str) and not url.startswith("https://"):
+        problem("githubUrl", f"expected an https:// URL, got {_short(url)!r}")
+        values.pop("github_url")
+    severity = values.get("severity")
+    if isinstance(severity, str) and severity not in SEVERITIES:
+        problem("severity", f"expected one of {', '.join(SEVERITIES)}, got {_short(severity)!r}")
+        values.pop("severity")
+    return fatal
+
+
+def _too_loose(pattern: str) -> bool:
+    """Whether a pattern requires no literal of 3 characters or more (unknown: not loose)."""
+    sets = literal_sets(pattern)
+    return sets is not None and not any(min(len(x) for x in s) >= 3 for s in sets)
 
 
 def _check_examples(compiled: regex.Pattern[str], values: dict[str, Any], problem: Any) -> None:
@@ -217,7 +295,9 @@ def _check_examples(compiled: regex.Pattern[str], values: dict[str, Any], proble
                 continue
             if hit != want:
                 expectation = "does not match" if want else "matches, but must not"
-                problem(key, f"item {i}: the record's own pattern {expectation}: {text[:80]!r}")
+                problem(
+                    key, f"item {i}: the record's own pattern {expectation}: {_short(text, 80)!r}"
+                )
 
 
 def _json_kind(value: object) -> str:
@@ -231,14 +311,28 @@ def _json_kind(value: object) -> str:
     return names.get(type(value), type(value).__name__)
 
 
-def _files(path: Path) -> Iterator[Path]:
-    """The record files at ``path``: itself, or every .json/.jsonl below it, sorted, no loops."""
+def _files(path: Path, problems: list[RecordError]) -> Iterator[Path]:
+    """The record files at ``path``: itself, or every .json/.jsonl below it, sorted, no loops.
+
+    A folder that cannot be listed is reported in ``problems`` and passed over.
+    """
+
+    def walk_error(error: OSError) -> None:
+        where = error.filename or str(path)
+        problems.append(
+            RecordError(str(where), f"cannot list the folder ({error.strerror or error})")
+        )
+
     if not path.is_dir():
         yield path
         return
     seen: set[tuple[int, int]] = set()
-    for root, dirs, names in os.walk(path, followlinks=True):
-        st = Path(root).stat()
+    for root, dirs, names in os.walk(path, followlinks=True, onerror=walk_error):
+        try:
+            st = Path(root).stat()
+        except OSError:
+            dirs.clear()
+            continue
         if (st.st_dev, st.st_ino) in seen:
             dirs.clear()
             continue
@@ -249,9 +343,23 @@ def _files(path: Path) -> Iterator[Path]:
                 yield Path(root) / name
 
 
+#: The largest record file read; a bigger one is reported, not loaded.
+MAX_FILE = 256 * 1024 * 1024
+
+
 def _read(path: Path, label: str) -> tuple[list[tuple[object, str]], list[RecordError]]:
     """The JSON values in one file, each with the label of its place, and the problems."""
     try:
+        st = path.stat()
+        if not stat.S_ISREG(st.st_mode):
+            # A FIFO or a device (a link to /dev/zero, say) would block or never end.
+            return [], [RecordError(label, "not a regular file, skipped")]
+        if st.st_size > MAX_FILE:
+            return [], [
+                RecordError(
+                    label, f"a file of {st.st_size:,} bytes, more than the {MAX_FILE:,} read"
+                )
+            ]
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
@@ -302,7 +410,7 @@ def load_paths(
         if not top.exists():
             problems.append(RecordError(str(given), "no such file or folder"))
             continue
-        for file in _files(top):
+        for file in _files(top, problems):
             items, found = _read(file, _label(file, top, given))
             problems.extend(found)
             for data, label in items:

@@ -66,7 +66,8 @@ def style_for(file: TextIO, options: Options) -> Style:
         except ValueError:
             width = 100
     width = max(40, min(width, 200))
-    encoding = (getattr(file, "encoding", None) or "ascii").lower().replace("-", "")
+    # In-memory streams (StringIO) have no encoding and hold any text.
+    encoding = (getattr(file, "encoding", None) or "utf-8").lower().replace("-", "")
     ascii_only = options.ascii if options.ascii is not None else not encoding.startswith("utf")
     return Style(color=color, width=width, ascii=ascii_only or env.get("TERM") == "dumb")
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import regex
 
+from errkb._redact import redact
+
 __all__ = ["clean"]
 
 # C0 controls but newline, DEL, C1 controls, bidirectional and zero-width direction marks,
@@ -26,6 +28,6 @@ def _escape(m: regex.Match[str]) -> str:
 
 
 def clean(text: object) -> str:
-    """``text`` as a string with every unsafe character shown escaped."""
+    """``text`` as a string, secrets masked, every unsafe character shown escaped."""
     s = text if isinstance(text, str) else str(text)
-    return _UNSAFE.sub(_escape, s.replace("\t", "    "))
+    return _UNSAFE.sub(_escape, redact(s).replace("\t", "    "))

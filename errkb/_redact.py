@@ -1,0 +1,63 @@
+"""Masking secrets in what errkb shows: tokens, keys, bearer headers, passwords in URLs.
+
+Messages and frame values can carry credentials (a Hub token in a URL, an API key in the
+engine call errkb rewrites). Everything errkb renders or prints as JSON passes through
+:func:`redact` first; matching still sees the original text.
+"""
+
+from __future__ import annotations
+
+from typing import Any, overload
+
+import regex
+
+__all__ = ["MASK", "redact", "redact_all"]
+
+MASK = "***"
+
+_RULES: tuple[tuple[regex.Pattern[str], str], ...] = (
+    # Hugging Face user and org tokens.
+    (regex.compile(r"\bhf_[A-Za-z0-9]{16,}"), "hf_" + MASK),
+    # OpenAI-style and other "sk-" secret keys (sk-..., sk-proj-..., sk-ant-...).
+    (regex.compile(r"\bsk-[A-Za-z0-9_-]{16,}"), "sk-" + MASK),
+    # Authorization headers and bearer tokens.
+    (
+        regex.compile(r"(?i)\b(authorization\s*[:=]\s*)(?:bearer|basic|token)?\s*[^\s'\",;]{6,}"),
+        r"\1" + MASK,
+    ),
+    (regex.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=-]{8,}"), r"\1" + MASK),
+    # user:password@ in URLs (the user name stays, it helps to know whose it was).
+    (regex.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^\s:/@]+:)[^\s@/]+@"), r"\1" + MASK + "@"),
+    # key=value and key: value for names that say secret.
+    (
+        regex.compile(
+            r"(?i)\b((?:api[_-]?key|access[_-]?token|auth[_-]?token|hf[_-]?token|token|password|passwd|secret(?:[_-]?key)?)"
+            r"""["']?\s*[:=]\s*["']?)(?!\*\*\*)[^\s"',;)}]{6,}"""
+        ),
+        r"\1" + MASK,
+    ),
+    # AWS access key ids.
+    (regex.compile(r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b"), "AKIA" + MASK),
+)
+
+
+def redact(text: str) -> str:
+    """``text`` with every secret it recognises replaced by ``***``."""
+    for pattern, replacement in _RULES:
+        text = pattern.sub(replacement, text)
+    return text
+
+
+@overload
+def redact_all(value: dict[str, object]) -> dict[str, object]: ...
+@overload
+def redact_all(value: object) -> object: ...
+def redact_all(value: Any) -> Any:
+    """Redact every string inside a JSON-like value (dicts, lists, strings)."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, dict):
+        return {k: redact_all(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [redact_all(v) for v in value]
+    return value

@@ -1,0 +1,70 @@
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+
+import errkb
+from errkb import Options
+from errkb._redact import redact
+from errkb.testing import record_dict, registry_from_dicts
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ("token=hf_AbCdEfGhIjKlMnOpQrStUvWx used", "hf_AbCdEfGhIjKlMnOpQrStUvWx"),
+        (
+            "401 for url https://huggingface.co/api?t=hf_abcdefghijklmnopqrstu",
+            "hf_abcdefghijklmnopqrstu",
+        ),
+        ("OpenAI(api_key='sk-proj-abcdefghijklmnop1234')", "sk-proj-abcdefghijklmnop1234"),
+        ("headers: Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.e30.abc", "eyJhbGciOiJIUzI1NiJ9"),
+        ("curl -H 'Authorization: token ghp_0123456789abcdef'", "ghp_0123456789abcdef"),
+        ("connecting to postgres://admin:Sup3rS3cret@db:5432/x", "Sup3rS3cret"),
+        ("HF_TOKEN=abcdefghij1234567890 python serve.py", "abcdefghij1234567890"),
+        ("password: correct-horse-battery", "correct-horse-battery"),
+        ("aws key AKIAIOSFODNN7EXAMPLE leaked", "AKIAIOSFODNN7EXAMPLE"),
+    ],
+)
+def test_each_kind_of_secret_is_masked(text, secret):
+    """Tokens, keys, bearer headers and passwords in URLs never survive redaction."""
+    out = redact(text)
+    assert secret not in out
+    assert "***" in out
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "The model's max seq len (32768) is larger than the maximum number of tokens",
+        "max_num_batched_tokens=2048 tokenizer_mode=auto",
+        "https://github.com/vllm-project/vllm/blob/v0.10.2/vllm/worker/worker.py#L665",
+    ],
+)
+def test_ordinary_text_is_left_alone(text):
+    """Messages about tokens and URLs without credentials are not mangled."""
+    assert text == redact(text)
+
+
+def test_secrets_in_messages_are_masked_in_text_and_json():
+    """A matched message carrying a Hub token and a URL password: masked in both outputs."""
+    registry = registry_from_dicts(
+        [
+            record_dict(
+                id="acme-auth",
+                messagePattern=r"Unauthorized for url (?P<url>\S+)",
+                solutions=["Log in."],
+            )
+        ]
+    )
+    message = "Unauthorized for url https://bob:hunter2hunter2@hub.local/x?token=hf_abcdefghijklmnopqrstuv"
+    diagnosis = errkb.explain(message, registry=registry)
+    as_json = json.dumps(diagnosis.to_dict())
+    out = io.StringIO()
+    diagnosis.render(Options(file=out, color=False))
+    for shown in (as_json, out.getvalue()):
+        assert "hunter2hunter2" not in shown
+        assert "hf_abcdefghijklmnopqrstuv" not in shown
+        assert "***" in shown

@@ -1,0 +1,133 @@
+"""Rendering: untrusted text never reaches the terminal raw, with colour on or off."""
+
+from __future__ import annotations
+
+import io
+import textwrap
+
+import pytest
+from conftest import SEED_MESSAGE
+
+import errkb
+from errkb import Options
+from errkb.testing import FakeMeasurements, record_dict, registry_from_dicts
+
+ATTACKS = {
+    "csi": "\x1b[2J\x1b[31m",
+    "osc8": "\x1b]8;;https://evil.example\x07click\x1b]8;;\x07",
+    "osc52": "\x1b]52;c;cm0gLXJmIC8=\x07",
+    "bel": "\x07",
+    "cr": "\roverwrite",
+    "backspace": "abc\x08\x08\x08",
+    "bidi": "\u202egnp.exe",
+    "c1-csi": "\x9b31m",
+}
+RAW = [b"\x1b", b"\x07", b"\r", b"\x08", "\u202e".encode(), "\x9b".encode()]
+EVIL = "".join(ATTACKS.values()) + " [bold red]markup[/bold red]"
+
+
+def _registry():
+    return registry_from_dicts(
+        [
+            record_dict(
+                id="acme-evil",
+                slug="evil",
+                title="title " + EVIL,
+                messagePattern=r"boom (?P<what>.+)",
+                documentation="doc " + EVIL,
+                commonSituations="situations " + EVIL,
+                solutions=["solution " + EVIL],
+                exampleFix="# before\nx = 1\n# after\nx = 2  " + EVIL,
+                filePath="acme/" + EVIL,
+                githubUrl="https://example.invalid/" + EVIL,
+            )
+        ]
+    )
+
+
+@pytest.mark.parametrize("color", [False, True])
+def test_hostile_message_and_record_fields_are_escaped(color):
+    """Escapes in the message (captures) and in every record field come out escaped."""
+    diagnosis = errkb.explain("boom " + EVIL, registry=_registry())
+    out = io.StringIO()
+    diagnosis.render(Options(file=out, color=color, width=100))
+    raw = out.getvalue().encode()
+    if color:
+        # Only errkb's own SGR colour codes remain; none of the message's.
+        raw = (
+            b"".join(part.split(b"m", 1)[-1] for part in raw.split(b"\x1b["))
+            if b"\x1b[" in raw
+            else raw
+        )
+    for seq in RAW:
+        assert seq not in raw, seq
+    text = out.getvalue()
+    assert "\\x1b]52;c;cm0gLXJmIC8=\\x07" in text  # shown escaped, readable
+    assert "[bold red]markup[/bold red]" in text  # shown as text, not interpreted
+
+
+@pytest.mark.parametrize("color", [False, True])
+def test_hostile_frame_values_are_escaped(tmp_path, color):
+    """Escapes in the user's source (shown in the rewritten call) and in engine values."""
+    app = tmp_path / "app.py"
+    app.write_text(
+        textwrap.dedent(
+            f"""
+            class CacheConfig:
+                block_size = 16
+                gpu_memory_utilization = 0.5
+                cache_dtype = {EVIL!r}
+                num_gpu_blocks = 768
+
+
+            class LLM:
+                def __init__(self, model, max_model_len):
+                    self.cache_config = CacheConfig()
+                    raise ValueError({SEED_MESSAGE!r})
+
+
+            def start():
+                return LLM(model="{EVIL.encode("unicode_escape").decode()}", max_model_len=32768)
+            """
+        )
+        .replace("\\x1b", "\x1b")
+        .replace("\\x07", "\x07")
+    )
+    namespace: dict = {}
+    exec(compile(app.read_text(), str(app), "exec"), namespace)
+    try:
+        namespace["start"]()
+    except ValueError as exc:
+        diagnosis = errkb.diagnose(exc, options=Options(measurements=FakeMeasurements(gpus=[])))
+    out = io.StringIO()
+    diagnosis.render(Options(file=out, color=color, width=120))
+    raw = out.getvalue().encode()
+    assert f"Example fix ({app}:".encode() in raw
+    if color:
+        raw = (
+            b"".join(part.split(b"m", 1)[-1] for part in raw.split(b"\x1b["))
+            if b"\x1b[" in raw
+            else raw
+        )
+    for seq in RAW:
+        assert seq not in raw, seq
+
+
+def test_plain_render_into_a_string_console():
+    """The plain form at width 100: heading, record id, sections, a rule of box characters."""
+    diagnosis = errkb.explain(SEED_MESSAGE)
+    out = io.StringIO()
+    diagnosis.render(Options(file=out, color=False, width=100, probes=False))
+    text = out.getvalue()
+    assert text.startswith("\u2500" * 100 + "\nerrkb: ")
+    assert "vllm-kv-cache-max-seq-len | matched a message (exception 1 of 1)" in text
+    assert "\nSolutions\n  1. " in text
+
+
+def test_ascii_fallback_has_no_box_characters():
+    """ascii=True (a terminal without box characters): plain ASCII rules and borders."""
+    diagnosis = errkb.explain(SEED_MESSAGE)
+    for color in (False, True):
+        out = io.StringIO()
+        diagnosis.render(Options(file=out, color=color, ascii=True, width=100, probes=False))
+        assert all(ord(ch) < 128 for ch in out.getvalue()), color
