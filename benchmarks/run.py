@@ -117,8 +117,12 @@ def _synthetic(n: int) -> list[dict]:
         data["slug"] = f"{base.slug}-{k}"
         if words:
             word = words[0]
-            data["messagePattern"] = regex.sub(rf"(?<![\\\w]){word}(?!\w)", word + suffix, base.message_pattern, count=1)
-            data["examples"] = [regex.sub(rf"(?<!\w){word}(?!\w)", word + suffix, base.examples[0], count=1)]
+            data["messagePattern"] = regex.sub(
+                rf"(?<![\\\w]){word}(?!\w)", word + suffix, base.message_pattern, count=1
+            )
+            data["examples"] = [
+                regex.sub(rf"(?<!\w){word}(?!\w)", word + suffix, base.examples[0], count=1)
+            ]
         else:
             data["messagePattern"] = f"E{suffix} " + base.message_pattern
             data["examples"] = [f"E{suffix} " + base.examples[0]]
@@ -162,12 +166,22 @@ def lookups(sizes=(100, 1000, 10_000, 100_000)) -> list[dict[str, object]]:
             json.dump(_synthetic(n), f)
         for mode in ("indexed", "naive"):
             samples = 200 if mode == "indexed" or n <= 1000 else (30 if n <= 10_000 else 5)
-            out = subprocess.run([sys.executable, "-c", _LOOKUP, f.name, mode, str(samples)],
-                                 check=True, capture_output=True, text=True)
+            out = subprocess.run(
+                [sys.executable, "-c", _LOOKUP, f.name, mode, str(samples)],
+                check=True,
+                capture_output=True,
+                text=True,
+            )
             figures = json.loads(out.stdout)
             for kind, (p50, p99) in figures.items():
-                rows.append({"benchmark": "lookup", "case": f"{n:,} records, {kind}, {mode}",
-                             "median_ms": round(p50 * 1000, 4), "p99_ms": round(p99 * 1000, 4)})
+                rows.append(
+                    {
+                        "benchmark": "lookup",
+                        "case": f"{n:,} records, {kind}, {mode}",
+                        "median_ms": round(p50 * 1000, 4),
+                        "p99_ms": round(p99 * 1000, 4),
+                    }
+                )
         os.unlink(f.name)
     return rows
 
@@ -194,10 +208,18 @@ def registry_build(sizes=(10_000, 100_000)) -> list[dict[str, object]]:
         with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as f:
             for d in _synthetic(n):
                 f.write(json.dumps(d) + "\n")
-        out = subprocess.run([sys.executable, "-c", _BUILD, f.name], check=True, capture_output=True, text=True)
+        out = subprocess.run(
+            [sys.executable, "-c", _BUILD, f.name], check=True, capture_output=True, text=True
+        )
         fig = json.loads(out.stdout)
-        rows.append({"benchmark": "registry build", "case": f"{fig['records']:,} records (validated, indexed)",
-                     "median_ms": round(fig["seconds"] * 1000, 1), "memory_mb": round(fig["rss_mb"], 1)})
+        rows.append(
+            {
+                "benchmark": "registry build",
+                "case": f"{fig['records']:,} records (validated, indexed)",
+                "median_ms": round(fig["seconds"] * 1000, 1),
+                "memory_mb": round(fig["rss_mb"], 1),
+            }
+        )
         os.unlink(f.name)
     return rows
 
@@ -220,12 +242,19 @@ def _make_log(path: Path, megabytes: int) -> None:
     with path.open("w") as f:
         while size < target:
             if random.random() < 0.001:  # one line in a thousand is a known error
-                line = f"ERROR 11-30 06:00:01 [core.py:{random.randint(1, 999)}] " + random.choice(examples)
+                line = f"ERROR 11-30 06:00:01 [core.py:{random.randint(1, 999)}] " + random.choice(
+                    examples
+                )
             else:
                 line = random.choice(noise).format(
-                    d=f"11-30 06:{random.randint(0, 59):02d}:{random.randint(0, 59):02d}", n=random.randint(1, 99999),
-                    f=round(random.random() * 100, 2), g=round(random.random() * 100, 2), r=random.randint(1, 64),
-                    u=round(random.random() * 100, 1), h=f"{random.getrandbits(64):x}")
+                    d=f"11-30 06:{random.randint(0, 59):02d}:{random.randint(0, 59):02d}",
+                    n=random.randint(1, 99999),
+                    f=round(random.random() * 100, 2),
+                    g=round(random.random() * 100, 2),
+                    r=random.randint(1, 64),
+                    u=round(random.random() * 100, 1),
+                    h=f"{random.getrandbits(64):x}",
+                )
             f.write(line + "\n")
             size += len(line) + 1
 
@@ -255,31 +284,58 @@ def scan_throughput(megabytes: int = 200) -> list[dict[str, object]]:
         (Path(tmp) / "patterns.ere").write_text("\n".join(patterns) + "\n")
         size = log.stat().st_size / 1e6
         t0 = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "errkb", "scan", "--json", str(log)], check=True, capture_output=True)
+        subprocess.run(
+            [sys.executable, "-m", "errkb", "scan", "--json", str(log)],
+            check=True,
+            capture_output=True,
+        )
         ours = time.perf_counter() - t0
-        rows.append({"benchmark": "scan", "case": f"errkb scan, {size:.0f} MB log, {len(default_registry())} records",
-                     "median_ms": round(ours * 1000), "mb_per_s": round(size / ours, 1)})
+        rows.append(
+            {
+                "benchmark": "scan",
+                "case": f"errkb scan, {size:.0f} MB log, {len(default_registry())} records",
+                "median_ms": round(ours * 1000),
+                "mb_per_s": round(size / ours, 1),
+            }
+        )
         grep = shutil.which("grep")
         if grep:
             t0 = time.perf_counter()
-            subprocess.run([grep, "-E", "-c", "-f", str(Path(tmp) / "patterns.ere"), str(log)], capture_output=True, check=False)
+            subprocess.run(
+                [grep, "-E", "-c", "-f", str(Path(tmp) / "patterns.ere"), str(log)],
+                capture_output=True,
+                check=False,
+            )
             theirs = time.perf_counter() - t0
-            rows.append({"benchmark": "scan", "case": f"grep -E -f, same log, {len(patterns)} patterns",
-                         "median_ms": round(theirs * 1000), "mb_per_s": round(size / theirs, 1)})
+            rows.append(
+                {
+                    "benchmark": "scan",
+                    "case": f"grep -E -f, same log, {len(patterns)} patterns",
+                    "median_ms": round(theirs * 1000),
+                    "mb_per_s": round(size / theirs, 1),
+                }
+            )
     return rows
 
 
 def main() -> None:
     only = set(sys.argv[1:])
     rows: list[dict[str, object]] = []
-    for name, func in (("startup", startup), ("diagnosis", diagnosis_latency), ("lookup", lookups),
-                       ("build", registry_build), ("scan", scan_throughput)):
+    for name, func in (
+        ("startup", startup),
+        ("diagnosis", diagnosis_latency),
+        ("lookup", lookups),
+        ("build", registry_build),
+        ("scan", scan_throughput),
+    ):
         if not only or name in only:
             print(f"running {name} ...", file=sys.stderr)
             rows += func()
     OUT.mkdir(exist_ok=True)
-    lines = ["| benchmark | case | median (ms) | p99 (ms) | vs baseline (ms) | MB/s | memory (MB) |",
-             "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+    lines = [
+        "| benchmark | case | median (ms) | p99 (ms) | vs baseline (ms) | MB/s | memory (MB) |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
     lines += [
         f"| {r['benchmark']} | {r['case']} | {r['median_ms']} | {r.get('p99_ms', '')} | "
         f"{r.get('vs_baseline_ms', '')} | {r.get('mb_per_s', '')} | {r.get('memory_mb', '')} |"

@@ -59,6 +59,7 @@ def required_literals(pattern: str) -> tuple[str, ...] | None:
     return tuple(sorted({s[0] for s in sets if len(s) == 1}, key=len, reverse=True))
 
 
+@functools.lru_cache(maxsize=1 << 18)
 def literal_sets(pattern: str) -> tuple[tuple[str, ...], ...] | None:
     r"""What every match of ``pattern`` must contain, as a tuple of any-of sets.
 

@@ -75,6 +75,12 @@ def _parser() -> argparse.ArgumentParser:
 
     val = sub.add_parser("validate", help="check record files; exit 1 when anything is invalid")
     val.add_argument("paths", nargs="+", metavar="PATH")
+    val.add_argument(
+        "--published",
+        metavar="FILE",
+        help="a file of ids (one a line) that must all still be there: published records are "
+        "retired, never deleted",
+    )
 
     probe = sub.add_parser(
         "probe", parents=[common], help="measure the GPUs and a model's KV cache"
@@ -249,10 +255,12 @@ def _list(args: argparse.Namespace) -> int:
 def _validate(args: argparse.Namespace) -> int:
     from errkb.records import load_paths
     from errkb.render._sanitize import clean
-    from errkb.validate import check_ranking
+    from errkb.validate import check_published, check_ranking
 
     result = load_paths(args.paths)
     problems = [*result.problems, *check_ranking(result.records)]
+    if args.published:
+        problems.extend(check_published(result.records, args.published))
     for problem in problems:
         print(clean(problem.line))
     summary = f"{len(result.records)} records loaded, {len(problems)} problems"

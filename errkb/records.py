@@ -128,6 +128,8 @@ def _json_fields() -> tuple[attrs.Attribute[Any], ...]:
 
 
 _KEYS = {_camel(f.name): f for f in _json_fields()}
+# (JSON key, attribute, kind, required) for every field, derived once from the attrs metadata.
+_SCHEMA = tuple((k, f.name, f.metadata["kind"], f.metadata["required"]) for k, f in _KEYS.items())
 
 
 @attrs.frozen(kw_only=True)
@@ -166,26 +168,25 @@ def record_from_dict(  # noqa: PLR0915 - one pass over the schema reads best in 
 
     values: dict[str, Any] = {}
     fatal = False
-    for key, f in _KEYS.items():
-        kind = f.metadata["kind"]
-        if key not in data or data[key] is None:
-            if f.metadata["required"]:
+    for key, name, kind, required in _SCHEMA:
+        value = data.get(key)
+        if value is None:
+            if required:
                 problem(key, "missing required field")
                 fatal = True
             continue
-        value = data[key]
         ok = isinstance(value, _KINDS[kind]) and not (kind == "int" and isinstance(value, bool))
         if ok and kind == "strs":
             ok = all(isinstance(item, str) for item in value)
         if not ok:
             problem(key, f"expected {_KIND_WORDS[kind]}, got {_json_kind(value)}")
-            fatal = fatal or f.metadata["required"]
+            fatal = fatal or required
             continue
-        if kind == "str" and f.metadata["required"] and not value.strip():
+        if required and kind == "str" and not value.strip():
             problem(key, "expected a non-empty string")
             fatal = True
             continue
-        values[f.name] = value
+        values[name] = value
     for key in sorted(set(data) - set(_KEYS)):
         problem(key, "unknown field (not in schema version 2 or errkb's extensions)")
     fatal = _check_shape(values, problem) or fatal
@@ -241,8 +242,12 @@ def _check_shape(values: dict[str, Any], problem: Any) -> bool:
     """Limits and forms beyond the types; returns whether the record is unusable."""
     fatal = False
     for name, value in list(values.items()):
-        items = value if isinstance(value, tuple) else (value,)
-        longest = max((len(x) for x in items if isinstance(x, str)), default=0)
+        if isinstance(value, str):
+            longest = len(value)
+        elif isinstance(value, (tuple, list)):
+            longest = max(map(len, value), default=0)
+        else:
+            continue
         if longest > MAX_TEXT:
             problem(
                 _camel(name),

@@ -8,6 +8,8 @@ higher, or the record could never be the answer for the very message it was writ
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from errkb.exceptions import RecordError
@@ -18,7 +20,7 @@ if TYPE_CHECKING:
 
     from errkb.records import Record
 
-__all__ = ["check_ranking"]
+__all__ = ["check_published", "check_ranking"]
 
 
 def check_ranking(records: Sequence[Record], matcher: Matcher | None = None) -> list[RecordError]:
@@ -46,3 +48,31 @@ def check_ranking(records: Sequence[Record], matcher: Matcher | None = None) -> 
                     )
                 )
     return problems
+
+
+def check_published(
+    records: Sequence[Record], published: str | os.PathLike[str]
+) -> list[RecordError]:
+    """One problem per published id that no record carries any more.
+
+    Published records are never deleted: one that no longer applies stays, marked
+    ``"retired": true``, so that its id keeps its meaning for everyone who stored it.
+    """
+    try:
+        lines = Path(published).read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        return [
+            RecordError(
+                os.fspath(published), f"cannot read the list of published ids ({exc.strerror})"
+            )
+        ]
+    present = {r.id for r in records}
+    return [
+        RecordError(
+            os.fspath(published),
+            "published record is gone: mark it retired instead of deleting it",
+            record_id=rid,
+        )
+        for rid in (line.strip() for line in lines)
+        if rid and not rid.startswith("#") and rid not in present
+    ]
