@@ -32,11 +32,23 @@ __all__ = ["AFFIX", "LiteralIndex", "literal_keys"]
 MIN_LITERAL = 3
 #: How many characters of a word at a literal's edge key it.
 AFFIX = 3
+#: How much commoner in messages a three-character affix is than a whole word, roughly.
+_AFFIX_PENALTY = 32
+#: Words so frequent in messages and logs that a key made of one narrows little.
+_COMMON_WORDS = frozenset(
+    """
+    the and for with which that this not was are from when than must cannot can could will
+    error errors failed failure exception found expected value type types invalid one two
+    is be by of on to in at or an as it if no use using set get got has have had
+    """.split()
+)
 _WORD = re.compile(r"\w+")
 
 T = TypeVar("T")
 Key = tuple[str, str]  # ("word" | "prefix" | "suffix", text)
 Requirement = tuple[str, ...]  # an any-of set
+# (order, item, literals that must all be there, any-of sets that must each have one there)
+_Entry = tuple[int, T, tuple[str, ...], tuple[Requirement, ...]]
 
 
 @functools.lru_cache(maxsize=65536)
@@ -73,18 +85,29 @@ class LiteralIndex(Generic[T]):
                 for keys in member_keys:
                     frequency.update(set(keys))
             prepared.append((order, item, usable))
-        self._tables: dict[str, dict[str, list[tuple[int, T, tuple[Requirement, ...]]]]] = {
+        self._tables: dict[str, dict[str, list[_Entry[T]]]] = {
             "word": {},
             "prefix": {},
             "suffix": {},
         }
         for order, item, usable in prepared:
+            singles = tuple(r[0] for r in usable if len(r) == 1)
+            alternatives = tuple(r for r in usable if len(r) > 1)
             for kind, text in self._choose(usable, frequency):
-                self._tables[kind].setdefault(text, []).append((order, item, usable))
+                self._tables[kind].setdefault(text, []).append((order, item, singles, alternatives))
 
     @staticmethod
     def _choose(usable: tuple[Requirement, ...], frequency: Counter[Key]) -> list[Key]:
-        """For the most selective requirement, the rarest key of each of its members."""
+        """For the most selective requirement, the cheapest key of each of its members.
+
+        A key's cost is how many records share it, times how often such a key turns up in
+        messages: a three-letter affix (``ces`` of "devices") is far commoner than a word.
+        """
+
+        def cost(key: Key) -> int:
+            common = key[0] != "word" or key[1].lower() in _COMMON_WORDS
+            return frequency[key] * (_AFFIX_PENALTY if common else 1)
+
         best: list[Key] | None = None
         best_cost = 0
         for requirement in usable:
@@ -93,35 +116,30 @@ class LiteralIndex(Generic[T]):
                 options = literal_keys(member)
                 if not options:
                     break
-                # Whole words narrow best; among equals, the rarest and longest.
-                rank = {"word": 0, "prefix": 1, "suffix": 1}
-                keys.append(
-                    min(options, key=lambda k: (rank[k[0]], frequency[k], -len(k[1]), k[1]))
-                )
+                keys.append(min(options, key=lambda k: (cost(k), -len(k[1]), k)))
             else:
-                cost = sum(frequency[k] for k in keys)
-                if best is None or cost < best_cost:
-                    best, best_cost = keys, cost
+                total = sum(cost(k) for k in keys)
+                if best is None or total < best_cost:
+                    best, best_cost = keys, total
         return best or []
 
     def candidates(self, message: str) -> list[T]:
         """The items that may match ``message``, in the order they were given."""
         found: dict[int, T] = dict(self.always)
         tokens = set(_WORD.findall(message))
-        words, prefixes, suffixes = (
-            self._tables["word"],
-            self._tables["prefix"],
-            self._tables["suffix"],
-        )
+        words, prefixes, suffixes = self._tables["word"], self._tables["prefix"], self._tables["suffix"]
         buckets = [words[t] for t in tokens & words.keys()]
         if prefixes:
             buckets += [prefixes[k] for k in {t[:AFFIX] for t in tokens} & prefixes.keys()]
         if suffixes:
             buckets += [suffixes[k] for k in {t[-AFFIX:] for t in tokens} & suffixes.keys()]
+        contains = message.__contains__
         for bucket in buckets:
-            for order, item, requirements in bucket:
-                if order not in found and all(
-                    any(lit in message for lit in req) for req in requirements
+            for order, item, singles, alternatives in bucket:
+                if (
+                    order not in found
+                    and all(map(contains, singles))
+                    and all(any(map(contains, alt)) for alt in alternatives)
                 ):
                     found[order] = item
         return [found[k] for k in sorted(found)]

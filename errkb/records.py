@@ -352,43 +352,69 @@ def _files(path: Path, problems: list[RecordError]) -> Iterator[Path]:
 MAX_FILE = 256 * 1024 * 1024
 
 
-def _read(path: Path, label: str) -> tuple[list[tuple[object, str]], list[RecordError]]:
-    """The JSON values in one file, each with the label of its place, and the problems."""
+#: The longest line of a .jsonl file read.
+MAX_LINE = 16 * 1024 * 1024
+
+
+def _items(path: Path, label: str, problems: list[RecordError]) -> Iterator[tuple[object, str]]:
+    """The JSON values in one file, each with the label of its place; problems are appended.
+
+    A ``.jsonl`` file is streamed line by line, so a pack of any size is read in constant
+    memory; a ``.json`` file is read whole, up to :data:`MAX_FILE` bytes.
+    """
     try:
         st = path.stat()
         if not stat.S_ISREG(st.st_mode):
             # A FIFO or a device (a link to /dev/zero, say) would block or never end.
-            return [], [RecordError(label, "not a regular file, skipped")]
+            problems.append(RecordError(label, "not a regular file, skipped"))
+            return
+        if path.suffix == ".jsonl":
+            yield from _jsonl(path, label, problems)
+            return
         if st.st_size > MAX_FILE:
-            return [], [
-                RecordError(
-                    label, f"a file of {st.st_size:,} bytes, more than the {MAX_FILE:,} read"
-                )
-            ]
+            problems.append(RecordError(label, f"a file of {st.st_size:,} bytes, more than the {MAX_FILE:,} read"))
+            return
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        return [], [RecordError(label, f"cannot read the file ({reason})")]
-    if path.suffix == ".jsonl":
-        items: list[tuple[object, str]] = []
-        problems = []
-        for n, line in enumerate(text.splitlines(), 1):
-            if line.strip():
-                try:
-                    items.append((json.loads(line), f"{label}:{n}"))
-                except json.JSONDecodeError as exc:
-                    problems.append(RecordError(f"{label}:{n}", f"invalid JSON ({exc.msg})"))
-        return items, problems
+        problems.append(RecordError(label, f"cannot read the file ({_reason(exc)})"))
+        return
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         where = f"line {exc.lineno} column {exc.colno}"
-        return [], [RecordError(label, f"invalid JSON ({exc.msg} at {where})")]
+        problems.append(RecordError(label, f"invalid JSON ({exc.msg} at {where})"))
+        return
     except RecursionError:
-        return [], [RecordError(label, "invalid JSON (nested too deeply)")]
+        problems.append(RecordError(label, "invalid JSON (nested too deeply)"))
+        return
     if isinstance(data, list):
-        return [(item, f"{label}[{i}]") for i, item in enumerate(data)], []
-    return [(data, label)], []
+        yield from ((item, f"{label}[{i}]") for i, item in enumerate(data))
+    else:
+        yield data, label
+
+
+def _jsonl(path: Path, label: str, problems: list[RecordError]) -> Iterator[tuple[object, str]]:
+    try:
+        with path.open("rb") as file:
+            for n, raw in enumerate(iter(lambda: file.readline(MAX_LINE + 1), b""), 1):
+                if len(raw) > MAX_LINE:
+                    problems.append(RecordError(f"{label}:{n}", f"a line longer than {MAX_LINE:,} bytes"))
+                    file.readline()  # the rest of that line
+                    continue
+                if not raw.strip():
+                    continue
+                try:
+                    yield json.loads(raw), f"{label}:{n}"
+                except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+                    problems.append(RecordError(f"{label}:{n}", f"invalid JSON ({getattr(exc, 'msg', exc)})"))
+                except RecursionError:
+                    problems.append(RecordError(f"{label}:{n}", "invalid JSON (nested too deeply)"))
+    except OSError as exc:
+        problems.append(RecordError(label, f"cannot read the file ({_reason(exc)})"))
+
+
+def _reason(exc: Exception) -> str:
+    return exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
 
 
 def load_paths(
@@ -416,9 +442,7 @@ def load_paths(
             problems.append(RecordError(str(given), "no such file or folder"))
             continue
         for file in _files(top, problems):
-            items, found = _read(file, _label(file, top, given))
-            problems.extend(found)
-            for data, label in items:
+            for data, label in _items(file, _label(file, top, given), problems):
                 record, found = record_from_dict(
                     data, source=label, validate=validate and os.fspath(given) not in skip
                 )
