@@ -40,7 +40,7 @@ _COMMON_WORDS = frozenset(
     the and for with which that this not was are from when than must cannot can could will
     error errors failed failure exception found expected value type types invalid one two
     is be by of on to in at or an as it if no use using set get got has have had
-    """.split()
+    """.split()  # noqa: SIM905 - a block of words reads better than a long literal
 )
 _WORD = re.compile(r"\w+")
 
@@ -127,7 +127,11 @@ class LiteralIndex(Generic[T]):
         """The items that may match ``message``, in the order they were given."""
         found: dict[int, T] = dict(self.always)
         tokens = set(_WORD.findall(message))
-        words, prefixes, suffixes = self._tables["word"], self._tables["prefix"], self._tables["suffix"]
+        words, prefixes, suffixes = (
+            self._tables["word"],
+            self._tables["prefix"],
+            self._tables["suffix"],
+        )
         buckets = [words[t] for t in tokens & words.keys()]
         if prefixes:
             buckets += [prefixes[k] for k in {t[:AFFIX] for t in tokens} & prefixes.keys()]

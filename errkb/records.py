@@ -372,7 +372,11 @@ def _items(path: Path, label: str, problems: list[RecordError]) -> Iterator[tupl
             yield from _jsonl(path, label, problems)
             return
         if st.st_size > MAX_FILE:
-            problems.append(RecordError(label, f"a file of {st.st_size:,} bytes, more than the {MAX_FILE:,} read"))
+            problems.append(
+                RecordError(
+                    label, f"a file of {st.st_size:,} bytes, more than the {MAX_FILE:,} read"
+                )
+            )
             return
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
@@ -398,7 +402,9 @@ def _jsonl(path: Path, label: str, problems: list[RecordError]) -> Iterator[tupl
         with path.open("rb") as file:
             for n, raw in enumerate(iter(lambda: file.readline(MAX_LINE + 1), b""), 1):
                 if len(raw) > MAX_LINE:
-                    problems.append(RecordError(f"{label}:{n}", f"a line longer than {MAX_LINE:,} bytes"))
+                    problems.append(
+                        RecordError(f"{label}:{n}", f"a line longer than {MAX_LINE:,} bytes")
+                    )
                     file.readline()  # the rest of that line
                     continue
                 if not raw.strip():
@@ -406,7 +412,9 @@ def _jsonl(path: Path, label: str, problems: list[RecordError]) -> Iterator[tupl
                 try:
                     yield json.loads(raw), f"{label}:{n}"
                 except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-                    problems.append(RecordError(f"{label}:{n}", f"invalid JSON ({getattr(exc, 'msg', exc)})"))
+                    problems.append(
+                        RecordError(f"{label}:{n}", f"invalid JSON ({getattr(exc, 'msg', exc)})")
+                    )
                 except RecursionError:
                     problems.append(RecordError(f"{label}:{n}", "invalid JSON (nested too deeply)"))
     except OSError as exc:
