@@ -180,11 +180,8 @@ class Finding:
         """The JSON form (one item of ``matches``)."""
         r = self.record
         return {
-            "id": r.id,
-            "slug": r.slug,
-            "title": r.title,
+            **r.brief(),
             "library": r.library,
-            "severity": r.severity,
             "error_class": r.error_class,
             "score": self.match.score,
             "captures": {str(k): v for k, v in self.match.captures.items()},

@@ -114,6 +114,10 @@ class Record:
             return folder.name
         return (self.repo or "unknown").rsplit("/", 1)[-1].lower()
 
+    def brief(self) -> dict[str, object]:
+        """The fields that name the record in outputs: id, slug, title, severity."""
+        return {"id": self.id, "slug": self.slug, "title": self.title, "severity": self.severity}
+
     def to_json(self) -> dict[str, Any]:
         """The record as a JSON object with the dataset's camelCase keys."""
         out: dict[str, Any] = {}

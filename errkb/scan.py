@@ -50,12 +50,8 @@ class ScanGroup:
 
     def to_dict(self) -> dict[str, object]:
         """The JSON form."""
-        r = self.record
         return {
-            "id": r.id,
-            "slug": r.slug,
-            "title": r.title,
-            "severity": r.severity,
+            **self.record.brief(),
             "count": self.count,
             "first_lines": list(self.first_lines),
             "example": self.example,

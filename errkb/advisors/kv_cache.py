@@ -119,6 +119,11 @@ def _gib_from_message(value: float, unit: str, led: _Ledger, name: str) -> int:
     return to_bytes(value, unit)
 
 
+def _message_bytes(caps: dict[str | int, Any], key: str, led: _Ledger, name: str) -> int:
+    """A size captured from the message (``key`` and ``key_unit``) in bytes, as a fact."""
+    return _gib_from_message(float(caps[key]), str(caps.get(f"{key}_unit") or "GiB"), led, name)
+
+
 def _shape(evidence: Evidence, ctx: _Context, led: _Ledger) -> None:
     engine = ctx.engine
     if engine is not None and engine.hf_config is not None:
@@ -385,12 +390,7 @@ def _cache_shortfall(caps: dict[str | int, Any], ctx: _Context, led: _Ledger) ->
         if available is not None:
             led.put("available_kv_cache_memory", available, "bytes", "frame")
         elif "available" in caps:
-            available = _gib_from_message(
-                float(caps["available"]),
-                str(caps.get("available_unit") or "GiB"),
-                led,
-                "available_kv_cache_memory",
-            )
+            available = _message_bytes(caps, "available", led, "available_kv_cache_memory")
         needed = engine.needed_memory if engine is not None else None
         if needed is not None:
             led.put("needed_kv_cache_memory", needed, "bytes", "frame")
@@ -403,12 +403,7 @@ def _cache_shortfall(caps: dict[str | int, Any], ctx: _Context, led: _Ledger) ->
                 "ceil(max_model_len / block) x kv_block_bytes",
             )
         elif "needed" in caps:
-            needed = _gib_from_message(
-                float(caps["needed"]),
-                str(caps.get("needed_unit") or "GiB"),
-                led,
-                "needed_kv_cache_memory",
-            )
+            needed = _message_bytes(caps, "needed", led, "needed_kv_cache_memory")
         if needed is not None and available is not None:
             deficit = max(0, needed - available)
         cache_mem = available
