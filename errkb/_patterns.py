@@ -38,9 +38,18 @@ def compile_pattern(pattern: str) -> regex.Pattern[str]:
 def search(
     compiled: regex.Pattern[str], text: str, timeout: float = DEFAULT_TIMEOUT
 ) -> regex.Match[str] | None:
-    """Search ``text`` for ``compiled``, giving up after ``timeout`` seconds."""
+    """Search ``text`` for ``compiled``, giving up after ``timeout`` seconds.
+
+    The timeout is wall-clock time, which a busy machine or other threads can stretch for a
+    healthy pattern; so a search that times out is tried once more before the pattern is
+    given up (a catastrophic pattern costs at most twice the timeout).
+    """
     try:
         # concurrent=True lets other threads run while a long search goes on.
+        return compiled.search(text, timeout=timeout, concurrent=True)
+    except TimeoutError:
+        pass
+    try:
         return compiled.search(text, timeout=timeout, concurrent=True)
     except TimeoutError as exc:
         raise PatternTimeoutError(compiled.pattern) from exc
