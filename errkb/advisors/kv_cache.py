@@ -119,6 +119,11 @@ def _gib_from_message(value: float, unit: str, led: _Ledger, name: str) -> int:
     return to_bytes(value, unit)
 
 
+def _tokens_that_fit(memory: int, block: int, bytes_per_token: int) -> int:
+    """The most tokens, in whole blocks, that ``memory`` bytes of KV cache hold."""
+    return memory // (block * bytes_per_token) * block
+
+
 def _message_bytes(caps: dict[str | int, Any], key: str, led: _Ledger, name: str) -> int:
     """A size captured from the message (``key`` and ``key_unit``) in bytes, as a fact."""
     return _gib_from_message(float(caps[key]), str(caps.get(f"{key}_unit") or "GiB"), led, name)
@@ -418,7 +423,7 @@ def _cache_shortfall(caps: dict[str | int, Any], ctx: _Context, led: _Ledger) ->
         elif available is not None and bpt:
             fits = led.put(
                 "max_model_len_that_fits",
-                available // (block * bpt) * block,
+                _tokens_that_fit(available, block, bpt),
                 "tokens",
                 "computed",
                 "available // kv_block_bytes x block_size",
@@ -503,7 +508,7 @@ def _fp8_and_parallel(ctx: _Context, led: _Ledger, cache_mem: int | None) -> lis
         bpt8 = bpt // ctx.cache_bytes
         fits8 = led.put(
             "max_model_len_that_fits_fp8",
-            cache_mem // (block * bpt8) * block,
+            _tokens_that_fit(cache_mem, block, bpt8),
             "tokens",
             "computed",
             "estimate: same cache memory at 1 byte per value",
@@ -529,10 +534,9 @@ def _fp8_and_parallel(ctx: _Context, led: _Ledger, cache_mem: int | None) -> lis
             bpt_t = kv_bytes_per_token(
                 shape, cache_dtype_bytes=ctx.cache_bytes, tensor_parallel_size=t
             )
-            per_gpu = cache_mem * ctx.tp // max(1, ctx.tp)
             fits_t = led.put(
                 "max_model_len_that_fits_tp",
-                per_gpu // (block * bpt_t) * block,
+                _tokens_that_fit(cache_mem, block, bpt_t),
                 "tokens",
                 "computed",
                 f"estimate with tensor_parallel_size={t}: at least, since the weights are split too",
