@@ -272,6 +272,13 @@ def _ere(pattern: str) -> str | None:
     return None if "(?" in q or "\\N" in q or "\\x" in q or "\\u" in q else q
 
 
+def _timed(argv: list[str], *, check: bool = True) -> float:
+    """Seconds one run of a command takes, its output discarded."""
+    t0 = time.perf_counter()
+    subprocess.run(argv, capture_output=True, check=check)
+    return time.perf_counter() - t0
+
+
 def scan_throughput(megabytes: int = 200) -> list[dict[str, object]]:
     """errkb scan against grep -E -f over the same patterns, on a generated log."""
     import shutil
@@ -286,13 +293,7 @@ def scan_throughput(megabytes: int = 200) -> list[dict[str, object]]:
         patterns = [p for p in (_ere(r.message_pattern) for r in default_registry().records) if p]
         (Path(tmp) / "patterns.ere").write_text("\n".join(patterns) + "\n")
         size = log.stat().st_size / 1e6
-        t0 = time.perf_counter()
-        subprocess.run(
-            [sys.executable, "-m", "errkb", "scan", "--json", str(log)],
-            check=True,
-            capture_output=True,
-        )
-        ours = time.perf_counter() - t0
+        ours = _timed([sys.executable, "-m", "errkb", "scan", "--json", str(log)])
         rows.append(
             {
                 "benchmark": "scan",
@@ -303,13 +304,9 @@ def scan_throughput(megabytes: int = 200) -> list[dict[str, object]]:
         )
         grep = shutil.which("grep")
         if grep:
-            t0 = time.perf_counter()
-            subprocess.run(
-                [grep, "-E", "-c", "-f", str(Path(tmp) / "patterns.ere"), str(log)],
-                capture_output=True,
-                check=False,
+            theirs = _timed(
+                [grep, "-E", "-c", "-f", str(Path(tmp) / "patterns.ere"), str(log)], check=False
             )
-            theirs = time.perf_counter() - t0
             rows.append(
                 {
                     "benchmark": "scan",

@@ -24,6 +24,15 @@ NO_BLOCKS_MESSAGE = (
 )
 
 
+def top_match(exc: BaseException):
+    """The best match errkb finds for a real exception (failing, with its text, if none)."""
+    import errkb
+
+    matches = errkb.lookup(str(exc), type(exc))
+    assert matches, str(exc)
+    return matches[0]
+
+
 def run_python(
     code: str, *args: str, env: dict[str, str] | None = None, timeout: float = 120, **kw
 ):

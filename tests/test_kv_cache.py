@@ -27,6 +27,8 @@ LLAMA = {
     "max_position_embeddings": 131072,
 }
 NO_GPU = FakeMeasurements(gpus=[])
+#: One 80 GiB GPU with 79 GiB free, the issue's reference machine.
+GPU_80GIB = FakeMeasurements(gpus=[FakeGpu(total_bytes=80 * GIB, free_bytes=79 * GIB)])
 V1_GIB = (
     "To serve at least one request with the models's max seq len (32768), (4.00 GiB KV cache is needed, "
     "which is larger than the available KV cache memory (1.50 GiB). Based on the available memory, the "
@@ -87,7 +89,7 @@ def test_issue_example_llama_80_gib_at_half_utilization(llama_dir):
         SEED_MESSAGE,
         model=str(llama_dir),
         gpu_memory_utilization=0.5,
-        measurements=FakeMeasurements(gpus=[FakeGpu(total_bytes=80 * GIB, free_bytes=79 * GIB)]),
+        measurements=GPU_80GIB,
     )
     facts = _facts(d)
     assert 131072 == facts["kv_bytes_per_token"]["value"]
@@ -140,7 +142,7 @@ def test_v1_gib_message_recomputes_needed_from_the_model(llama_dir):
         V1_GIB,
         model=str(llama_dir),
         gpu_memory_utilization=0.5,
-        measurements=FakeMeasurements(gpus=[FakeGpu(total_bytes=80 * GIB, free_bytes=79 * GIB)]),
+        measurements=GPU_80GIB,
     )
     facts = _facts(d)
     assert (4 * GIB, "computed") == (
