@@ -18,15 +18,14 @@ literals are missing from a message cannot match it.
 
 from __future__ import annotations
 
-import functools
 import re
 from collections import Counter
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Sequence
 
-__all__ = ["AFFIX", "LiteralIndex", "literal_keys"]
+__all__ = ["AFFIX", "LiteralIndex", "literal_keys", "plan_keys"]
 
 #: Literals and words shorter than this are too common to narrow anything.
 MIN_LITERAL = 3
@@ -47,81 +46,121 @@ _WORD = re.compile(r"\w+")
 T = TypeVar("T")
 Key = tuple[str, str]  # ("word" | "prefix" | "suffix", text)
 Requirement = tuple[str, ...]  # an any-of set
+Sets = tuple[Requirement, ...]  # every one must be met
 # (order, item, literals that must all be there, any-of sets that must each have one there)
 _Entry = tuple[int, T, tuple[str, ...], tuple[Requirement, ...]]
 
 
-@functools.lru_cache(maxsize=65536)
 def literal_keys(literal: str) -> tuple[Key, ...]:
     """The keys under which a literal can be found in a message's words."""
+    words = _WORD.findall(literal)
+    if not words:
+        return ()
+    # Only the first word can touch the literal's start, and only the last its end.
+    open_start, open_end = _is_word(literal[0]), _is_word(literal[-1])
+    last = len(words) - 1
     keys: list[Key] = []
-    for m in _WORD.finditer(literal):
-        word, start, end = m.group(), m.start(), m.end()
-        if start > 0 and end < len(literal):
+    for i, word in enumerate(words):
+        at_start, at_end = i == 0 and open_start, i == last and open_end
+        if not (at_start or at_end):
             if len(word) >= MIN_LITERAL:
                 keys.append(("word", word))
-        elif start > 0 and len(word) >= AFFIX:  # runs on past the literal's end
+        elif len(word) < AFFIX or (at_start and at_end):
+            continue
+        elif at_end:  # runs on past the literal's end
             keys.append(("prefix", word[:AFFIX]))
-        elif end < len(literal) and len(word) >= AFFIX:  # may start before the literal
+        else:  # may start before the literal
             keys.append(("suffix", word[-AFFIX:]))
     return tuple(keys)
 
 
-class LiteralIndex(Generic[T]):
-    """Candidates for a message, from items paired with what their matches must contain."""
+def _is_word(char: str) -> bool:
+    r"""Whether ``char`` is a word character, as ``\w`` reads it."""
+    return char.isalnum() or char == "_"
 
-    def __init__(self, items: Iterable[tuple[T, tuple[Requirement, ...] | None]]) -> None:
-        prepared: list[tuple[int, T, tuple[Requirement, ...]]] = []
-        frequency: Counter[Key] = Counter()
-        self.always: list[tuple[int, T]] = []
-        for order, (item, sets) in enumerate(items):
-            usable = tuple(s for s in sets or () if s and min(len(x) for x in s) >= MIN_LITERAL)
-            keyable = [[literal_keys(x) for x in s] for s in usable]
-            keyable_sets = [k for k in keyable if all(k)]
-            if not keyable_sets:
-                self.always.append((order, item))
-                continue
-            for member_keys in keyable_sets:
+
+def _usable(sets: Sets | None) -> tuple[Requirement, ...]:
+    """The requirements whose every literal is long enough to narrow anything."""
+    if not sets:
+        return ()
+    return tuple(
+        s
+        for s in sets
+        if (len(s[0]) >= MIN_LITERAL if len(s) == 1 else s and min(map(len, s)) >= MIN_LITERAL)
+    )
+
+
+def plan_keys(all_sets: Sequence[Sets | None], counted: Iterable[Key] = ()) -> list[list[Key]]:
+    """For each item's requirements, the keys to file it under; ``[]``: none, check it always.
+
+    Keys are chosen by how many items share them (``counted`` adds keys chosen before, such as
+    those of a cached pack), so the choice is the same wherever the items are planned; any
+    choice is exact, a rarer key only makes lookups cheaper.
+    """
+    keyable = [[[literal_keys(x) for x in s] for s in _usable(sets)] for sets in all_sets]
+    frequency: Counter[Key] = Counter(counted)
+    for requirements in keyable:
+        for member_keys in requirements:
+            if all(member_keys):
                 for keys in member_keys:
                     frequency.update(set(keys))
-            prepared.append((order, item, usable))
+    return [_choose(requirements, frequency) for requirements in keyable]
+
+
+def _choose(keyable: list[list[tuple[Key, ...]]], frequency: Counter[Key]) -> list[Key]:
+    """For the most selective requirement, the cheapest key of each of its members.
+
+    ``keyable`` holds, for each requirement, the keys of each of its members. A key's cost is
+    how many items share it, times how often such a key turns up in messages: a three-letter
+    affix (``ces`` of "devices") is far commoner than a word.
+    """
+
+    def rank(key: Key) -> tuple[int, int, Key]:
+        common = key[0] != "word" or key[1].lower() in _COMMON_WORDS
+        return (frequency[key] * (_AFFIX_PENALTY if common else 1), -len(key[1]), key)
+
+    best: list[Key] = []
+    best_cost = 0
+    for member_keys in keyable:
+        if not all(member_keys):
+            continue
+        ranked = [min(map(rank, options)) for options in member_keys]
+        total = sum(r[0] for r in ranked)
+        if not best or total < best_cost:
+            best, best_cost = [r[2] for r in ranked], total
+    return best
+
+
+class LiteralIndex(Generic[T]):
+    """Candidates for a message, from items paired with what their matches must contain.
+
+    Each item comes with its literal requirements and, optionally, the keys already planned
+    for it by :func:`plan_keys` (a cached pack's); the others are planned here.
+    """
+
+    def __init__(self, items: Iterable[tuple[T, Sets | None, Sequence[Key] | None]]) -> None:
+        given = list(items)
+        todo = [i for i, (_, _, keys) in enumerate(given) if keys is None]
+        # Keys from a cache file are JSON lists; the count needs them as tuples.
+        counted = ((k[0], k[1]) for _, _, keys in given if keys is not None for k in keys)
+        planned = dict(zip(todo, plan_keys([given[i][1] for i in todo], counted), strict=True))
+        self.always: list[tuple[int, T]] = []
         self._tables: dict[str, dict[str, list[_Entry[T]]]] = {
             "word": {},
             "prefix": {},
             "suffix": {},
         }
-        for order, item, usable in prepared:
+        for order, (item, sets, known) in enumerate(given):
+            keys = planned[order] if known is None else known
+            if not keys:
+                self.always.append((order, item))
+                continue
+            usable = _usable(sets)
             singles = tuple(r[0] for r in usable if len(r) == 1)
             alternatives = tuple(r for r in usable if len(r) > 1)
-            for kind, text in self._choose(usable, frequency):
-                self._tables[kind].setdefault(text, []).append((order, item, singles, alternatives))
-
-    @staticmethod
-    def _choose(usable: tuple[Requirement, ...], frequency: Counter[Key]) -> list[Key]:
-        """For the most selective requirement, the cheapest key of each of its members.
-
-        A key's cost is how many records share it, times how often such a key turns up in
-        messages: a three-letter affix (``ces`` of "devices") is far commoner than a word.
-        """
-
-        def cost(key: Key) -> int:
-            common = key[0] != "word" or key[1].lower() in _COMMON_WORDS
-            return frequency[key] * (_AFFIX_PENALTY if common else 1)
-
-        best: list[Key] | None = None
-        best_cost = 0
-        for requirement in usable:
-            keys = []
-            for member in requirement:
-                options = literal_keys(member)
-                if not options:
-                    break
-                keys.append(min(options, key=lambda k: (cost(k), -len(k[1]), k)))
-            else:
-                total = sum(cost(k) for k in keys)
-                if best is None or total < best_cost:
-                    best, best_cost = keys, total
-        return best or []
+            entry = (order, item, singles, alternatives)
+            for kind, text in keys:
+                self._tables[kind].setdefault(text, []).append(entry)
 
     def candidates(self, message: str) -> list[T]:
         """The items that may match ``message``, in the order they were given."""

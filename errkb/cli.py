@@ -232,7 +232,8 @@ def _list(args: argparse.Namespace) -> int:
     from errkb.render._sanitize import clean
 
     registry = _registry(args)
-    records = registry.with_tag(args.tag) if args.tag else registry.records
+    # Listing needs no record's body: refs keep what is shown.
+    records = registry.refs_with_tag(args.tag) if args.tag else registry.refs
     for r in sorted(records, key=lambda r: (r.library, r.id)):
         if args.json:
             print(

@@ -31,10 +31,10 @@ from errkb._patterns import (
     DEFAULT_TIMEOUT,
     PatternTimeoutError,
     compile_pattern,
-    literal_sets,
     search,
     specificity,
 )
+from errkb.records import RecordRef
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
@@ -144,16 +144,16 @@ def typed(text: str | None) -> object:
 class _Entry:
     """A record with its pattern, compiled on first use (most never are: the index skips them)."""
 
-    __slots__ = ("_compiled", "record")
+    __slots__ = ("_compiled", "ref")
 
-    def __init__(self, record: Record) -> None:
-        self.record = record
+    def __init__(self, ref: RecordRef) -> None:
+        self.ref = ref
         self._compiled: regex.Pattern[str] | None = None
 
     @property
     def compiled(self) -> regex.Pattern[str]:
         if self._compiled is None:
-            self._compiled = compile_pattern(self.record.message_pattern)
+            self._compiled = compile_pattern(self.ref.message_pattern)
         return self._compiled
 
 
@@ -168,18 +168,23 @@ class Matcher:
     """
 
     def __init__(
-        self, records: Iterable[Record], *, timeout: float = DEFAULT_TIMEOUT, indexed: bool = True
+        self,
+        records: Iterable[Record | RecordRef],
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        indexed: bool = True,
     ) -> None:
         self.timeout = timeout
         self.timed_out: set[str] = set()
         self.broken: set[str] = set()
         self._lock = threading.Lock()
-        self._entries = [_Entry(r) for r in records if not r.retired]
+        refs = (r if isinstance(r, RecordRef) else RecordRef.of(r) for r in records)
+        self._entries = [_Entry(ref) for ref in refs if not ref.retired]
         self._index: LiteralIndex[_Entry] | None = None
         if indexed:
-            self._index = LiteralIndex(
-                (e, literal_sets(e.record.message_pattern)) for e in self._entries
-            )
+            self._index = LiteralIndex((e, e.ref.literal_sets(), e.ref.keys) for e in self._entries)
+            for entry in self._entries:
+                entry.ref.keys = None  # a cached pack's plan, now in the index
 
     def candidates(self, message: str) -> Sequence[_Entry]:
         """The entries worth a regex search for ``message``."""
@@ -197,7 +202,7 @@ class Matcher:
         paths = tuple("/" + f.replace("\\", "/").lstrip("/") for f in files)
         found: list[Match] = []
         for entry in self.candidates(message):
-            record = entry.record
+            record = entry.ref
             level = _NO_CLASS if spec is None else spec.level(record.error_class)
             if level is None:
                 continue
@@ -219,7 +224,7 @@ class Matcher:
             bonus = _SITE if site else (_VARIANT if record.variant_of else 0.0)
             n = specificity(record.message_pattern)
             score = round(bonus + level + n / (n + 40), 4)
-            found.append(Match(record=record, captures=_captures(hit), score=score))
+            found.append(Match(record=record.load(), captures=_captures(hit), score=score))
         found.sort(key=lambda m: (-m.score, m.record.id))
         return found
 

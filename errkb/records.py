@@ -12,7 +12,7 @@ import json
 import os
 import stat
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 import regex
@@ -21,9 +21,18 @@ from errkb._patterns import PatternTimeoutError, compile_pattern, literal_sets, 
 from errkb.exceptions import RecordError
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator
+    from collections.abc import Iterable, Iterator, Sequence
 
-__all__ = ["SCHEMA_VERSION", "LoadResult", "Record", "load_paths", "record_from_dict"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "LoadResult",
+    "Record",
+    "RecordRef",
+    "jsonl_values",
+    "load_paths",
+    "load_refs",
+    "record_from_dict",
+]
 
 #: The one schema version this release reads.
 SCHEMA_VERSION = 2
@@ -109,14 +118,11 @@ class Record:
     @property
     def library(self) -> str:
         """The library the record belongs to: the folder it lives in, else its repository."""
-        folder = Path(_PLACE_SUFFIX.sub("", self.source)).parent
-        if folder.parent.name in ("records", "_records"):
-            return folder.name
-        return (self.repo or "unknown").rsplit("/", 1)[-1].lower()
+        return _library(self.source, self.repo)
 
     def brief(self) -> dict[str, object]:
         """The fields that name the record in outputs: id, slug, title, severity."""
-        return {"id": self.id, "slug": self.slug, "title": self.title, "severity": self.severity}
+        return _brief(self)
 
     def to_json(self) -> dict[str, Any]:
         """The record as a JSON object with the dataset's camelCase keys."""
@@ -125,6 +131,149 @@ class Record:
             value = getattr(self, f.name)
             out[_camel(f.name)] = list(value) if isinstance(value, tuple) else value
         return out
+
+
+def _brief(r: Record | RecordRef) -> dict[str, object]:
+    return {"id": r.id, "slug": r.slug, "title": r.title, "severity": r.severity}
+
+
+def _library(source: str, repo: str | None) -> str:
+    folder = Path(_PLACE_SUFFIX.sub("", source)).parent
+    if folder.parent.name in ("records", "_records"):
+        return folder.name
+    return (repo or "unknown").rsplit("/", 1)[-1].lower()
+
+
+_UNREAD: Any = object()
+
+
+class Body(Protocol):
+    """Where a record not kept in memory can be read again (a line of a pack)."""
+
+    @property
+    def source(self) -> str:
+        """The place, as :attr:`Record.source` says it."""
+        ...
+
+    def read(self, record_id: str) -> Record:
+        """The record, read again; :class:`~errkb.exceptions.RegistryError` if it is gone."""
+        ...
+
+
+class RecordRef:
+    """A record as the registry keeps it: in memory, what matching, ranking and listing need.
+
+    The rest of the record (its documentation, solutions, source code, ...) is its *body*:
+    either the :class:`Record` itself, or, for records of a large ``.jsonl`` pack (see
+    :mod:`errkb.packs`), a place in that file, read by :meth:`load` when the record is first
+    needed. A registry of 100k records so keeps a few hundred bytes for each.
+    """
+
+    __slots__ = (
+        "_body",
+        "_record",
+        "error_class",
+        "file_path",
+        "id",
+        "keys",
+        "message_pattern",
+        "repo",
+        "retired",
+        "sets",
+        "severity",
+        "slug",
+        "tags",
+        "title",
+        "variant_of",
+    )
+
+    def __init__(
+        self,
+        *,
+        id: str,  # noqa: A002 - the record's field name
+        slug: str,
+        title: str | None,
+        severity: str | None,
+        repo: str | None,
+        message_pattern: str,
+        error_class: str | None,
+        file_path: str | None,
+        retired: bool,
+        variant_of: str | None,
+        tags: tuple[str, ...],
+        sets: tuple[tuple[str, ...], ...] | None = _UNREAD,
+        keys: Sequence[tuple[str, str]] | None = None,
+        record: Record | None = None,
+        body: Body | None = None,
+    ) -> None:
+        self.id, self.slug, self.title, self.severity = id, slug, title, severity
+        self.repo, self.message_pattern, self.error_class = repo, message_pattern, error_class
+        self.file_path, self.retired, self.variant_of, self.tags = (
+            file_path,
+            retired,
+            variant_of,
+            tags,
+        )
+        # The literal analysis of the pattern and the index keys, when a pack cache has them.
+        self.sets, self.keys = sets, keys
+        self._record, self._body = record, body
+
+    @classmethod
+    def of(cls, record: Record, *, body: Body | None = None) -> RecordRef:
+        """The ref of a record: kept whole, or, given its ``body``, to be read again from it."""
+        return cls(
+            id=record.id,
+            slug=record.slug,
+            title=record.title,
+            severity=record.severity,
+            repo=record.repo,
+            message_pattern=record.message_pattern,
+            error_class=record.error_class,
+            file_path=record.file_path,
+            retired=record.retired,
+            variant_of=record.variant_of,
+            tags=record.tags,
+            record=None if body else record,
+            body=body,
+        )
+
+    def __repr__(self) -> str:
+        return f"RecordRef({self.id!r})"
+
+    @property
+    def source(self) -> str:
+        """Where the record was read from, as :attr:`Record.source` says it."""
+        if self._record is not None:
+            return self._record.source
+        assert self._body is not None
+        return self._body.source
+
+    @property
+    def heading(self) -> str:
+        """As :attr:`Record.heading`."""
+        return self.title or self.slug
+
+    def brief(self) -> dict[str, object]:
+        """As :meth:`Record.brief`."""
+        return _brief(self)
+
+    @property
+    def library(self) -> str:
+        """As :attr:`Record.library`."""
+        return _library(self.source, self.repo)
+
+    def literal_sets(self) -> tuple[tuple[str, ...], ...] | None:
+        """What every match of the pattern must contain (see :func:`errkb._patterns.literal_sets`)."""
+        if self.sets is _UNREAD:
+            self.sets = literal_sets(self.message_pattern)
+        return self.sets
+
+    def load(self) -> Record:
+        """The whole record, read from its file the first time it is needed."""
+        if self._record is None:
+            assert self._body is not None
+            self._record = self._body.read(self.id)
+        return self._record
 
 
 def _json_fields() -> tuple[attrs.Attribute[Any], ...]:
@@ -402,19 +551,32 @@ def _items(path: Path, label: str, problems: list[RecordError]) -> Iterator[tupl
 
 
 def _jsonl(path: Path, label: str, problems: list[RecordError]) -> Iterator[tuple[object, str]]:
+    for data, n, _offset, _length in jsonl_values(path, label, problems):
+        yield data, f"{label}:{n}"
+
+
+def jsonl_values(
+    path: Path, label: str, problems: list[RecordError]
+) -> Iterator[tuple[object, int, int, int]]:
+    """Each JSON value of a ``.jsonl`` file, with its line number, byte offset and length.
+
+    Blank lines are skipped; a line that is too long or not JSON is reported in ``problems``.
+    """
     try:
         with path.open("rb") as file:
+            offset = 0
             for n, raw in enumerate(iter(lambda: file.readline(MAX_LINE + 1), b""), 1):
+                at, offset = offset, offset + len(raw)
                 if len(raw) > MAX_LINE:
                     problems.append(
                         RecordError(f"{label}:{n}", f"a line longer than {MAX_LINE:,} bytes")
                     )
-                    file.readline()  # the rest of that line
+                    offset += len(file.readline())  # the rest of that line
                     continue
                 if not raw.strip():
                     continue
                 try:
-                    yield json.loads(raw), f"{label}:{n}"
+                    yield json.loads(raw), n, at, len(raw)
                 except (json.JSONDecodeError, UnicodeDecodeError) as exc:
                     problems.append(
                         RecordError(f"{label}:{n}", f"invalid JSON ({getattr(exc, 'msg', exc)})")
@@ -444,38 +606,79 @@ def load_paths(
     patterns and checking the examples (see :func:`record_from_dict`); ``trusted`` names paths
     loaded that way while the others are validated.
     """
-    skip = {os.fspath(p) for p in trusted}
-    records: list[Record] = []
     problems: list[RecordError] = []
+    found = _load(paths, problems, strict=strict, validate=validate, trusted=trusted, refs=False)
+    records = tuple(r for r in found if isinstance(r, Record))
+    return LoadResult(records=records, problems=tuple(problems))
+
+
+def load_refs(
+    paths: Iterable[str | os.PathLike[str]],
+    *,
+    strict: bool = False,
+    trusted: Iterable[str | os.PathLike[str]] = (),
+) -> tuple[list[RecordRef], list[RecordError]]:
+    """Load as :func:`load_paths` does, into the refs a registry keeps.
+
+    The ``.jsonl`` packs among the ``trusted`` paths are read as :class:`RecordRef` whose bodies
+    load on demand (see :mod:`errkb.packs`); the other records are loaded whole and validated.
+    """
+    problems: list[RecordError] = []
+    found = _load(paths, problems, strict=strict, validate=True, trusted=trusted, refs=True)
+    return [r if isinstance(r, RecordRef) else RecordRef.of(r) for r in found], problems
+
+
+def _load(
+    paths: Iterable[str | os.PathLike[str]],
+    problems: list[RecordError],
+    *,
+    strict: bool,
+    validate: bool,
+    trusted: Iterable[str | os.PathLike[str]],
+    refs: bool,
+) -> Iterator[Record | RecordRef]:
+    from errkb import packs
+
+    skip = {os.fspath(p) for p in trusted}
     seen: dict[str, str] = {}
     for given in paths:
         top = Path(given)
         if not top.exists():
             problems.append(RecordError(str(given), "no such file or folder"))
             continue
+        checked = validate and os.fspath(given) not in skip
         for file in _files(top, problems):
-            for data, label in _items(file, _label(file, top, given), problems):
-                record, found = record_from_dict(
-                    data, source=label, validate=validate and os.fspath(given) not in skip
-                )
-                problems.extend(found)
-                if record is None:
-                    continue
+            label = _label(file, top, given)
+            found: Iterable[tuple[Record | RecordRef, str]]
+            if refs and not checked and file.suffix == ".jsonl":
+                found = ((ref, ref.source) for ref in packs.load_pack(file, label, problems))
+            else:
+                found = _records_in(file, label, problems, validate=checked)
+            for record, where in found:
                 if record.id in seen:
                     problems.append(
                         RecordError(
-                            label,
+                            where,
                             f"duplicate id, already defined in {seen[record.id]}",
                             record_id=record.id,
                             field="id",
                         )
                     )
                     continue
-                seen[record.id] = label
-                records.append(record)
+                seen[record.id] = where
+                yield record
             if strict and problems:
                 raise problems[0]
-    return LoadResult(records=tuple(records), problems=tuple(problems))
+
+
+def _records_in(
+    file: Path, label: str, problems: list[RecordError], *, validate: bool
+) -> Iterator[tuple[Record, str]]:
+    for data, where in _items(file, label, problems):
+        record, found = record_from_dict(data, source=where, validate=validate)
+        problems.extend(found)
+        if record is not None:
+            yield record, where
 
 
 def _label(file: Path, top: Path, given: str | os.PathLike[str]) -> str:

@@ -18,13 +18,11 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 import attrs
 import regex
 
-from errkb._patterns import literal_sets
-
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator
 
     from errkb.match import Matcher
-    from errkb.records import Record
+    from errkb.records import Record, RecordRef
     from errkb.registry import Registry
 
 __all__ = ["ScanGroup", "ScanResult", "open_log", "scan", "scan_command", "scan_stream"]
@@ -84,13 +82,13 @@ class _Needles:
     literals are alternatives, all of them); a needle that contains another is dropped.
     """
 
-    def __init__(self, records: Iterable[Record]) -> None:
+    def __init__(self, records: Iterable[RecordRef]) -> None:
         needles: set[bytes] = set()
         self.unfindable: list[regex.Pattern[bytes]] = []
         for record in records:
             if record.retired:
                 continue
-            sets = literal_sets(record.message_pattern) or ()
+            sets = record.literal_sets() or ()
             singles = [s[0].encode() for s in sets if len(s) == 1 and len(s[0]) >= 3]
             if singles:
                 needles.add(max(singles, key=len))
@@ -193,7 +191,7 @@ def scan_stream(
 
     registry = registry or default_registry()
     matcher = registry.matcher
-    needles = _Needles(registry.records)
+    needles = _Needles(registry.refs)
     acc = _Accumulator()
     line_base, size = 0, 0
     for block in _blocks(stream, progress):
@@ -222,7 +220,7 @@ def scan(lines: Iterable[str], *, registry: Registry | None = None) -> ScanResul
 
     registry = registry or default_registry()
     matcher = registry.matcher
-    needles = _Needles(registry.records)
+    needles = _Needles(registry.refs)
     acc = _Accumulator()
     count = size = 0
     for count, line in enumerate(lines, 1):

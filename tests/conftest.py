@@ -24,6 +24,23 @@ NO_BLOCKS_MESSAGE = (
 )
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _pack_cache(tmp_path_factory):
+    """Pack caches go to a folder of the test run, never to the user's ~/.cache."""
+    os.environ["ERRKB_CACHE_DIR"] = str(tmp_path_factory.mktemp("errkb-cache"))
+
+
+def _child_env(env: dict[str, str] | None) -> dict[str, str]:
+    """The environment of a child: ours, less errkb's settings and colour switches."""
+    full_env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("ERRKB_", "FORCE_COLOR", "NO_COLOR")) or k == "ERRKB_CACHE_DIR"
+    }
+    full_env.update(env or {})
+    return full_env
+
+
 def top_match(exc: BaseException):
     """The best match errkb finds for a real exception (failing, with its text, if none)."""
     import errkb
@@ -37,16 +54,10 @@ def run_python(
     code: str, *args: str, env: dict[str, str] | None = None, timeout: float = 120, **kw
 ):
     """Run ``code`` in a fresh interpreter; returns the CompletedProcess with bytes output."""
-    full_env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("ERRKB_", "FORCE_COLOR", "NO_COLOR"))
-    }
-    full_env.update(env or {})
     return subprocess.run(
         [sys.executable, "-c", code, *args],
         capture_output=True,
-        env=full_env,
+        env=_child_env(env),
         timeout=timeout,
         check=False,
         **kw,
@@ -57,16 +68,10 @@ def run_cli(
     *args: str, env: dict[str, str] | None = None, stdin: bytes | None = None, timeout: float = 120
 ):
     """Run ``python -m errkb ARGS`` in a child process."""
-    full_env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("ERRKB_", "FORCE_COLOR", "NO_COLOR"))
-    }
-    full_env.update(env or {})
     return subprocess.run(
         [sys.executable, "-m", "errkb", *args],
         capture_output=True,
-        env=full_env,
+        env=_child_env(env),
         input=stdin,
         timeout=timeout,
         check=False,

@@ -5,9 +5,10 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from errkb._index import AFFIX, literal_keys, plan_keys
 from errkb._patterns import literal_sets, required_literals
 from errkb.match import Matcher
-from errkb.records import Record
+from errkb.records import Record, RecordRef
 
 WORDS = ["cache", "max", "seq", "len", "GiB", "a", "ab", "x1", "model's", "KV", "ñandú"]
 SEPARATORS = [" ", ". ", "(", ")", ", ", "`", "-", "'", ":"]
@@ -75,9 +76,41 @@ def test_indexed_matching_equals_naive_matching(pats, texts):
         for i, p in enumerate(pats)
     ]
     indexed, naive = Matcher(records), Matcher(records, indexed=False)
+    # As a cached pack gives them: keys planned over half of the records, ahead of the rest.
+    refs = [RecordRef.of(r) for r in records]
+    half = refs[: len(refs) // 2]
+    for ref, keys in zip(half, plan_keys([r.literal_sets() for r in half]), strict=True):
+        ref.keys = keys
+    planned = Matcher(refs)
     for text in texts:
         expected = [(m.record.id, dict(m.captures), m.score) for m in naive.match(text)]
         assert expected == [(m.record.id, dict(m.captures), m.score) for m in indexed.match(text)]
+        assert expected == [(m.record.id, dict(m.captures), m.score) for m in planned.match(text)]
+
+
+def _reference_keys(literal):
+    """literal_keys as first written, from each word's span (the fast one must agree)."""
+    import re
+
+    keys = []
+    for m in re.finditer(r"\w+", literal):
+        word, start, end = m.group(), m.start(), m.end()
+        if start > 0 and end < len(literal):
+            if len(word) >= 3:
+                keys.append(("word", word))
+        elif start > 0 and len(word) >= AFFIX:
+            keys.append(("prefix", word[:AFFIX]))
+        elif end < len(literal) and len(word) >= AFFIX:
+            keys.append(("suffix", word[-AFFIX:]))
+    return tuple(keys)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from([*WORDS, *SEPARATORS, "_", "ab_c", "é", "٣٤", "x"]), max_size=8))
+def test_literal_keys_follow_word_edges(parts):
+    """A word inside a literal is a key; a word at its edge keys by its inner three characters."""
+    literal = "".join(parts)
+    assert literal_keys(literal) == _reference_keys(literal)
 
 
 @settings(max_examples=500, deadline=None)

@@ -1,0 +1,262 @@
+"""Large record packs: each record's matching fields in memory, its body read when needed.
+
+A ``.jsonl`` pack can hold 100k records and hundreds of MB of JSON, most of it text that is
+shown only for the few records that match. So the registry keeps a
+:class:`~errkb.records.RecordRef` for each record of a pack (its id, pattern, class, tags, and
+the place of its line), and reads the line again when the whole record is needed.
+
+Checking every record's fields and reading every pattern still takes seconds, so what loading
+a pack found is kept in a build cache: one JSON file per pack in :func:`cache_dir`, used while
+the pack's size, modification time and inode, and errkb's own code, are what they were. The
+refs, the problems found, the literal analysis of each pattern and its index keys are all in
+it; loading a cached pack of 100k records takes about a second. Packs smaller than
+:data:`MIN_CACHED` bytes are read each time. ``ERRKB_NO_CACHE=1`` turns the cache off and
+``ERRKB_CACHE_DIR`` moves it. The cache holds data only (JSON, never pickle).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from errkb.exceptions import RecordError, RegistryError
+from errkb.records import RecordRef, jsonl_values, record_from_dict
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from errkb.records import Record
+
+__all__ = ["CACHE_FORMAT", "MIN_CACHED", "cache_dir", "load_pack"]
+
+#: The version of the cache file's layout; a file of another format is rebuilt.
+CACHE_FORMAT = "errkb.pack-cache/1"
+#: Packs smaller than this many bytes load fast enough without a cache.
+MIN_CACHED = 1 << 20
+
+# The modules whose code decides what a cache holds: a change to any of them rebuilds it.
+_CODE = ("records.py", "_patterns.py", "_index.py", "packs.py")
+
+
+def cache_dir() -> Path | None:
+    """Where pack caches are kept (``None`` when ``ERRKB_NO_CACHE`` is set).
+
+    ``ERRKB_CACHE_DIR``, else ``$XDG_CACHE_HOME/errkb``, else ``~/.cache/errkb``.
+    """
+    if os.environ.get("ERRKB_NO_CACHE"):
+        return None
+    given = os.environ.get("ERRKB_CACHE_DIR")
+    if given:
+        return Path(given)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "errkb"
+
+
+class _Pack:
+    """One pack file as it was when it was loaded."""
+
+    __slots__ = ("label", "path", "stamp")
+
+    def __init__(self, path: Path, label: str, stamp: tuple[int, int, int]) -> None:
+        self.path, self.label, self.stamp = path, label, stamp
+
+
+class _Line:
+    """Where a record's body is: a line of a pack. Calling it reads the whole record."""
+
+    __slots__ = ("length", "number", "offset", "pack")
+
+    def __init__(self, pack: _Pack, number: int, offset: int, length: int) -> None:
+        self.pack, self.number, self.offset, self.length = pack, number, offset, length
+
+    @property
+    def source(self) -> str:
+        return f"{self.pack.label}:{self.number}"
+
+    def read(self, record_id: str) -> Record:
+        try:
+            with self.pack.path.open("rb") as file:
+                file.seek(self.offset)
+                raw = file.read(self.length)
+            record, _ = record_from_dict(json.loads(raw), source=self.source, validate=False)
+        except (OSError, ValueError, RecursionError) as exc:
+            record, reason = None, f" ({exc})"
+        else:
+            reason = ""
+        if record is None or record.id != record_id:
+            raise RegistryError(
+                f"{self.source}: record {record_id!r} is no longer there{reason}; the pack "
+                "changed since it was loaded, so load the registry again"
+            )
+        return record
+
+
+def load_pack(path: Path, label: str, problems: list[RecordError]) -> Iterator[RecordRef]:
+    """The records of one ``.jsonl`` pack as refs, from the build cache when it is current.
+
+    Problems found in the pack are appended to ``problems`` (from the cache too, so a cached
+    pack reports what a fresh read would).
+    """
+    try:
+        st = path.stat()
+    except OSError:
+        return
+    stamp = (st.st_size, st.st_mtime_ns, st.st_ino)
+    pack = _Pack(path, label, stamp)
+    where = _cache_file(path) if st.st_size >= MIN_CACHED else None
+    if where is not None:
+        cached = _read_cache(where, pack, problems)
+        if cached is not None:
+            yield from cached
+            return
+    before = len(problems)
+    refs = list(_read(pack, problems))
+    if where is not None:
+        from errkb._index import plan_keys
+
+        for ref, keys in zip(refs, plan_keys([r.literal_sets() for r in refs]), strict=True):
+            ref.keys = keys
+        _write_cache(where, pack, refs, problems[before:])
+    yield from refs
+
+
+def _read(pack: _Pack, problems: list[RecordError]) -> Iterator[RecordRef]:
+    """Every valid record of a pack, checked as it is read, as a ref to its line."""
+    for data, number, offset, length in jsonl_values(pack.path, pack.label, problems):
+        line = _Line(pack, number, offset, length)
+        record, found = record_from_dict(data, source=line.source, validate=False)
+        problems.extend(found)
+        if record is not None:
+            yield RecordRef.of(record, body=line)
+
+
+# A cached ref, in this order: line number, offset, length, then the RecordRef fields.
+_FIELDS = (
+    "id",
+    "slug",
+    "title",
+    "severity",
+    "repo",
+    "message_pattern",
+    "error_class",
+    "file_path",
+    "retired",
+    "variant_of",
+    "tags",
+    "sets",
+    "keys",
+)
+
+
+def _ref(pack: _Pack, row: list[Any]) -> RecordRef:
+    (number, offset, length, rid, slug, title, severity, repo, pattern, error_class, file_path,
+     retired, variant_of, tags, sets, keys) = row  # fmt: skip
+    # Fields that many records share are kept once (JSON gives each its own copy).
+    return RecordRef(
+        id=rid,
+        slug=slug,
+        title=title,
+        severity=severity and _intern(severity),
+        repo=repo and _intern(repo),
+        message_pattern=pattern,
+        error_class=error_class and _intern(error_class),
+        file_path=file_path and _intern(file_path),
+        retired=retired,
+        variant_of=variant_of,
+        tags=tuple(map(_intern, tags)),
+        sets=None if sets is None else tuple(map(tuple, sets)),
+        keys=[(_intern(kind), text) for kind, text in keys],
+        body=_Line(pack, number, offset, length),
+    )
+
+
+_intern = sys.intern
+
+
+def _row(ref: RecordRef) -> list[Any]:
+    line: _Line = ref._body  # type: ignore[assignment]  # noqa: SLF001 - our own refs
+    return [line.number, line.offset, line.length, *(getattr(ref, f) for f in _FIELDS)]
+
+
+@functools.cache
+def _code_stamp() -> str:
+    from errkb import __version__
+
+    digest = hashlib.sha256(__version__.encode())
+    here = Path(__file__).parent
+    for name in _CODE:
+        digest.update((here / name).read_bytes())
+    return digest.hexdigest()
+
+
+def _cache_file(path: Path) -> Path | None:
+    folder = cache_dir()
+    if folder is None:
+        return None
+    key = hashlib.sha256(os.fsencode(path.resolve())).hexdigest()[:32]
+    return folder / "packs" / f"{key}.json"
+
+
+def _header(path: Path, stamp: tuple[int, int, int]) -> dict[str, object]:
+    return {
+        "format": CACHE_FORMAT,
+        "code": _code_stamp(),
+        "path": str(path.resolve()),
+        "stamp": list(stamp),
+    }
+
+
+def _read_cache(where: Path, pack: _Pack, problems: list[RecordError]) -> list[RecordRef] | None:
+    """The refs of a current cache file (its problems appended); ``None`` when there is none.
+
+    The file is JSON lines: a header, the pack's problems, then one line per ref, read one at a
+    time so that loading a large pack never holds its whole cache in memory.
+    """
+    try:
+        with where.open("rb") as file:
+            if json.loads(file.readline()) != _header(pack.path, pack.stamp):
+                return None
+            found = [
+                RecordError(pack.label + suffix, text, record_id=rid, field=field)
+                for suffix, text, rid, field in json.loads(file.readline())
+            ]
+            refs = [_ref(pack, json.loads(line)) for line in file]
+    except (OSError, ValueError, TypeError, RecursionError):
+        return None  # missing, stale or damaged: the pack is read again
+    problems.extend(found)
+    return refs
+
+
+def _write_cache(
+    where: Path, pack: _Pack, refs: list[RecordRef], problems: list[RecordError]
+) -> None:
+    """Write the cache file; a cache that cannot be written is skipped (it only saves time)."""
+    label = pack.label
+    found = [
+        [p.source[len(label) :], p.problem, p.record_id, p.field]
+        for p in problems
+        if p.source.startswith(label)
+    ]
+    try:
+        where.parent.mkdir(parents=True, exist_ok=True)
+        out = tempfile.NamedTemporaryFile(  # noqa: SIM115 - closed, then moved or removed
+            "w", dir=where.parent, suffix=".tmp", delete=False, encoding="utf-8"
+        )
+    except OSError:
+        return
+    try:
+        with out:
+            out.write(json.dumps(_header(pack.path, pack.stamp)) + "\n")
+            out.write(json.dumps(found) + "\n")
+            for ref in refs:
+                out.write(json.dumps(_row(ref), separators=(",", ":")) + "\n")
+        # Moved into place whole, so a reader never sees half a file.
+        Path(out.name).replace(where)
+    except OSError:
+        Path(out.name).unlink(missing_ok=True)

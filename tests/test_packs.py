@@ -1,0 +1,182 @@
+"""Large .jsonl packs: bodies read on demand, and the build cache."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from conftest import run_cli
+
+import errkb.packs
+from errkb.exceptions import RegistryError
+from errkb.records import load_paths
+from errkb.registry import Registry
+from errkb.testing import record_dict
+
+
+def _records(n: int) -> list[dict]:
+    return [
+        record_dict(
+            id=f"acme-gear-{i}",
+            slug=f"gear-{i}",
+            title=f"Gear {i} slipped",
+            severity="error",
+            repo="acme/gears",
+            errorClass="RuntimeError",
+            filePath="gears/drive.py",
+            tags=["gears", f"g{i % 3}"],
+            messagePattern=rf"gear{i}x slipped at (?P<rpm>\d+) rpm",
+            errorMessage=f"gear{i}x slipped at {{rpm}} rpm",
+            solutions=[f"Tighten gear {i}.", "Check the belt."],
+            documentation="Ünïcode text — kept as it was." * (i % 4),
+        )
+        for i in range(n)
+    ]
+
+
+def _write_pack(path, records, extra_lines=()):
+    lines = [json.dumps(r) for r in records] + list(extra_lines)
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def _load(*paths):
+    return Registry.from_paths(paths, builtin=False, env=False, entry_points=False)
+
+
+_FIELDS = ("id", "slug", "title", "severity", "repo", "message_pattern", "error_class")
+_FIELDS += ("file_path", "retired", "variant_of", "tags")
+
+
+def _summary(registry):
+    return [
+        (*(getattr(r, name) for name in _FIELDS), r.literal_sets(), r.source) for r in registry.refs
+    ]
+
+
+BAD_LINES = ("{not json", json.dumps({"id": "no-pattern"}))
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    """A fresh cache folder, and every pack large enough to be cached."""
+    folder = tmp_path / "cache"
+    monkeypatch.setenv("ERRKB_CACHE_DIR", str(folder))
+    monkeypatch.delenv("ERRKB_NO_CACHE", raising=False)
+    monkeypatch.setattr(errkb.packs, "MIN_CACHED", 0)
+    return folder
+
+
+def test_pack_bodies_load_on_demand_and_equal_a_full_load(tmp_path, monkeypatch):
+    monkeypatch.setenv("ERRKB_NO_CACHE", "1")
+    pack = _write_pack(tmp_path / "gears.jsonl", _records(30), BAD_LINES)
+    registry = _load(pack)
+    eager = load_paths([pack], validate=False)
+    assert len(registry) == 30
+    assert all(ref._record is None for ref in registry.refs)  # nothing read whole yet
+    assert [p.line for p in registry.problems] == [p.line for p in eager.problems]
+    assert registry.get("acme-gear-7") == eager.records[7]
+    assert registry.get("gear-7").solutions == ("Tighten gear 7.", "Check the belt.")
+    assert registry.refs[7]._record is not None
+    assert registry.refs[8]._record is None
+    assert list(registry.records) == list(eager.records)
+    assert registry.records[2:4] == eager.records[2:4]
+    assert [r.id for r in registry.with_tag("G1")] == [f"acme-gear-{i}" for i in range(1, 30, 3)]
+    [match] = registry.matcher.match("gear12x slipped at 900 rpm", "RuntimeError")
+    assert (match.record, match.captures) == (eager.records[12], {"rpm": 900})
+    assert match.record.source == f"{pack}:13"
+
+
+def test_the_cache_gives_what_a_fresh_read_gives(tmp_path, cache, monkeypatch):
+    pack = _write_pack(tmp_path / "gears.jsonl", _records(40), BAD_LINES)
+    cold = _load(pack)
+    [written] = (cache / "packs").iterdir()
+    # The warm load must come from the cache alone: reading the pack's records would fail.
+    monkeypatch.setattr(errkb.packs, "_read", lambda *a: pytest.fail("pack read again"))
+    warm = _load(pack)
+    assert _summary(warm) == _summary(cold)
+    assert [p.line for p in warm.problems] == [p.line for p in cold.problems]
+    assert {p.source for p in warm.problems} == {f"{pack}:41", f"{pack}:42"}
+    for i in (0, 17, 39):
+        text = f"gear{i}x slipped at 5 rpm"
+        assert [m.record for m in warm.matcher.match(text)] == [
+            m.record for m in cold.matcher.match(text)
+        ]
+        assert warm.get(f"acme-gear-{i}") == cold.get(f"acme-gear-{i}")
+    assert written.stat().st_size > 0
+
+
+def test_a_changed_pack_is_read_again(tmp_path, cache):
+    pack = _write_pack(tmp_path / "gears.jsonl", _records(5))
+    assert len(_load(pack)) == 5
+    _write_pack(pack, _records(6))
+    assert len(_load(pack)) == 6
+    # Same size and content, newer mtime: still read again (and still right).
+    st = pack.stat()
+    os.utime(pack, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    assert [r.id for r in _load(pack).refs] == [f"acme-gear-{i}" for i in range(6)]
+
+
+def test_a_damaged_cache_is_ignored_and_rewritten(tmp_path, cache):
+    pack = _write_pack(tmp_path / "gears.jsonl", _records(5))
+    expected = _summary(_load(pack))
+    [written] = (cache / "packs").iterdir()
+    for damage in ("", "{}", "[1, 2]\n[]\n[3]\n", written.read_text()[:-40]):
+        written.write_text(damage)
+        assert _summary(_load(pack)) == expected
+        assert written.read_text().count("\n") == 7  # header, problems, five records
+
+
+def test_a_record_whose_pack_changed_since_loading_says_so(tmp_path, cache):
+    pack = _write_pack(tmp_path / "gears.jsonl", _records(5))
+    registry = _load(pack)
+    _write_pack(pack, _records(5)[2:])
+    with pytest.raises(RegistryError, match=r"gears.jsonl:1: record 'acme-gear-0' is no longer"):
+        registry.get("acme-gear-0")
+
+
+def test_no_cache_when_turned_off_or_unwritable(tmp_path, cache, monkeypatch):
+    pack = _write_pack(tmp_path / "gears.jsonl", _records(5))
+    monkeypatch.setenv("ERRKB_NO_CACHE", "1")
+    assert len(_load(pack)) == 5
+    assert not cache.exists()
+    monkeypatch.delenv("ERRKB_NO_CACHE")
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    monkeypatch.setenv("ERRKB_CACHE_DIR", str(blocker))
+    assert len(_load(pack)) == 5
+
+
+def test_small_packs_are_not_cached(tmp_path, cache, monkeypatch):
+    monkeypatch.setattr(errkb.packs, "MIN_CACHED", 1 << 20)
+    _load(_write_pack(tmp_path / "gears.jsonl", _records(5)))
+    assert not cache.exists()
+
+
+def test_ids_taken_across_packs_are_reported_cold_and_warm(tmp_path, cache):
+    first = _write_pack(tmp_path / "a.jsonl", _records(3))
+    second = _write_pack(tmp_path / "b.jsonl", _records(4)[2:])
+    for _ in range(2):
+        registry = _load(first, second)
+        assert [r.id for r in registry.refs] == [f"acme-gear-{i}" for i in range(4)]
+        taken = f"duplicate id, already defined in {first}:3"
+        assert [p.line for p in registry.problems] == [
+            f'{second}:1: record "acme-gear-2": field "id": {taken}'
+        ]
+
+
+def test_errkb_explain_reads_a_pack_from_errkb_records(tmp_path, cache):
+    """End to end: a pack named in ERRKB_RECORDS, cached, its record's body shown."""
+    records = _records(20)
+    for r in records:
+        r["documentation"] = "A long page. " * 5000  # over MIN_CACHED in all: cached
+    pack = _write_pack(tmp_path / "gears.jsonl", records)
+    env = {"ERRKB_RECORDS": str(pack), "ERRKB_CACHE_DIR": str(cache)}
+    for run in ("cold", "warm"):
+        out = run_cli("explain", "--json", "RuntimeError: gear9x slipped at 12 rpm", env=env)
+        assert len(list((cache / "packs").iterdir())) == 1, run
+        assert out.returncode == 0, out.stderr
+        data = json.loads(out.stdout)
+        assert data["matches"][0]["id"] == "acme-gear-9"
+        assert [s["text"] for s in data["solutions"]][:1] == ["Tighten gear 9."]
