@@ -2,9 +2,10 @@
 
 The text is read in large blocks of bytes. Every record contributes needles: for each record,
 one any-of set of the literals its pattern requires (see :func:`errkb._patterns.literal_sets`),
-the set whose shortest literal is longest. ``bytes.find`` looks for each needle in the block at C
-speed, and only the lines that hold a needle are decoded and matched with the full matcher (with
-the exception class read from the line, as in ``ValueError: ...``). A record with no literal at
+the set whose shortest literal is longest. An Aho-Corasick automaton (the ``fast`` extra,
+ahocorasick-rs) finds them all in one pass over a block; without it ``bytes.find`` looks for each
+needle in turn. Only the lines that hold a needle are decoded and matched with the full matcher
+(with the exception class read from the line, as in ``ValueError: ...``). A record with no literal at
 all is searched with its regex over the block. A line counts once, for the record that ranks
 first on it (as ``errkb explain`` would rank it).
 """
@@ -18,6 +19,8 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 import attrs
 import regex
 
+from errkb.exceptions import UsageError
+
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator
 
@@ -25,7 +28,15 @@ if TYPE_CHECKING:
     from errkb.records import Record, RecordRef
     from errkb.registry import Registry
 
-__all__ = ["ScanGroup", "ScanResult", "open_log", "scan", "scan_command", "scan_stream"]
+__all__ = [
+    "ENGINES",
+    "ScanGroup",
+    "ScanResult",
+    "open_log",
+    "scan",
+    "scan_command",
+    "scan_stream",
+]
 
 BLOCK = 4 << 20
 #: How many first line numbers each group keeps.
@@ -77,12 +88,15 @@ class ScanResult:
 class _Needles:
     """The byte strings to look for, and the records with no literal to look for.
 
-    Each needle costs one pass over a block, and ``bytes.find`` skips faster the longer the
-    needle, so each record contributes the longest literal its pattern requires (or, when its
-    literals are alternatives, all of them); a needle that contains another is dropped.
+    Each record contributes the longest literal its pattern requires (or, when its literals
+    are alternatives, all of them); a needle that contains another is dropped, and so is one
+    that spans lines (no single line can hold it). With the ``fast`` extra installed
+    (ahocorasick-rs) one automaton finds every needle in a single pass over a block;
+    otherwise ``bytes.find`` makes a pass per needle, at C speed but with a cost that grows
+    with the number of needles.
     """
 
-    def __init__(self, records: Iterable[RecordRef]) -> None:
+    def __init__(self, records: Iterable[RecordRef], *, engine: str | None = None) -> None:
         needles: set[bytes] = set()
         self.unfindable: list[regex.Pattern[bytes]] = []
         for record in records:
@@ -104,22 +118,32 @@ class _Needles:
                 continue  # not expressible over bytes; lookups still find it through the index
         kept: list[bytes] = []
         for needle in sorted(needles, key=len):
-            if not any(k in needle for k in kept):
+            if b"\n" not in needle and not any(k in needle for k in kept):
                 kept.append(needle)
         self.needles = tuple(kept)
+        self.engine, self._automaton = _automaton(self.needles, engine)
 
     def lines_in(self, block: bytes) -> list[tuple[int, int]]:
         """(start, end) of every line of ``block`` that holds a needle, in order."""
         spans: set[tuple[int, int]] = set()
         find, rfind = block.find, block.rfind
-        for needle in self.needles:
-            at = find(needle)
-            while at != -1:
-                start = rfind(b"\n", 0, at) + 1
-                end = find(b"\n", at)
-                end = len(block) if end == -1 else end
-                spans.add((start, end))
-                at = find(needle, end)
+        if self._automaton is not None:
+            end = -1
+            for _, at, _ in self._automaton(block):
+                if at > end:  # one hit is enough for a line
+                    start = rfind(b"\n", 0, at) + 1
+                    end = find(b"\n", at)
+                    end = len(block) if end == -1 else end
+                    spans.add((start, end))
+        else:
+            for needle in self.needles:
+                at = find(needle)
+                while at != -1:
+                    start = rfind(b"\n", 0, at) + 1
+                    end = find(b"\n", at)
+                    end = len(block) if end == -1 else end
+                    spans.add((start, end))
+                    at = find(needle, end)
         for pattern in self.unfindable:
             for m in pattern.finditer(block):
                 start = rfind(b"\n", 0, m.start()) + 1
@@ -128,24 +152,67 @@ class _Needles:
         return sorted(spans)
 
 
-def _blocks(stream: BinaryIO, progress: Callable[[int], None] | None) -> Iterator[bytes]:
-    """Blocks of whole lines (the last may lack its newline)."""
-    tail = b""
+#: The engines that find needles: one automaton pass (the ``fast`` extra), or a pass a needle.
+ENGINES = ("ahocorasick", "python")
+# Above this many needles the automaton's DFA form takes too much memory to build.
+_DFA_LIMIT = 5000
+
+
+def _automaton(
+    needles: tuple[bytes, ...], engine: str | None
+) -> tuple[str, Callable[[bytes], list[tuple[int, int, int]]] | None]:
+    """The engine to use (``ERRKB_SCAN_ENGINE`` when not given) and its search function."""
+    import os
+
+    engine = engine or os.environ.get("ERRKB_SCAN_ENGINE") or "auto"
+    if engine not in (*ENGINES, "auto"):
+        raise UsageError(f"unknown scan engine {engine!r} (expected one of {', '.join(ENGINES)})")
+    if engine == "python" or not needles:
+        return "python", None
+    try:
+        import ahocorasick_rs
+    except ImportError:
+        if engine == "ahocorasick":
+            raise UsageError(
+                "the ahocorasick scan engine needs the fast extra: pip install 'errkb[fast]'"
+            ) from None
+        return "python", None
+    kind = ahocorasick_rs.Implementation.DFA if len(needles) <= _DFA_LIMIT else None
+    automaton = ahocorasick_rs.BytesAhoCorasick(list(needles), implementation=kind)
+    return "ahocorasick", automaton.find_matches_as_indexes
+
+
+def _blocks(
+    stream: BinaryIO, progress: Callable[[int], None] | None
+) -> Iterator[tuple[bytes, int]]:
+    """Blocks of whole lines (the last may lack its newline), with the bytes read for each.
+
+    The line a block cuts is finished from the stream, keeping at most :data:`MAX_LINE` more
+    bytes of it (no more of a line is matched); the rest is read past, so a runaway line
+    cannot make a block grow without bound.
+    """
+    read, readline = stream.read, stream.readline
     while True:
-        chunk = stream.read(BLOCK)
-        if progress is not None:
-            progress(len(chunk))
+        chunk = read(BLOCK)
         if not chunk:
-            if tail:
-                yield tail
             return
-        data = tail + chunk
-        cut = data.rfind(b"\n")
-        if cut == -1:
-            tail = data
-            continue
-        yield data[: cut + 1]
-        tail = data[cut + 1 :]
+        size = len(chunk)
+        if not chunk.endswith(b"\n"):
+            rest, kept = [chunk], 0
+            while True:
+                piece = readline(MAX_LINE)
+                size += len(piece)
+                if kept < MAX_LINE:
+                    rest.append(piece)
+                    kept += len(piece)
+                elif piece.endswith(b"\n"):
+                    rest.append(b"\n")
+                if not piece or piece.endswith(b"\n"):
+                    break
+            chunk = b"".join(rest)
+        if progress is not None:
+            progress(size)
+        yield chunk, size
 
 
 class _Accumulator:
@@ -185,30 +252,38 @@ def scan_stream(
     *,
     registry: Registry | None = None,
     progress: Callable[[int], None] | None = None,
+    engine: str | None = None,
 ) -> ScanResult:
-    """Scan a binary stream of log text (UTF-8; undecodable bytes are replaced)."""
+    """Scan a binary stream of log text (UTF-8; undecodable bytes are replaced).
+
+    ``engine`` picks how needles are found (see :data:`ENGINES`; by default the automaton
+    when the ``fast`` extra is installed, else ``ERRKB_SCAN_ENGINE``); the result is the same.
+    """
     from errkb.registry import default_registry
 
     registry = registry or default_registry()
     matcher = registry.matcher
-    needles = _Needles(registry.refs)
+    needles = _Needles(registry.refs, engine=engine)
     acc = _Accumulator()
     line_base, size = 0, 0
-    for block in _blocks(stream, progress):
-        size += len(block)
-        last, count_at = 0, line_base
+    for block, read in _blocks(stream, progress):
+        size += read
+        # Lines are counted once, in steps: up to each line found, then to the block's end.
+        last, line_base_here = 0, line_base
         for start, end in needles.lines_in(block):
-            count_at += block.count(b"\n", last, start)
+            line_base_here += block.count(b"\n", last, start)
             last = start
             text = block[start : min(end, start + MAX_LINE)].decode("utf-8", "replace").rstrip("\r")
-            _match_line(matcher, text, count_at + 1, acc)
-        line_base += block.count(b"\n")
-        if block and not block.endswith(b"\n"):
+            _match_line(matcher, text, line_base_here + 1, acc)
+        line_base = line_base_here + block.count(b"\n", last)
+        if not block.endswith(b"\n"):
             line_base += 1
     return acc.result(line_base, size)
 
 
-def scan(lines: Iterable[str], *, registry: Registry | None = None) -> ScanResult:
+def scan(
+    lines: Iterable[str], *, registry: Registry | None = None, engine: str | None = None
+) -> ScanResult:
     """Scan lines of text (an open text file, a list); the lookup API's form of ``errkb scan``.
 
     >>> result = scan(["INFO all good", "ValueError: No available memory for the cache blocks. "
@@ -220,7 +295,7 @@ def scan(lines: Iterable[str], *, registry: Registry | None = None) -> ScanResul
 
     registry = registry or default_registry()
     matcher = registry.matcher
-    needles = _Needles(registry.refs)
+    needles = _Needles(registry.refs, engine=engine)
     acc = _Accumulator()
     count = size = 0
     for count, line in enumerate(lines, 1):

@@ -4,10 +4,15 @@ import gzip
 import io
 import json
 
+import pytest
 from conftest import NO_BLOCKS_MESSAGE, SEED_MESSAGE, run_cli
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import errkb.scan
-from errkb.scan import scan, scan_stream
+from errkb.exceptions import UsageError
+from errkb.registry import default_registry
+from errkb.scan import ENGINES, scan, scan_stream
 from errkb.testing import record_dict, registry_from_dicts
 
 NOISE = "INFO 11-30 06:00:01 [engine.py:{n}] Avg prompt throughput: 1.5 tokens/s, Running: 3 reqs"
@@ -21,7 +26,20 @@ def _log(n: int = 50) -> str:
     return "\n".join(lines) + "\n"
 
 
-def test_scan_groups_by_record_with_counts_and_first_lines():
+@pytest.fixture(params=ENGINES)
+def engine(request, monkeypatch):
+    """Each test that takes it runs with every engine that finds needles."""
+    if request.param == "ahocorasick":
+        pytest.importorskip("ahocorasick_rs")
+    monkeypatch.setenv("ERRKB_SCAN_ENGINE", request.param)
+    return request.param
+
+
+def _groups(result):
+    return [(g.record.id, g.count, g.first_lines, g.example) for g in result.groups]
+
+
+def test_scan_groups_by_record_with_counts_and_first_lines(engine):
     """Two lines of the seed's error and one of its sibling: counts and 1-based line numbers."""
     result = scan(io.StringIO(_log()))
     groups = {g.record.id: (g.count, g.first_lines) for g in result.groups}
@@ -30,7 +48,7 @@ def test_scan_groups_by_record_with_counts_and_first_lines():
     assert 50 == result.lines
 
 
-def test_stream_and_lines_give_the_same_result():
+def test_stream_and_lines_give_the_same_result(engine):
     """scan_stream over bytes and scan over lines agree (the CLI and the API are one)."""
     text = _log()
     a = scan(io.StringIO(text))
@@ -40,7 +58,7 @@ def test_stream_and_lines_give_the_same_result():
     ]
 
 
-def test_blocks_split_mid_line_lose_nothing(monkeypatch):
+def test_blocks_split_mid_line_lose_nothing(monkeypatch, engine):
     """With tiny read blocks every line is still seen whole, and line numbers stay right."""
     monkeypatch.setattr(errkb.scan, "BLOCK", 7)
     result = scan_stream(io.BytesIO(_log().encode()))
@@ -48,7 +66,7 @@ def test_blocks_split_mid_line_lose_nothing(monkeypatch):
     assert (2, (10, 30)) == groups["vllm-kv-cache-max-seq-len"]
 
 
-def test_last_line_without_newline_counts():
+def test_last_line_without_newline_counts(engine):
     """A log whose last line has no newline still has that line scanned and counted."""
     result = scan_stream(
         io.BytesIO((NOISE.format(n=1) + "\n" + f"ValueError: {NO_BLOCKS_MESSAGE}").encode())
@@ -57,7 +75,7 @@ def test_last_line_without_newline_counts():
     assert 2 == result.lines
 
 
-def test_scan_finds_records_whose_literals_are_alternatives():
+def test_scan_finds_records_whose_literals_are_alternatives(engine):
     """A record with a top-level alternation is found through its alternatives."""
     registry = registry_from_dicts(
         [record_dict(id="alt", messagePattern=r"disk (?:full|gone)|quota exceeded")]
@@ -96,3 +114,68 @@ def test_cli_scan_nothing_found_exits_1_unreadable_exits_2(tmp_path):
     clean.write_text(NOISE.format(n=1) + "\n")
     assert 1 == run_cli("scan", str(clean)).returncode
     assert 2 == run_cli("scan", str(tmp_path / "missing.log")).returncode
+
+
+def test_cli_scan_engine_from_the_environment():
+    """ERRKB_SCAN_ENGINE picks the engine; an unknown one is a usage error (exit 2)."""
+    python = run_cli(
+        "scan", "--json", "-", stdin=_log().encode(), env={"ERRKB_SCAN_ENGINE": "python"}
+    )
+    assert 0 == python.returncode, python.stderr
+    assert json.loads(python.stdout) == json.loads(
+        run_cli("scan", "--json", "-", stdin=_log().encode()).stdout
+    )
+    bogus = run_cli("scan", "-", stdin=b"", env={"ERRKB_SCAN_ENGINE": "grep"})
+    assert 2 == bogus.returncode
+    assert b"unknown scan engine 'grep'" in bogus.stderr
+    with pytest.raises(UsageError, match="unknown scan engine"):
+        scan_stream(io.BytesIO(b""), engine="grep")
+
+
+def test_a_runaway_line_is_cut_and_the_lines_after_it_still_count(monkeypatch, engine):
+    """A line far longer than a block keeps memory bounded; numbering after it stays right."""
+    monkeypatch.setattr(errkb.scan, "BLOCK", 64)
+    monkeypatch.setattr(errkb.scan, "MAX_LINE", 200)
+    log = "x" * 5000 + "\n" + f"ValueError: {NO_BLOCKS_MESSAGE}\n" + "y" * 1000
+    blocks = list(errkb.scan._blocks(io.BytesIO(log.encode()), None))
+    assert max(len(b) for b, _ in blocks) <= 64 + 200 + 1
+    assert sum(n for _, n in blocks) == len(log)
+    result = scan_stream(io.BytesIO(log.encode()))
+    assert [("vllm-no-cache-blocks", (2,))] == [(g.record.id, g.first_lines) for g in result.groups]
+    assert (3, len(log)) == (result.lines, result.bytes)
+
+
+# Lines a log may hold: real messages of the shipped records, near misses, noise, oddities.
+_EXAMPLES = sorted({e.split("\n")[0] for r in default_registry().records for e in r.examples})
+_LINES = st.one_of(
+    st.sampled_from(_EXAMPLES).map(lambda e: f"ERROR [core.py:1] {e}"),
+    st.sampled_from(_EXAMPLES).map(lambda e: e[: len(e) // 2]),
+    st.sampled_from([NOISE.format(n=1), "", "\r", "ÿ\x00 é", "CUDA error", "x" * 300]),
+    st.text(max_size=40),
+)
+
+
+@settings(max_examples=60, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(st.lists(_LINES, max_size=30), st.booleans(), st.sampled_from([16, 100, 4096]))
+def test_engines_agree_with_matching_every_line(lines, final_newline, block):
+    """Both engines, at any block size, find what matching each line by itself finds."""
+    text = "\n".join(lines) + ("\n" if final_newline else "")
+    # A log's lines end at "\n" only (str.splitlines would also cut at "\x1e", "\x85", ...).
+    body = text.removesuffix("\n")
+    expected = scan(body.split("\n") if text else [], engine="python")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(errkb.scan, "BLOCK", block)
+        for name in ENGINES:
+            if name == "ahocorasick" and not _has_automaton():
+                continue
+            got = scan_stream(io.BytesIO(text.encode()), engine=name)
+            assert _groups(got) == _groups(expected)
+            assert got.lines == expected.lines
+
+
+def _has_automaton() -> bool:
+    try:
+        import ahocorasick_rs  # noqa: F401
+    except ImportError:
+        return False
+    return True
