@@ -24,6 +24,7 @@ from errkb.exceptions import UsageError
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator
 
+    from errkb._scanplan import FindPlan
     from errkb.match import Matcher
     from errkb.records import Record, RecordRef
     from errkb.registry import Registry
@@ -39,6 +40,8 @@ __all__ = [
 ]
 
 BLOCK = 4 << 20
+#: A first block at least this long is worth a search plan (see :mod:`errkb._scanplan`).
+PLAN_MIN = 1 << 20
 #: How many first line numbers each group keeps.
 FIRST_LINES = 5
 #: Lines longer than this are cut before matching (a runaway line must not stall the scan).
@@ -91,9 +94,10 @@ class _Needles:
     Each record contributes the longest literal its pattern requires (or, when its literals
     are alternatives, all of them); a needle that contains another is dropped, and so is one
     that spans lines (no single line can hold it). With the ``fast`` extra installed
-    (ahocorasick-rs) one automaton finds every needle in a single pass over a block;
-    otherwise ``bytes.find`` makes a pass per needle, at C speed but with a cost that grows
-    with the number of needles.
+    (ahocorasick-rs) one automaton finds every needle in a single pass over a block.
+    Otherwise, on a large log, a plan made from its first block (:mod:`errkb._scanplan`)
+    finds them in fewer ``bytes.find`` passes than there are needles; a small text gets a
+    pass per needle.
     """
 
     def __init__(self, records: Iterable[RecordRef], *, engine: str | None = None) -> None:
@@ -122,6 +126,7 @@ class _Needles:
                 kept.append(needle)
         self.needles = tuple(kept)
         self.engine, self._automaton = _automaton(self.needles, engine)
+        self._plan: FindPlan | None = None
 
     def lines_in(self, block: bytes) -> list[tuple[int, int]]:
         """(start, end) of every line of ``block`` that holds a needle, in order."""
@@ -136,14 +141,21 @@ class _Needles:
                     end = len(block) if end == -1 else end
                     spans.add((start, end))
         else:
-            for needle in self.needles:
-                at = find(needle)
-                while at != -1:
-                    start = rfind(b"\n", 0, at) + 1
-                    end = find(b"\n", at)
-                    end = len(block) if end == -1 else end
-                    spans.add((start, end))
-                    at = find(needle, end)
+            if self._plan is None and len(block) >= PLAN_MIN:
+                from errkb._scanplan import FindPlan
+
+                self._plan = FindPlan(self.needles, block)
+            if self._plan is not None:
+                spans = self._plan.lines(block)
+            else:
+                for needle in self.needles:
+                    at = find(needle)
+                    while at != -1:
+                        start = rfind(b"\n", 0, at) + 1
+                        end = find(b"\n", at)
+                        end = len(block) if end == -1 else end
+                        spans.add((start, end))
+                        at = find(needle, end)
         for pattern in self.unfindable:
             for m in pattern.finditer(block):
                 start = rfind(b"\n", 0, m.start()) + 1

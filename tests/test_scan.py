@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import errkb.scan
+from errkb._scanplan import FindPlan
 from errkb.exceptions import UsageError
 from errkb.registry import default_registry
 from errkb.scan import ENGINES, scan, scan_stream
@@ -165,9 +166,10 @@ def test_engines_agree_with_matching_every_line(lines, final_newline, block):
     expected = scan(body.split("\n") if text else [], engine="python")
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(errkb.scan, "BLOCK", block)
-        for name in ENGINES:
+        for name, plan_min in (("ahocorasick", 0), ("python", 1 << 30), ("python", 0)):
             if name == "ahocorasick" and not _has_automaton():
                 continue
+            mp.setattr(errkb.scan, "PLAN_MIN", plan_min)  # 0: the python engine plans
             got = scan_stream(io.BytesIO(text.encode()), engine=name)
             assert _groups(got) == _groups(expected)
             assert got.lines == expected.lines
@@ -179,3 +181,25 @@ def _has_automaton() -> bool:
     except ImportError:
         return False
     return True
+
+
+_BYTES = st.sampled_from([b"a", b"b", b"ab", b" ", b"`", b"Q", b"\xff", b"\x00", b"\n", b"must "])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.lists(_BYTES, min_size=1, max_size=5).map(b"".join), min_size=1, max_size=8),
+    st.lists(_BYTES, max_size=60).map(b"".join),
+    st.sampled_from(["empty", "itself", "every byte"]),
+)
+def test_a_search_plan_finds_exactly_the_lines_holding_a_needle(needles, block, sample):
+    """Whatever the sample the plan was made from, its lines are those holding a needle."""
+    needles = [n for n in needles if b"\n" not in n and len(n) >= 1]
+    samples = {"empty": b"", "itself": block, "every byte": bytes(range(256)) * 20}
+    plan = FindPlan(needles, samples[sample])
+    expected, at = set(), 0
+    for line in block.split(b"\n"):
+        if any(n in line for n in needles):
+            expected.add((at, at + len(line)))
+        at += len(line) + 1
+    assert plan.lines(block) == expected
