@@ -61,7 +61,7 @@ def docs(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON, default=False)
 def bench(session: nox.Session) -> None:
-    """Measure start-up and diagnosis cost side by side with their baselines (not in CI)."""
+    """Run the benchmarks, each beside its baseline; writes bench-results/ (not in CI)."""
     session.install(*nox.project.dependency_groups(PYPROJECT, "test"))
     session.install(".")
     session.run("python", "benchmarks/run.py", *session.posargs)

@@ -21,7 +21,6 @@ import hashlib
 import json
 import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -243,6 +242,8 @@ def _write_cache(
         for p in problems
         if p.source.startswith(label)
     ]
+    import tempfile
+
     try:
         where.parent.mkdir(parents=True, exist_ok=True)
         out = tempfile.NamedTemporaryFile(  # noqa: SIM115 - closed, then moved or removed

@@ -637,8 +637,6 @@ def _load(
     trusted: Iterable[str | os.PathLike[str]],
     refs: bool,
 ) -> Iterator[Record | RecordRef]:
-    from errkb import packs
-
     skip = {os.fspath(p) for p in trusted}
     seen: dict[str, str] = {}
     for given in paths:
@@ -651,7 +649,9 @@ def _load(
             label = _label(file, top, given)
             found: Iterable[tuple[Record | RecordRef, str]]
             if refs and not checked and file.suffix == ".jsonl":
-                found = ((ref, ref.source) for ref in packs.load_pack(file, label, problems))
+                from errkb.packs import load_pack
+
+                found = ((ref, ref.source) for ref in load_pack(file, label, problems))
             else:
                 found = _records_in(file, label, problems, validate=checked)
             for record, where in found:
