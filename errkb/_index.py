@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from operator import itemgetter
 from typing import TYPE_CHECKING, Generic, TypeVar
 
 if TYPE_CHECKING:
@@ -171,7 +172,7 @@ class LiteralIndex(Generic[T]):
     def candidates(self, message: str) -> list[T]:
         """The items that may match ``message``, in the order they were given."""
         found: dict[int, T] = dict(self.always)
-        tokens = set(_WORD.findall(message))
+        tokens = set(words_of(message))
         words, prefixes, suffixes = (
             self._tables["word"],
             self._tables["prefix"],
@@ -179,16 +180,31 @@ class LiteralIndex(Generic[T]):
         )
         buckets = [words[t] for t in tokens & words.keys()]
         if prefixes:
-            buckets += [prefixes[k] for k in {t[:AFFIX] for t in tokens} & prefixes.keys()]
+            buckets += [prefixes[k] for k in set(map(_PREFIX, tokens)) & prefixes.keys()]
         if suffixes:
-            buckets += [suffixes[k] for k in {t[-AFFIX:] for t in tokens} & suffixes.keys()]
+            buckets += [suffixes[k] for k in set(map(_SUFFIX, tokens)) & suffixes.keys()]
         contains = message.__contains__
         for bucket in buckets:
             for order, item, singles, alternatives in bucket:
                 if (
                     order not in found
                     and all(map(contains, singles))
-                    and all(any(map(contains, alt)) for alt in alternatives)
+                    and (not alternatives or all(any(map(contains, a)) for a in alternatives))
                 ):
                     found[order] = item
         return [found[k] for k in sorted(found)]
+
+
+_PREFIX, _SUFFIX = itemgetter(slice(AFFIX)), itemgetter(slice(-AFFIX, None))
+# Every ASCII character that \w does not match, as a space: an ASCII message splits into its
+# words with str.translate and str.split, a little faster than a regex.
+_ASCII_NON_WORD = str.maketrans(
+    {c: " " for c in map(chr, range(128)) if not (c.isascii() and (c.isalnum() or c == "_"))}
+)
+
+
+def words_of(message: str) -> list[str]:
+    r"""The words of a message, as ``\w+`` finds them."""
+    if message.isascii():
+        return message.translate(_ASCII_NON_WORD).split()
+    return _WORD.findall(message)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from errkb._index import AFFIX, literal_keys, plan_keys
+from errkb._index import AFFIX, literal_keys, plan_keys, words_of
 from errkb._patterns import literal_sets, required_literals
 from errkb.match import Matcher
 from errkb.records import Record, RecordRef
@@ -139,3 +139,12 @@ def test_every_literal_set_has_a_member_in_every_match(pattern, text):
 
     if regex.search(pattern, text):
         assert all(any(lit in text for lit in group) for group in literal_sets(pattern) or ())
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.one_of(st.text(), st.text(alphabet=st.characters(max_codepoint=127))))
+def test_words_of_a_message_are_what_a_word_regex_finds(text):
+    """The ASCII shortcut splits exactly where \\w+ does."""
+    import re
+
+    assert words_of(text) == re.findall(r"\w+", text)
