@@ -37,6 +37,9 @@ CHECK_COST = 1500
 ANCHOR_LENGTHS = range(4, 13)
 #: How much of the first block is read to make the plan.
 SAMPLE = 1 << 20
+#: Above this many needles, shared anchors are not looked for (the search for them grows
+#: with the square of the needles); such a registry wants the ``fast`` extra.
+MAX_SHARED = 1000
 
 
 def _pass_cost(length: int) -> float:
@@ -133,9 +136,10 @@ def _cover(
 ) -> list[tuple[bytes, list[bytes]]]:
     """Anchors covering every needle, chosen greedily by needles covered per unit of cost."""
     covers: dict[bytes, set[int]] = {}
+    shared = len(needles) <= MAX_SHARED
     for i, needle in enumerate(needles):
         covers.setdefault(needle, set()).add(i)
-        for length in ANCHOR_LENGTHS:
+        for length in ANCHOR_LENGTHS if shared else ():
             for at in range(len(needle) - length + 1):
                 covers.setdefault(needle[at : at + length], set()).add(i)
     # Only shared substrings can save a pass; a needle alone is best searched whole. Widest
