@@ -6,10 +6,10 @@ shown only for the few records that match. So the registry keeps a
 the place of its line), and reads the line again when the whole record is needed.
 
 Checking every record's fields and reading every pattern still takes seconds, so what loading
-a pack found is kept in a build cache: one JSON file per pack in :func:`cache_dir`, used while
-the pack's size, modification time and inode, and errkb's own code, are what they were. The
-refs, the problems found, the literal analysis of each pattern and its index keys are all in
-it; loading a cached pack of 100k records takes about a second. Packs smaller than
+a pack found is kept in a build cache: one JSON-lines file per pack in :func:`cache_dir`, used
+while the pack's size, modification time and inode, and errkb's own code, are what they were.
+The refs, the problems found, the literal analysis of each pattern and its index keys are all
+in it; a registry of 100k records builds from it in two to three seconds instead of twenty. Packs smaller than
 :data:`MIN_CACHED` bytes are read each time. ``ERRKB_NO_CACHE=1`` turns the cache off and
 ``ERRKB_CACHE_DIR`` moves it. The cache holds data only (JSON, never pickle).
 """
@@ -236,14 +236,14 @@ def _write_cache(
     where: Path, pack: _Pack, refs: list[RecordRef], problems: list[RecordError]
 ) -> None:
     """Write the cache file; a cache that cannot be written is skipped (it only saves time)."""
+    import tempfile
+
     label = pack.label
     found = [
         [p.source[len(label) :], p.problem, p.record_id, p.field]
         for p in problems
         if p.source.startswith(label)
     ]
-    import tempfile
-
     try:
         where.parent.mkdir(parents=True, exist_ok=True)
         out = tempfile.NamedTemporaryFile(  # noqa: SIM115 - closed, then moved or removed
