@@ -22,30 +22,38 @@ RUNS = int(os.environ.get("ERRKB_BENCH_RUNS", "30"))
 OUT = Path(os.environ.get("ERRKB_BENCH_OUT", "bench-results"))
 
 
-def _time_command(code: str) -> float:
-    t0 = time.perf_counter()
-    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
-    return time.perf_counter() - t0
+Command = tuple[list[str], "dict[str, str] | None"]  # argv, environment (None: ours)
+
+
+def _medians(cases: dict[str, Command], runs: int, *, warm: int = 0) -> dict[str, float]:
+    """Median seconds of each command, run ``runs`` times interleaved.
+
+    Interleaving makes drift hit every case alike; ``warm`` untimed rounds come first.
+    """
+    samples: dict[str, list[float]] = {name: [] for name in cases}
+    for round_ in range(warm + runs):
+        for name, (argv, env) in cases.items():
+            t0 = time.perf_counter()
+            done = subprocess.run(argv, capture_output=True, check=False, env=env)
+            if done.returncode not in (0, 1):  # 1: grep or errkb scan found nothing
+                raise subprocess.CalledProcessError(done.returncode, argv, done.stdout, done.stderr)
+            if round_ >= warm:
+                samples[name].append(time.perf_counter() - t0)
+    return {name: statistics.median(values) for name, values in samples.items()}
 
 
 def startup() -> list[dict[str, object]]:
     """Interpreter start-up: bare, with errkb installed, with rich.traceback installed."""
-    cases = {
+    codes = {
         "python -c pass (baseline)": "pass",
         "import errkb; errkb.install()": "import errkb; errkb.install()",
         "rich.traceback.install()": "import rich.traceback; rich.traceback.install()",
     }
-    samples: dict[str, list[float]] = {k: [] for k in cases}
-    for _ in range(3):  # warm the file cache
-        for code in cases.values():
-            _time_command(code)
-    for _ in range(RUNS):  # interleaved, so drift hits every case alike
-        for name, code in cases.items():
-            samples[name].append(_time_command(code))
-    base = statistics.median(samples["python -c pass (baseline)"])
+    cases = {name: ([sys.executable, "-c", code], None) for name, code in codes.items()}
+    medians = _medians(cases, RUNS, warm=3)
+    base = medians["python -c pass (baseline)"]
     rows = []
-    for name, values in samples.items():
-        med = statistics.median(values)
+    for name, med in medians.items():
         rows.append(
             {
                 "benchmark": "start-up",
@@ -290,13 +298,6 @@ def _ere(pattern: str) -> str | None:
     return None if "(?" in q or "\\N" in q or "\\x" in q or "\\u" in q else q
 
 
-def _timed(argv: list[str], *, check: bool = True, env: dict[str, str] | None = None) -> float:
-    """Seconds one run of a command takes, its output discarded."""
-    t0 = time.perf_counter()
-    subprocess.run(argv, capture_output=True, check=check, env=env)
-    return time.perf_counter() - t0
-
-
 def scan_throughput(megabytes: int = 200, runs: int = 3) -> list[dict[str, object]]:
     """errkb scan (each engine) against grep -E -f over the same patterns, on a generated log.
 
@@ -314,7 +315,7 @@ def scan_throughput(megabytes: int = 200, runs: int = 3) -> list[dict[str, objec
         (Path(tmp) / "patterns.ere").write_text("\n".join(patterns) + "\n")
         size = log.stat().st_size / 1e6
         scan = [sys.executable, "-m", "errkb", "scan", "--json", str(log)]
-        cases: dict[str, tuple[list[str], dict[str, str] | None]] = {}
+        cases: dict[str, Command] = {}
         for engine, label in (("ahocorasick", "one Aho-Corasick pass (errkb[fast])"),
                               ("python", "pure Python, search planned from the first block")):
             env = dict(os.environ, ERRKB_SCAN_ENGINE=engine)
@@ -324,13 +325,9 @@ def scan_throughput(megabytes: int = 200, runs: int = 3) -> list[dict[str, objec
         if grep:
             argv = [grep, "-E", "-c", "-f", str(Path(tmp) / "patterns.ere"), str(log)]
             cases[f"grep -E -f, same log, {len(patterns)} patterns (baseline)"] = (argv, None)
-        samples: dict[str, list[float]] = {name: [] for name in cases}
-        for _ in range(runs):
-            for name, (argv, env) in cases.items():
-                samples[name].append(_timed(argv, check=False, env=env))
+        medians = _medians(cases, runs)
     rows = []
-    for name, values in samples.items():
-        med = statistics.median(values)
+    for name, med in medians.items():
         rows.append(
             {
                 "benchmark": "scan",

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
-__all__ = ["FindPlan"]
+__all__ = ["FindPlan", "line_around"]
 
 #: The share of a log's bytes that the rare-byte pass may stop at.
 RARE_SHARE = 1 / 4096
@@ -51,9 +51,19 @@ Span = tuple[int, int]
 
 
 class FindPlan:
-    """Which needles are found through rare bytes, and which through which anchors."""
+    """Which needles are found through rare bytes, and which through which anchors.
 
-    def __init__(self, needles: Iterable[bytes], sample: bytes) -> None:
+    Without a ``sample`` (a text too small to be worth planning), each needle is its own
+    anchor: a ``find`` pass per needle.
+    """
+
+    def __init__(self, needles: Iterable[bytes], sample: bytes | None = None) -> None:
+        #: For each rare byte, the needles found through it.
+        self.by_byte: dict[int, list[bytes]] = {}
+        if sample is None:
+            #: (anchor, the needles found through it), in the order they are searched.
+            self.anchors = [(needle, [needle]) for needle in needles]
+            return
         sample = sample[:SAMPLE]
         size = max(len(sample), 1)
         frequency = Counter(sample)
@@ -66,8 +76,6 @@ class FindPlan:
                 break
             rare.add(byte)
             total += frequency[byte]
-        #: For each rare byte, the needles found through it.
-        self.by_byte: dict[int, list[bytes]] = {}
         rest: list[bytes] = []
         for needle in needles:
             held = [b for b in set(needle) if b in rare]
@@ -79,7 +87,6 @@ class FindPlan:
         for byte in range(256):
             table[byte] = 0 if byte in self.by_byte else (byte or 1)
         self._table = bytes(table)
-        #: (anchor, the needles found through it), in the order they are searched.
         self.anchors = _cover(rest, lambda sub: sample.count(sub) / size)
 
     def lines(self, block: bytes) -> set[Span]:
@@ -119,16 +126,18 @@ def _visit(
     The search goes on after the line, so a line is checked once however often it holds
     ``what``: ``holds_needle`` must check every needle the line could be found for.
     """
-    find, rfind = block.find, block.rfind
     at = find_in(what, 0)
     while at != -1:
-        start = rfind(b"\n", 0, at) + 1
-        end = find(b"\n", at)
-        end = len(block) if end == -1 else end
-        line = block[start:end]
-        if holds_needle(line):
+        start, end = line_around(block, at)
+        if holds_needle(block[start:end]):
             spans.add((start, end))
         at = find_in(what, end)
+
+
+def line_around(block: bytes, at: int) -> Span:
+    """(start, end) of the line of ``block`` that holds position ``at``, without its newline."""
+    end = block.find(b"\n", at)
+    return block.rfind(b"\n", 0, at) + 1, len(block) if end == -1 else end
 
 
 def _cover(
@@ -159,16 +168,16 @@ def _cover(
     left = set(range(len(needles)))
     plan: list[tuple[bytes, list[bytes]]] = []
     while left:
-        best: tuple[float, bytes] | None = None
+        # Every needle left covers itself, so some anchor gains and beats the zero start.
+        best_value, best = 0.0, b""
         for anchor, covered in ranked:
             gain = len(covered & left)
-            if not gain or (best and gain / _pass_cost(len(anchor)) <= best[0]):
+            if not gain or gain / _pass_cost(len(anchor)) <= best_value:
                 continue
             value = gain / cost(anchor)
-            if best is None or value > best[0]:
-                best = (value, anchor)
-        assert best is not None  # every needle covers itself
-        chosen = covers[best[1]] & left
-        plan.append((best[1], [needles[i] for i in sorted(chosen)]))
+            if value > best_value:
+                best_value, best = value, anchor
+        chosen = covers[best] & left
+        plan.append((best, [needles[i] for i in sorted(chosen)]))
         left -= chosen
     return plan

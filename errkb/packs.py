@@ -202,12 +202,12 @@ def _cache_file(path: Path) -> Path | None:
     return folder / "packs" / f"{key}.json"
 
 
-def _header(path: Path, stamp: tuple[int, int, int]) -> dict[str, object]:
+def _header(pack: _Pack) -> dict[str, object]:
     return {
         "format": CACHE_FORMAT,
         "code": _code_stamp(),
-        "path": str(path.resolve()),
-        "stamp": list(stamp),
+        "path": str(pack.path.resolve()),
+        "stamp": list(pack.stamp),
     }
 
 
@@ -219,7 +219,7 @@ def _read_cache(where: Path, pack: _Pack, problems: list[RecordError]) -> list[R
     """
     try:
         with where.open("rb") as file:
-            if json.loads(file.readline()) != _header(pack.path, pack.stamp):
+            if json.loads(file.readline()) != _header(pack):
                 return None
             found = [
                 RecordError(pack.label + suffix, text, record_id=rid, field=field)
@@ -253,7 +253,7 @@ def _write_cache(
         return
     try:
         with out:
-            out.write(json.dumps(_header(pack.path, pack.stamp)) + "\n")
+            out.write(json.dumps(_header(pack)) + "\n")
             out.write(json.dumps(found) + "\n")
             for ref in refs:
                 out.write(json.dumps(_row(ref), separators=(",", ":")) + "\n")

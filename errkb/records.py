@@ -148,7 +148,7 @@ _UNREAD: Any = object()
 
 
 class Body(Protocol):
-    """Where a record not kept in memory can be read again (a line of a pack)."""
+    """Where a ref's whole record comes from: the record itself, or a line of a pack."""
 
     @property
     def source(self) -> str:
@@ -156,8 +156,24 @@ class Body(Protocol):
         ...
 
     def read(self, record_id: str) -> Record:
-        """The record, read again; :class:`~errkb.exceptions.RegistryError` if it is gone."""
+        """The record; :class:`~errkb.exceptions.RegistryError` if it is gone."""
         ...
+
+
+class _Kept:
+    """The body of a record kept whole in memory."""
+
+    __slots__ = ("record",)
+
+    def __init__(self, record: Record) -> None:
+        self.record = record
+
+    @property
+    def source(self) -> str:
+        return self.record.source
+
+    def read(self, record_id: str) -> Record:  # noqa: ARG002 - the Body protocol
+        return self.record
 
 
 class RecordRef:
@@ -203,8 +219,7 @@ class RecordRef:
         tags: tuple[str, ...],
         sets: tuple[tuple[str, ...], ...] | None = _UNREAD,
         keys: Sequence[tuple[str, str]] | None = None,
-        record: Record | None = None,
-        body: Body | None = None,
+        body: Body,
     ) -> None:
         self.id, self.slug, self.title, self.severity = id, slug, title, severity
         self.repo, self.message_pattern, self.error_class = repo, message_pattern, error_class
@@ -216,7 +231,9 @@ class RecordRef:
         )
         # The literal analysis of the pattern and the index keys, when a pack cache has them.
         self.sets, self.keys = sets, keys
-        self._record, self._body = record, body
+        self._body = body
+        # The whole record once read (at once for a record kept in memory).
+        self._record = body.record if isinstance(body, _Kept) else None
 
     @classmethod
     def of(cls, record: Record, *, body: Body | None = None) -> RecordRef:
@@ -233,8 +250,7 @@ class RecordRef:
             retired=record.retired,
             variant_of=record.variant_of,
             tags=record.tags,
-            record=None if body else record,
-            body=body,
+            body=body or _Kept(record),
         )
 
     def __repr__(self) -> str:
@@ -243,9 +259,6 @@ class RecordRef:
     @property
     def source(self) -> str:
         """Where the record was read from, as :attr:`Record.source` says it."""
-        if self._record is not None:
-            return self._record.source
-        assert self._body is not None
         return self._body.source
 
     @property
@@ -271,7 +284,6 @@ class RecordRef:
     def load(self) -> Record:
         """The whole record, read from its file the first time it is needed."""
         if self._record is None:
-            assert self._body is not None
             self._record = self._body.read(self.id)
         return self._record
 
@@ -638,7 +650,7 @@ def _load(
     refs: bool,
 ) -> Iterator[Record | RecordRef]:
     skip = {os.fspath(p) for p in trusted}
-    seen: dict[str, str] = {}
+    seen: dict[str, Record | RecordRef] = {}
     for given in paths:
         top = Path(given)
         if not top.exists():
@@ -647,25 +659,25 @@ def _load(
         checked = validate and os.fspath(given) not in skip
         for file in _files(top, problems):
             label = _label(file, top, given)
-            found: Iterable[tuple[Record | RecordRef, str]]
+            found: Iterable[Record | RecordRef]
             if refs and not checked and file.suffix == ".jsonl":
                 from errkb.packs import load_pack
 
-                found = ((ref, ref.source) for ref in load_pack(file, label, problems))
+                found = load_pack(file, label, problems)
             else:
                 found = _records_in(file, label, problems, validate=checked)
-            for record, where in found:
-                if record.id in seen:
+            for record in found:
+                first = seen.setdefault(record.id, record)
+                if first is not record:
                     problems.append(
                         RecordError(
-                            where,
-                            f"duplicate id, already defined in {seen[record.id]}",
+                            record.source,
+                            f"duplicate id, already defined in {first.source}",
                             record_id=record.id,
                             field="id",
                         )
                     )
                     continue
-                seen[record.id] = where
                 yield record
             if strict and problems:
                 raise problems[0]
@@ -673,12 +685,12 @@ def _load(
 
 def _records_in(
     file: Path, label: str, problems: list[RecordError], *, validate: bool
-) -> Iterator[tuple[Record, str]]:
+) -> Iterator[Record]:
     for data, where in _items(file, label, problems):
         record, found = record_from_dict(data, source=where, validate=validate)
         problems.extend(found)
         if record is not None:
-            yield record, where
+            yield record
 
 
 def _label(file: Path, top: Path, given: str | os.PathLike[str]) -> str:

@@ -19,12 +19,12 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 import attrs
 import regex
 
+from errkb._scanplan import FindPlan, line_around
 from errkb.exceptions import UsageError
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator
 
-    from errkb._scanplan import FindPlan
     from errkb.match import Matcher
     from errkb.records import Record, RecordRef
     from errkb.registry import Registry
@@ -126,41 +126,26 @@ class _Needles:
                 kept.append(needle)
         self.needles = tuple(kept)
         self.engine, self._automaton = _automaton(self.needles, engine)
-        self._plan: FindPlan | None = None
+        self._plan = FindPlan(self.needles)
+        self._sampled = False  # whether the plan was made from a large enough block
 
     def lines_in(self, block: bytes) -> list[tuple[int, int]]:
         """(start, end) of every line of ``block`` that holds a needle, in order."""
         spans: set[tuple[int, int]] = set()
-        find, rfind = block.find, block.rfind
         if self._automaton is not None:
             end = -1
             for _, at, _ in self._automaton(block):
                 if at > end:  # one hit is enough for a line
-                    start = rfind(b"\n", 0, at) + 1
-                    end = find(b"\n", at)
-                    end = len(block) if end == -1 else end
+                    start, end = line_around(block, at)
                     spans.add((start, end))
         else:
-            if self._plan is None and len(block) >= PLAN_MIN:
-                from errkb._scanplan import FindPlan
-
-                self._plan = FindPlan(self.needles, block)
-            if self._plan is not None:
-                spans = self._plan.lines(block)
-            else:
-                for needle in self.needles:
-                    at = find(needle)
-                    while at != -1:
-                        start = rfind(b"\n", 0, at) + 1
-                        end = find(b"\n", at)
-                        end = len(block) if end == -1 else end
-                        spans.add((start, end))
-                        at = find(needle, end)
+            if not self._sampled and len(block) >= PLAN_MIN:
+                self._plan, self._sampled = FindPlan(self.needles, block), True
+            spans = self._plan.lines(block)
         for pattern in self.unfindable:
             for m in pattern.finditer(block):
-                start = rfind(b"\n", 0, m.start()) + 1
-                end = find(b"\n", m.end())
-                spans.add((start, len(block) if end == -1 else end))
+                # A match may run over newlines: from its first line to its last.
+                spans.add((line_around(block, m.start())[0], line_around(block, m.end())[1]))
         return sorted(spans)
 
 

@@ -394,45 +394,39 @@ def test_tokenizers_truncation_sequence_too_short():
 # --------------------------------------------------------------------------------------------
 
 
-def test_safetensors_header_too_large(tmp_path):
-    """Loading an HTML page saved as .safetensors is recognised as a bad header."""
+_TRUNCATED_HEADER = b'{"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}}'
+_BROKEN_HEADER = b'{"w": {broken'
+
+
+@pytest.mark.parametrize(
+    ("content", "record_id"),
+    [
+        # An HTML page saved as .safetensors: its first bytes read as a huge header size.
+        (b"<html><body>404 not found</body></html>" * 4, "safetensors-header-too-large"),
+        # A file shorter than its header declares.
+        (
+            struct.pack("<Q", len(_TRUNCATED_HEADER)) + _TRUNCATED_HEADER + b"\0" * 8,
+            "safetensors-metadata-incomplete-buffer",
+        ),
+        # A header that is not valid JSON.
+        (
+            struct.pack("<Q", len(_BROKEN_HEADER)) + _BROKEN_HEADER,
+            "safetensors-invalid-header-deserialization",
+        ),
+    ],
+    ids=["header-too-large", "incomplete-buffer", "invalid-header"],
+)
+def test_safetensors_bad_files_are_recognised(tmp_path, content, record_id):
+    """Loading a damaged .safetensors file raises safetensors' own error, and it is recognised."""
     from safetensors.torch import load_file
 
     path = tmp_path / "model.safetensors"
-    path.write_bytes(b"<html><body>404 not found</body></html>" * 4)
+    path.write_bytes(content)
 
     with pytest.raises(Exception) as info:
         load_file(str(path))
     top = top_match(info.value)
-    assert "safetensors-header-too-large" == top.record.id
-
-
-def test_safetensors_metadata_incomplete_buffer(tmp_path):
-    """A file shorter than its header declares is recognised as truncated."""
-    from safetensors.torch import load_file
-
-    header = b'{"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}}'
-    path = tmp_path / "model.safetensors"
-    path.write_bytes(struct.pack("<Q", len(header)) + header + b"\0" * 8)
-
-    with pytest.raises(Exception) as info:
-        load_file(str(path))
-    top = top_match(info.value)
-    assert "safetensors-metadata-incomplete-buffer" == top.record.id
-
-
-def test_safetensors_invalid_header_deserialization(tmp_path):
-    """A header that is not valid JSON is recognised."""
-    from safetensors.torch import load_file
-
-    header = b'{"w": {broken'
-    path = tmp_path / "model.safetensors"
-    path.write_bytes(struct.pack("<Q", len(header)) + header)
-
-    with pytest.raises(Exception) as info:
-        load_file(str(path))
-    top = top_match(info.value)
-    assert "safetensors-invalid-header-deserialization" == top.record.id
+    assert record_id == top.record.id
 
 
 def test_safetensors_shared_tensors_save(tmp_path):

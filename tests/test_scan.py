@@ -190,12 +190,12 @@ _BYTES = st.sampled_from([b"a", b"b", b"ab", b" ", b"`", b"Q", b"\xff", b"\x00",
 @given(
     st.lists(st.lists(_BYTES, min_size=1, max_size=5).map(b"".join), min_size=1, max_size=8),
     st.lists(_BYTES, max_size=60).map(b"".join),
-    st.sampled_from(["empty", "itself", "every byte"]),
+    st.sampled_from(["none", "empty", "itself", "every byte"]),
 )
 def test_a_search_plan_finds_exactly_the_lines_holding_a_needle(needles, block, sample):
     """Whatever the sample the plan was made from, its lines are those holding a needle."""
     needles = [n for n in needles if b"\n" not in n and len(n) >= 1]
-    samples = {"empty": b"", "itself": block, "every byte": bytes(range(256)) * 20}
+    samples = {"none": None, "empty": b"", "itself": block, "every byte": bytes(range(256)) * 20}
     plan = FindPlan(needles, samples[sample])
     expected, at = set(), 0
     for line in block.split(b"\n"):
