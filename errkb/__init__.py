@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import importlib
 
+from errkb._version import __version__
 from errkb.hook import install, uninstall
 
 # `typing` costs milliseconds to import; the annotations never need it at run time.
@@ -43,7 +44,6 @@ __all__ = [
     "uninstall",
 ]
 
-__version__ = "0.1.0"
 
 _LAZY = {
     "Diagnosis": "errkb.diagnosis",

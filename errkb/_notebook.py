@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from errkb.diagnosis import Diagnosis
+    from errkb.findings import Diagnosis
     from errkb.options import Options
 
 __all__ = ["bundle", "diagnose_bundle", "is_kernel", "publish"]

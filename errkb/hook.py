@@ -11,9 +11,9 @@ loads on the first exception.
 from __future__ import annotations
 
 import _thread
-import contextlib
-import os
 import sys
+
+from errkb._env import flag
 
 # `typing` costs milliseconds to import; the annotations never need it at run time.
 TYPE_CHECKING = False
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
     from errkb.options import Options
 
-__all__ = ["install", "installed", "uninstall"]
+__all__ = ["active_options", "diagnose_and_render", "install", "installed", "show", "uninstall"]
 
 _lock = _thread.RLock()
 _write_lock = _thread.RLock()
@@ -42,10 +42,6 @@ class _State:
 
 
 _state = _State()
-
-
-def _truthy(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() not in ("", "0", "false", "no", "off")
 
 
 def installed() -> bool:
@@ -65,7 +61,7 @@ def install(options: Options | None = None, **changes: Any) -> None:
         **changes: fields of :class:`errkb.Options` to set on top of ``options``
             (``install(probes=False, timeout=2)``).
     """
-    if _truthy("ERRKB_DISABLE"):
+    if flag("ERRKB_DISABLE"):
         return
     with _lock:
         _state.options, _state.option_changes = options, dict(changes)
@@ -146,7 +142,8 @@ class _PatchingLoader:
         return getattr(self._loader, name)
 
 
-def _options() -> Options:
+def active_options() -> Options:
+    """The options the hook diagnoses with: those given to :func:`install`, with its changes."""
     from errkb.options import Options
 
     base = _state.options or Options()
@@ -173,82 +170,53 @@ def _threading_excepthook(args: threading.ExceptHookArgs) -> None:
 
 
 def _diagnose_bounded(exc: BaseException, shell: Any = None) -> None:
-    """Diagnose and render ``exc`` in a worker thread, waiting at most the options' timeout.
+    """Diagnose and show ``exc`` under errkb's guard (:mod:`errkb._guard`): bounded, never raising.
 
     Inside a Jupyter kernel (``shell``) the worker only builds the display bundle; it is
     published from this thread, the one the kernel attributes the cell's output to.
     """
+    from errkb import _guard
+
     try:
-        options = _options()
+        options = active_options()
         notebook = None
         if shell is not None and options.file is None:
             from errkb import _notebook
 
             notebook = _notebook if _notebook.is_kernel(shell) else None
     except Exception as err:
-        _internal_error(err)
+        _guard.Outcome(problem=_guard.internal_error_line(err), error=err).report()
         return
-    import threading
-
-    failure: list[BaseException] = []
-    shown: list[dict[str, str]] = []
-
-    def work() -> None:
+    if notebook is None:
+        _guard.guarded(lambda: diagnose_and_render(exc, options), options.timeout).report()
+        return
+    outcome = _guard.guarded(lambda: notebook.diagnose_bundle(exc, options), options.timeout)
+    outcome.report()
+    if outcome.value:
         try:
-            if notebook is None:
-                diagnose_and_render(exc, options)
-            else:
-                shown.extend(notebook.diagnose_bundle(exc, options))
-        except BaseException as err:
-            failure.append(err)
-
-    worker = threading.Thread(target=work, name="errkb-diagnosis", daemon=True)
-    worker.start()
-    worker.join(options.timeout + 1.0)
-    if worker.is_alive():
-        _line(f"errkb: the diagnosis did not finish within {options.timeout:g}s and was left out")
-    elif failure:
-        _internal_error(failure[0])
-    elif shown and notebook is not None:
-        try:
-            notebook.publish(shown[0])
+            notebook.publish(outcome.value[0])
         except Exception as err:
-            _internal_error(err)
+            _guard.Outcome(problem=_guard.internal_error_line(err), error=err).report()
+
+
+def show(exc: BaseException) -> None:
+    """Show the diagnosis of ``exc`` as the installed hook would (nothing when not installed).
+
+    For places that catch an exception before any hook sees it, such as a ``multiprocessing``
+    worker under start-up installation.
+    """
+    if _state.installed:
+        _diagnose_bounded(exc)
 
 
 def diagnose_and_render(exc: BaseException, options: Options) -> None:
     """Diagnose ``exc`` and render it; nothing at all when no record matches."""
     from errkb.diagnosis import diagnose
+    from errkb.render import render
 
     diagnosis = diagnose(exc, options=options)
     if diagnosis is not None:
-        diagnosis.render(options)
-
-
-def _line(text: str) -> None:
-    try:
-        stream = sys.stderr
-        if stream is not None:
-            stream.write(text + "\n")
-            stream.flush()
-    except Exception:  # noqa: S110 - stderr itself is gone; nothing left to tell
-        pass
-
-
-def _internal_error(err: BaseException) -> None:
-    try:
-        detail = str(err).splitlines()[0][:200] if str(err) else ""
-    except Exception:
-        detail = ""
-    from errkb.render._sanitize import clean
-
-    hint = "" if _truthy("ERRKB_DEBUG") else " (ERRKB_DEBUG=1 for details)"
-    _line(clean(f"errkb: internal error: {type(err).__name__}: {detail}{hint}".replace(": :", ":")))
-    if _truthy("ERRKB_DEBUG"):
-        import traceback
-
-        with contextlib.suppress(Exception):  # best effort only
-            traceback.print_exception(type(err), err, err.__traceback__, file=sys.stderr)
+        render(diagnosis, options)
 
 
 # --- IPython / Jupyter -------------------------------------------------------------------

@@ -28,7 +28,7 @@ import logging
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from errkb.diagnosis import Diagnosis
+    from errkb.findings import Diagnosis
     from errkb.options import Options
 
 __all__ = ["DiagnosisFilter", "summary"]
@@ -36,7 +36,7 @@ __all__ = ["DiagnosisFilter", "summary"]
 
 def summary(diagnosis: Diagnosis) -> str:
     """One line for ``diagnosis``: ``id: title`` and the first solution's computed settings."""
-    from errkb.render._sanitize import clean
+    from errkb._sanitize import clean
 
     top = diagnosis.top
     line = f"{top.record.id}: {top.record.heading}"
@@ -56,14 +56,13 @@ class DiagnosisFilter(logging.Filter):
     Args:
         name: as for :class:`logging.Filter` (a logger name prefix; empty passes all).
         options: an :class:`errkb.Options`; probes are off unless you give options that turn
-            them on, since a log call should not measure the GPU.
-        width: columns of ``errkb_text``.
+            them on, since a log call should not measure the GPU. ``options.width`` sets the
+            columns of ``errkb_text`` (100 when unset).
     """
 
-    def __init__(self, name: str = "", *, options: Options | None = None, width: int = 100) -> None:
+    def __init__(self, name: str = "", *, options: Options | None = None) -> None:
         super().__init__(name)
         self._options = options
-        self._width = width
 
     def filter(self, record: logging.LogRecord) -> bool:
         """Attach the fields; True unless ``name`` rules the record out (errkb drops nothing)."""
@@ -81,17 +80,14 @@ class DiagnosisFilter(logging.Filter):
         exc = record.exc_info[1] if isinstance(record.exc_info, tuple) else None
         if not isinstance(exc, BaseException):
             return
-        from errkb.diagnosis import diagnose
+        from errkb._guard import diagnose_guarded
         from errkb.options import Options
-        from errkb.probes import run_bounded
         from errkb.render import render_plain
 
         options = self._options or Options(probes=False)
-        diagnosis, _ = run_bounded(
-            lambda: diagnose(exc, options=options), options.timeout + 1.0, "diagnosis"
-        )
+        diagnosis = diagnose_guarded(exc, options).value
         if diagnosis is None:
             return
         record.errkb = diagnosis.to_dict()
-        record.errkb_text = render_plain(diagnosis, self._width)
+        record.errkb_text = render_plain(diagnosis, options.width or 100)
         record.errkb_summary = summary(diagnosis)

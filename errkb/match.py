@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 
     from errkb.records import Record
 
-__all__ = ["ClassSpec", "Match", "Matcher", "typed"]
+__all__ = ["ClassSpec", "Match", "Matcher", "Skipped", "typed"]
 
 _SITE = 2.0
 _VARIANT = -1.0
@@ -62,6 +62,19 @@ class Match:
     record: Record
     captures: Mapping[str | int, object]
     score: float
+
+
+@attrs.define
+class Skipped:
+    """The records one or more lookups passed over, by id: what a diagnosis reports as notes.
+
+    Attributes:
+        timed_out: records whose pattern ran past its timeout on a message.
+        broken: records whose pattern does not compile.
+    """
+
+    timed_out: set[str] = attrs.Factory(set)
+    broken: set[str] = attrs.Factory(set)
 
 
 @attrs.frozen(kw_only=True)
@@ -162,9 +175,10 @@ class Matcher:
 
     A literal index (:mod:`errkb._index`) picks the few records worth a regex search; the
     answer is the same as searching every record (``indexed=False`` does that, for checks and
-    benchmarks). A pattern that runs past ``timeout`` on a message is skipped for that message
-    and its record's id added to :attr:`timed_out`, so it is reported once, not on every lookup;
-    a pattern that does not compile is skipped and listed in :attr:`broken`.
+    benchmarks). A pattern that runs past ``timeout`` on a message is skipped for that message,
+    and a pattern that does not compile is skipped; both are listed in the ``skipped`` given to
+    :meth:`match` (what one diagnosis reports) and in :attr:`skipped` (every lookup of this
+    matcher's life, for tools).
     """
 
     def __init__(
@@ -175,8 +189,7 @@ class Matcher:
         indexed: bool = True,
     ) -> None:
         self.timeout = timeout
-        self.timed_out: set[str] = set()
-        self.broken: set[str] = set()
+        self.skipped = Skipped()
         self._lock = threading.Lock()
         refs = (r if isinstance(r, RecordRef) else RecordRef.of(r) for r in records)
         self._entries = [_Entry(ref) for ref in refs if not ref.retired]
@@ -196,8 +209,13 @@ class Matcher:
         error_class: type[BaseException] | str | None = None,
         *,
         files: Iterable[str] = (),
+        skipped: Skipped | None = None,
     ) -> list[Match]:
-        """Every record found in ``message``, best first (see the module docstring)."""
+        """Every record found in ``message``, best first (see the module docstring).
+
+        Records passed over (a pattern that timed out or does not compile) are added to
+        ``skipped`` when given, and always to :attr:`skipped`.
+        """
         spec = ClassSpec.of(error_class)
         paths = tuple("/" + f.replace("\\", "/").lstrip("/") for f in files)
         found: list[Match] = []
@@ -209,12 +227,10 @@ class Matcher:
             try:
                 hit = search(entry.compiled, message, self.timeout)
             except PatternTimeoutError:
-                with self._lock:
-                    self.timed_out.add(record.id)
+                self._skip("timed_out", record.id, skipped)
                 continue
             except (regex.error, RecursionError, OverflowError, MemoryError):
-                with self._lock:
-                    self.broken.add(record.id)
+                self._skip("broken", record.id, skipped)
                 continue
             if hit is None:
                 continue
@@ -227,6 +243,12 @@ class Matcher:
             found.append(Match(record=record.load(), captures=_captures(hit), score=score))
         found.sort(key=lambda m: (-m.score, m.record.id))
         return found
+
+    def _skip(self, kind: str, record_id: str, skipped: Skipped | None) -> None:
+        with self._lock:
+            getattr(self.skipped, kind).add(record_id)
+            if skipped is not None:
+                getattr(skipped, kind).add(record_id)
 
 
 def _captures(hit: regex.Match[str]) -> dict[str | int, object]:

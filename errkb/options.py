@@ -2,24 +2,53 @@
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from errkb._env import number
+
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from typing import TextIO
 
     from errkb.probes import Measurements
 
-__all__ = ["Options"]
+__all__ = ["Given", "Options"]
 
 
-def _env_float(name: str, default: float) -> float:
-    try:
-        return float(os.environ.get(name, default))
-    except ValueError:
-        return default
+@attrs.frozen(kw_only=True)
+class Given:
+    """Values the user supplied instead of measurements; each is reported with the source "flag".
+
+    Attributes:
+        gpu_memory_bytes: total memory of one GPU, in bytes.
+        gpu_memory_utilization: the fraction of GPU memory the engine was given.
+        model: a local model folder or ``config.json`` (never fetched from a hub).
+        block_size: tokens per KV-cache block.
+        kv_cache_dtype: the KV cache's dtype name (``auto``, ``fp8``, ``fp8_e5m2``, ...).
+        tensor_parallel_size: GPUs the model is split over.
+    """
+
+    gpu_memory_bytes: int | None = None
+    gpu_memory_utilization: float | None = None
+    model: str | None = None
+    block_size: int | None = None
+    kv_cache_dtype: str | None = None
+    tensor_parallel_size: int | None = None
+
+
+def _given(value: Given | Mapping[str, Any] | None) -> Given:
+    """A :class:`Given`, from itself or from a mapping of its field names."""
+    if value is None:
+        return Given()
+    if isinstance(value, Given):
+        return value
+    unknown = sorted(set(value) - set(attrs.fields_dict(Given)))
+    if unknown:
+        names = ", ".join(attrs.fields_dict(Given))
+        raise TypeError(f"Options(given=...): unknown value {unknown[0]!r} (expected {names})")
+    return Given(**value)
 
 
 @attrs.frozen(kw_only=True)
@@ -35,9 +64,8 @@ class Options:
         probes: whether advisors may measure the live environment (GPU, model files).
         timeout: seconds the whole diagnosis may take before what is unfinished is left out
             (``ERRKB_TIMEOUT`` sets the default).
-        given: values the user supplied instead of measurements (``gpu_memory_bytes``,
-            ``gpu_memory_utilization``, ``model``, ``block_size``, ``kv_cache_dtype``), each
-            reported with the source "flag".
+        given: values the user supplied instead of measurements, a :class:`Given` (a mapping
+            of its field names is accepted too), each reported with the source "flag".
         records: extra record files or folders, on top of the default sources.
         measurements: measurements to use instead of probing (see
             :class:`errkb.testing.FakeMeasurements`); ``None`` probes live.
@@ -48,8 +76,8 @@ class Options:
     color: bool | None = None
     ascii: bool | None = None
     probes: bool = True
-    timeout: float = attrs.field(factory=lambda: _env_float("ERRKB_TIMEOUT", 5.0))
-    given: dict[str, Any] = attrs.field(factory=dict, converter=dict)
+    timeout: float = attrs.field(factory=lambda: number("ERRKB_TIMEOUT", 5.0))
+    given: Given = attrs.field(factory=Given, converter=_given)
     records: tuple[str, ...] = attrs.field(default=(), converter=tuple)
     measurements: Measurements | None = None
 

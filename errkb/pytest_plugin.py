@@ -62,23 +62,18 @@ def pytest_runtest_makereport(
 
 
 def _diagnosis_text(exc: BaseException, config: pytest.Config) -> str:
-    """The plain-text diagnosis of ``exc``, or "" when none matched or errkb failed."""
-    try:
-        from errkb.diagnosis import diagnose
-        from errkb.options import Options
-        from errkb.probes import run_bounded
-        from errkb.render import render_plain
+    """The plain-text diagnosis of ``exc``; "" when none matched; one line when errkb failed."""
+    from errkb._guard import diagnose_guarded
+    from errkb.options import Options
 
-        options = Options()
-        diagnosis, problem = run_bounded(
-            lambda: diagnose(exc, options=options), options.timeout + 1.0, "diagnosis"
-        )
-    except Exception as err:
-        return f"errkb: internal error: {type(err).__name__}: {err}\n"
-    if problem is not None:
-        return f"errkb: {problem}\n"
+    outcome = diagnose_guarded(exc, Options())
+    if outcome.problem is not None:
+        return outcome.problem + "\n"
+    diagnosis = outcome.value
     if diagnosis is None:
         return ""
+    from errkb.render import render_plain
+
     try:
         width = config.get_terminal_writer().fullwidth
     except Exception:

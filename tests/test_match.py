@@ -121,7 +121,7 @@ def test_pattern_that_times_out_is_skipped_and_reported():
         timeout=0.01,
     )
     assert ["fine"] == [x.record.id for x in m.match("a" * 40 + "!")]
-    assert {"evil"} == m.timed_out
+    assert {"evil"} == m.skipped.timed_out
 
 
 @given(st.integers(min_value=-(10**30), max_value=10**30))

@@ -7,6 +7,7 @@ import pytest
 
 import errkb
 from errkb import Options
+from errkb.render import render
 from errkb._redact import redact
 from errkb.testing import record_dict, registry_from_dicts
 
@@ -63,7 +64,7 @@ def test_secrets_in_messages_are_masked_in_text_and_json():
     diagnosis = errkb.explain(message, registry=registry)
     as_json = json.dumps(diagnosis.to_dict())
     out = io.StringIO()
-    diagnosis.render(Options(file=out, color=False))
+    render(diagnosis, Options(file=out, color=False))
     for shown in (as_json, out.getvalue()):
         assert "hunter2hunter2" not in shown
         assert "hf_abcdefghijklmnopqrstuv" not in shown

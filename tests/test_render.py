@@ -11,6 +11,7 @@ from conftest import SEED_MESSAGE
 
 import errkb
 from errkb import Options
+from errkb.render import render
 from errkb.testing import FakeMeasurements, record_dict, registry_from_dicts
 
 ATTACKS = {
@@ -64,7 +65,7 @@ def test_hostile_message_and_record_fields_are_escaped(color):
     """Escapes in the message (captures) and in every record field come out escaped."""
     diagnosis = errkb.explain("boom " + EVIL, registry=_registry())
     out = io.StringIO()
-    diagnosis.render(Options(file=out, color=color, width=100))
+    render(diagnosis, Options(file=out, color=color, width=100))
     _assert_nothing_raw(out.getvalue().encode(), color)
     text = out.getvalue()
     assert "\\x1b]52;c;cm0gLXJmIC8=\\x07" in text  # shown escaped, readable
@@ -105,7 +106,7 @@ def test_hostile_frame_values_are_escaped(tmp_path, color):
     except ValueError as exc:
         diagnosis = errkb.diagnose(exc, options=Options(measurements=FakeMeasurements(gpus=[])))
     out = io.StringIO()
-    diagnosis.render(Options(file=out, color=color, width=120))
+    render(diagnosis, Options(file=out, color=color, width=120))
     raw = out.getvalue().encode()
     assert f"Example fix ({app}:".encode() in raw
     _assert_nothing_raw(raw, color)
@@ -115,7 +116,7 @@ def test_plain_render_into_a_string_console():
     """The plain form at width 100: heading, record id, sections, a rule of box characters."""
     diagnosis = errkb.explain(SEED_MESSAGE)
     out = io.StringIO()
-    diagnosis.render(Options(file=out, color=False, width=100, probes=False))
+    render(diagnosis, Options(file=out, color=False, width=100, probes=False))
     text = out.getvalue()
     assert text.startswith("\u2500" * 100 + "\nerrkb: ")
     assert "vllm-kv-cache-max-seq-len | matched a message (exception 1 of 1)" in text
@@ -127,5 +128,5 @@ def test_ascii_fallback_has_no_box_characters():
     diagnosis = errkb.explain(SEED_MESSAGE)
     for color in (False, True):
         out = io.StringIO()
-        diagnosis.render(Options(file=out, color=color, ascii=True, width=100, probes=False))
+        render(diagnosis, Options(file=out, color=color, ascii=True, width=100, probes=False))
         assert all(ord(ch) < 128 for ch in out.getvalue()), color

@@ -28,9 +28,10 @@ def site_dir() -> str:
 
 def autostart() -> None:
     """Install the hook, and watch ``multiprocessing`` workers, when ``ERRKB_AUTOINSTALL`` is set."""
-    from errkb.hook import _truthy, install, installed
+    from errkb._env import flag
+    from errkb.hook import install, installed
 
-    if not _truthy(ENV) or installed():
+    if not flag(ENV) or installed():
         return
     install()
     if installed():
@@ -68,14 +69,9 @@ def _watch_multiprocessing() -> None:
             return original(self, *args, **kwargs)
         finally:
             if failure:
-                _report(failure.pop())
+                from errkb.hook import show
+
+                show(failure.pop())
 
     bootstrap.errkb_watched = True  # type: ignore[attr-defined]
     process.BaseProcess._bootstrap = bootstrap  # type: ignore[attr-defined]  # noqa: SLF001
-
-
-def _report(exc: BaseException) -> None:
-    from errkb.hook import _diagnose_bounded, installed
-
-    if installed():
-        _diagnose_bounded(exc)

@@ -2,7 +2,7 @@
 
 The choice follows the stream and the environment: ``NO_COLOR`` or ``TERM=dumb`` give plain
 text, ``FORCE_COLOR`` gives colour even into a pipe, and :class:`~errkb.options.Options` can
-force either. Every piece of untrusted text is cleaned first (``_sanitize``) and handed to rich
+force either. Every piece of untrusted text is cleaned first (:mod:`errkb._sanitize`) and handed to rich
 as :class:`rich.text.Text`, never as markup.
 """
 
@@ -22,7 +22,7 @@ from errkb.render._document import Block, layout
 if TYPE_CHECKING:
     from typing import TextIO
 
-    from errkb.diagnosis import Diagnosis
+    from errkb.findings import Diagnosis
     from errkb.options import Options
 
 __all__ = ["Style", "render", "render_html", "render_json", "render_plain", "style_for"]

@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from errkb.render._sanitize import clean
+from errkb._sanitize import clean
 from errkb.units import format_bytes
 
 if TYPE_CHECKING:
-    from errkb.diagnosis import Diagnosis, Fact, Finding
+    from errkb.findings import Diagnosis, Fact, Finding
 
 __all__ = ["Block", "Section", "layout"]
 

@@ -1,0 +1,247 @@
+"""The findings of a diagnosis, as plain frozen data: what every surface shows and the JSON holds.
+
+:class:`Diagnosis` holds the exceptions read (:class:`ExceptionInfo`, :class:`FrameInfo`) and
+the :class:`Finding` of each record that matched, with the advice worked out for this run
+(:class:`Solution`, :class:`Fact`, :class:`ExampleFix`). Nothing here holds frames, tracebacks
+or exceptions, only text and numbers, so keeping a diagnosis keeps no GPU tensor alive; and
+nothing here renders: :mod:`errkb.render` turns these into text, rich renderables or JSON.
+This is the public place of these types (``errkb.diagnosis`` re-exports them).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal, get_args
+
+import attrs
+
+from errkb._redact import redact_all
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Mapping
+
+    from errkb.match import Match
+    from errkb.records import Record
+
+__all__ = [
+    "SCHEMA",
+    "SOURCES",
+    "Diagnosis",
+    "ExampleFix",
+    "ExceptionInfo",
+    "Fact",
+    "Finding",
+    "FrameInfo",
+    "Solution",
+    "Source",
+    "empty_dict",
+]
+
+#: The version tag of the JSON form; bumped when a field changes meaning or goes away.
+SCHEMA = "errkb.diagnosis/1"
+#: Where a number came from: the exception's message, a traceback frame's objects, the live
+#: GPU, the model's configuration, a value the user gave, a plugin probe's reading, errkb's
+#: arithmetic, or an assumption.
+Source = Literal["message", "frame", "gpu", "model-config", "flag", "probe", "computed", "default"]
+SOURCES: tuple[Source, ...] = get_args(Source)
+
+
+@attrs.frozen(kw_only=True)
+class Fact:
+    """A number errkb used, with its unit and where it came from.
+
+    ``source`` is one of :data:`SOURCES`: ``message``, ``frame``, ``gpu``, ``model-config``,
+    ``flag``, ``probe``, ``computed`` or ``default`` (a value assumed, with the reason in
+    ``note``).
+    """
+
+    name: str
+    value: object
+    unit: str | None = None
+    source: Source = attrs.field(validator=attrs.validators.in_(SOURCES))
+    note: str | None = None
+
+    def to_dict(self) -> dict[str, object]:
+        """The JSON form."""
+        out: dict[str, object] = {
+            "name": self.name,
+            "value": self.value,
+            "unit": self.unit,
+            "source": self.source,
+        }
+        if self.note:
+            out["note"] = self.note
+        return out
+
+
+@attrs.frozen(kw_only=True)
+class Solution:
+    """Something to do; ``settings`` holds the parameter values computed for this run."""
+
+    text: str
+    settings: Mapping[str, object] = attrs.field(factory=dict)
+    estimate: bool = False
+
+    def to_dict(self) -> dict[str, object]:
+        """The JSON form."""
+        return {"text": self.text, "settings": dict(self.settings), "estimate": self.estimate}
+
+
+@attrs.frozen(kw_only=True)
+class ExampleFix:
+    """A before/after example; ``location`` is ``file:line`` when it rewrites the user's call."""
+
+    before: str | None
+    after: str
+    location: str | None = None
+    note: str | None = None
+
+    def to_dict(self) -> dict[str, object]:
+        """The JSON form."""
+        return {
+            "before": self.before,
+            "after": self.after,
+            "location": self.location,
+            "note": self.note,
+        }
+
+    @classmethod
+    def from_record_text(cls, text: str) -> ExampleFix:
+        """Split a record's ``exampleFix`` at its ``# before`` / ``# after`` markers, if any."""
+        lines = text.strip("\n").split("\n")
+        marks = [
+            i for i, line in enumerate(lines) if line.strip().lower() in ("# after", "# after:")
+        ]
+        if not marks:
+            return cls(before=None, after=text.strip("\n"))
+        cut = marks[0]
+        before = [ln for ln in lines[:cut] if ln.strip().lower() not in ("# before", "# before:")]
+        return cls(
+            before="\n".join(before).strip("\n"), after="\n".join(lines[cut + 1 :]).strip("\n")
+        )
+
+
+@attrs.frozen(kw_only=True)
+class FrameInfo:
+    """A traceback frame, as text: where it is, and whether it is library code or the user's."""
+
+    file: str
+    line: int
+    function: str
+    library: bool
+
+    def to_dict(self) -> dict[str, object]:
+        """The JSON form."""
+        return {
+            "file": self.file,
+            "line": self.line,
+            "function": self.function,
+            "library": self.library,
+        }
+
+
+@attrs.frozen(kw_only=True)
+class ExceptionInfo:
+    """One exception of the chain, in the order Python prints them (causes first)."""
+
+    index: int
+    class_name: str | None
+    message: str
+    notes: tuple[str, ...] = ()
+    frames: tuple[FrameInfo, ...] = ()
+
+    def to_dict(self) -> dict[str, object]:
+        """The JSON form."""
+        return {
+            "index": self.index,
+            "class": self.class_name,
+            "message": self.message,
+            "notes": list(self.notes),
+            "frames": [f.to_dict() for f in self.frames],
+        }
+
+
+@attrs.frozen(kw_only=True)
+class Finding:
+    """A record that matched one exception, with what the advisors made of it."""
+
+    match: Match
+    exception: int
+    solutions: tuple[Solution, ...]
+    facts: tuple[Fact, ...] = ()
+    example_fix: ExampleFix | None = None
+
+    @property
+    def record(self) -> Record:
+        """The record that matched."""
+        return self.match.record
+
+    def to_dict(self) -> dict[str, object]:
+        """The JSON form (one item of ``matches``)."""
+        r = self.record
+        return {
+            **r.brief(),
+            "library": r.library,
+            "error_class": r.error_class,
+            "score": self.match.score,
+            "captures": {str(k): v for k, v in self.match.captures.items()},
+            "exception": self.exception,
+            "documentation": r.documentation,
+            "common_situations": r.common_situations,
+            "upstream": {"file": r.file_path, "line": r.line_number, "url": r.github_url},
+            "solutions": [s.to_dict() for s in self.solutions],
+            "facts": [f.to_dict() for f in self.facts],
+            "example_fix": self.example_fix.to_dict() if self.example_fix else None,
+        }
+
+
+@attrs.frozen(kw_only=True)
+class Diagnosis:
+    """Everything errkb found: the exceptions read, the findings best first per exception.
+
+    Findings are in chain order (causes first, as printed); within one exception, best first.
+    No record appears twice. ``notes`` says what was left out and why.
+    """
+
+    exceptions: tuple[ExceptionInfo, ...]
+    findings: tuple[Finding, ...]
+    notes: tuple[str, ...] = ()
+
+    @property
+    def top(self) -> Finding:
+        """The first finding: the best match of the first exception that matched."""
+        return self.findings[0]
+
+    def primary(self) -> Iterator[Finding]:
+        """The best finding of each exception that matched (the ones shown in full)."""
+        seen: set[int] = set()
+        for finding in self.findings:
+            if finding.exception not in seen:
+                seen.add(finding.exception)
+                yield finding
+
+    def to_dict(self) -> dict[str, object]:
+        """The versioned JSON object that ``errkb explain --json`` prints (``docs/json.md``).
+
+        Secrets in any string (tokens, keys, passwords in URLs) are masked.
+        """
+        return _json(self)
+
+
+def empty_dict() -> dict[str, object]:
+    """The JSON object of a text in which nothing matched: the same keys, all empty."""
+    return _json(None)
+
+
+def _json(diagnosis: Diagnosis | None) -> dict[str, object]:
+    top = diagnosis.top if diagnosis is not None else None
+    return redact_all(
+        {
+            "schema": SCHEMA,
+            "exceptions": [e.to_dict() for e in diagnosis.exceptions] if diagnosis else [],
+            "matches": [f.to_dict() for f in diagnosis.findings] if diagnosis else [],
+            "solutions": [s.to_dict() for s in top.solutions] if top else [],
+            "facts": [f.to_dict() for f in top.facts] if top else [],
+            "example_fix": top.example_fix.to_dict() if top and top.example_fix else None,
+            "notes": list(diagnosis.notes) if diagnosis else [],
+        }
+    )
