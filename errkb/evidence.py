@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from errkb._traceback import FrameView, safe_getattr
+
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
-    from types import FrameType
 
-    from errkb.diagnosis import ExceptionInfo
+    from errkb.findings import ExceptionInfo
     from errkb.options import Options
     from errkb.probes import GpuReading
     from errkb.probes.engine import EngineReading
@@ -21,47 +22,6 @@ if TYPE_CHECKING:
 __all__ = ["Evidence", "FrameView", "safe_getattr"]
 
 _MISSING = object()
-
-
-def safe_getattr(obj: object, name: str, default: Any = None) -> Any:
-    """Read ``obj.name`` without running anything that could hang or raise out.
-
-    Plain attributes are read from the instance dictionary first, so no property runs for them;
-    other attributes fall back to ``getattr``, whose errors become ``default``.
-    """
-    try:
-        namespace = object.__getattribute__(obj, "__dict__")
-    except Exception:
-        namespace = None
-    if isinstance(namespace, dict) and name in namespace:
-        return namespace[name]
-    try:
-        return getattr(obj, name, default)
-    except Exception:
-        return default
-
-
-class FrameView:
-    """A read-only view of one live frame: where it is, and its local variables."""
-
-    def __init__(self, frame: FrameType, lineno: int) -> None:
-        self._frame: FrameType | None = frame
-        self.file = frame.f_code.co_filename
-        self.function = frame.f_code.co_name
-        self.line = lineno
-
-    def local(self, name: str, default: Any = None) -> Any:
-        """The local variable ``name`` (``self`` included), or ``default``."""
-        if self._frame is None:
-            return default
-        try:
-            return self._frame.f_locals.get(name, default)
-        except Exception:
-            return default
-
-    def close(self) -> None:
-        """Drop the frame."""
-        self._frame = None
 
 
 class Evidence:
@@ -81,8 +41,12 @@ class Evidence:
                 tb = tb.tb_next
 
     def given(self, name: str, default: Any = None) -> Any:
-        """A value the user supplied (a CLI flag or an option), or ``default``."""
-        return self.options.given.get(name, default)
+        """A value the user supplied (a CLI flag or an option; see :class:`errkb.options.Given`).
+
+        ``default`` when the user gave none.
+        """
+        value = getattr(self.options.given, name)
+        return default if value is None else value
 
     def frames(self) -> Iterator[FrameView]:
         """The live frames of the chain, innermost first."""
@@ -104,29 +68,24 @@ class Evidence:
         return max(0.1, min(5.0, self.options.timeout / 2))
 
     def gpus(self, timeout: float | None = None) -> GpuReading:
-        """The visible GPUs: injected measurements, else a live probe (once), else nothing."""
-        timeout = self.probe_timeout() if timeout is None else timeout
-        if "gpus" not in self._cache:
-            from errkb.probes import GpuReading
+        """The visible GPUs (the ``gpu`` probe), or why none could be measured."""
+        reading: GpuReading = self.probe("gpu", timeout)
+        return reading
 
-            injected = self.options.measurements
-            if injected is not None and injected.gpus is not None:
-                self._cache["gpus"] = injected.gpus
-            elif not self.options.probes:
-                self._cache["gpus"] = GpuReading(error="probes are off (--no-probes)")
-            else:
-                from errkb.probes.gpu import probe_gpus
-
-                self._cache["gpus"] = probe_gpus(timeout)
-        reading: GpuReading = self._cache["gpus"]
+    def engine(self) -> EngineReading | None:
+        """The engine objects found in the frames (the ``engine`` probe)."""
+        reading: EngineReading | None = self.probe("engine")
         return reading
 
     def probe(self, name: str, timeout: float | None = None) -> Any:
-        """The reading of the plugin probe ``name`` (entry-point group ``errkb.probes``), once.
+        """The reading of the probe ``name``, once per diagnosis: the one path to a measurement.
 
-        Injected readings (``Options(measurements=Measurements(readings={name: ...}))``) come
-        first. ``None`` when probes are off, when no installed plugin declares ``name``, or when
-        the probe raised or ran past ``timeout`` seconds; :attr:`notes` then says why.
+        Injected readings come first (``Options(measurements=Measurements(gpus=...,
+        readings={name: ...}))``), then the built-in probe of that name
+        (:data:`errkb.probes.BUILTIN`: ``gpu``, ``engine``, ``model``), then a plugin probe
+        (entry-point group ``errkb.probes``). ``None`` for a plugin probe when probes are off,
+        when no installed plugin declares ``name``, or when it raised or ran past ``timeout``
+        seconds; :attr:`notes` then says why.
         """
         timeout = self.probe_timeout() if timeout is None else timeout
         key = f"probe:{name}"
@@ -135,11 +94,17 @@ class Evidence:
         return self._cache[key]
 
     def _read_probe(self, name: str, timeout: float) -> Any:
-        from errkb.probes import plugin_probe, run_bounded
+        from errkb.probes import builtin_probe, plugin_probe, run_bounded
 
         injected = self.options.measurements
-        if injected is not None and name in injected.readings:
-            return injected.readings[name]
+        if injected is not None:
+            if name == "gpu" and injected.gpus is not None:
+                return injected.gpus
+            if name in injected.readings:
+                return injected.readings[name]
+        builtin = builtin_probe(name)
+        if builtin is not None:
+            return builtin(self, timeout)
         if not self.options.probes:
             self._note(f"probe {name!r} not run: probes are off")
             return None
@@ -155,15 +120,6 @@ class Evidence:
     def _note(self, text: str) -> None:
         if text not in self.notes:
             self.notes.append(text)
-
-    def engine(self) -> EngineReading | None:
-        """The engine objects found in the frames (read once)."""
-        if "engine" not in self._cache:
-            from errkb.probes.engine import read_engine
-
-            self._cache["engine"] = read_engine(self)
-        reading: EngineReading | None = self._cache["engine"]
-        return reading
 
     def close(self) -> None:
         """Drop every frame reference (and whatever was read from the frames)."""

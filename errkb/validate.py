@@ -3,7 +3,9 @@
 :func:`errkb.records.load_paths` validates each record by itself (schema, regex, its own examples
 and counterexamples, duplicate ids). Here the records are checked against each other: on each of
 a record's examples, raised at the record's own raise site, no other record may rank strictly
-higher, or the record could never be the answer for the very message it was written for.
+higher, or the record could never be the answer for the very message it was written for; and
+against the code they name: each advisor a record names must exist and be able to read the
+record's pattern (:func:`check_advisors`).
 """
 
 from __future__ import annotations
@@ -20,7 +22,30 @@ if TYPE_CHECKING:
 
     from errkb.records import Record
 
-__all__ = ["check_published", "check_ranking"]
+__all__ = ["check_advisors", "check_published", "check_ranking"]
+
+
+def check_advisors(records: Sequence[Record]) -> list[RecordError]:
+    """One problem per advisor a record names that does not exist or cannot read its pattern.
+
+    See :func:`errkb.advisors.check`: the advisor must be built in or installed, and the
+    record's pattern must have the capture groups of one of the advisor's variants.
+    """
+    from errkb import advisors
+    from errkb._patterns import compile_pattern
+
+    problems: list[RecordError] = []
+    for record in records:
+        if not record.advisors:
+            continue
+        groups = set(compile_pattern(record.message_pattern).groupindex)
+        for name in record.advisors:
+            problem = advisors.check(name, groups)
+            if problem is not None:
+                problems.append(
+                    RecordError(record.source, problem, record_id=record.id, field="advisors")
+                )
+    return problems
 
 
 def check_ranking(records: Sequence[Record], matcher: Matcher | None = None) -> list[RecordError]:

@@ -4,6 +4,14 @@ An advisor is any callable ``(match, evidence) -> Advice | None``. Records name 
 that apply to them (``"advisors": ["kv-cache"]``); the names are looked up in the static table
 :data:`BUILTIN` and then in the entry-point group ``errkb.advisors``. Nothing named by a record
 is imported unless it is in one of those two places.
+
+The contract between a record and an advisor is declared, not guessed: :func:`advisor` marks a
+callable with its :class:`Contract` (its name, and the :class:`Variant` forms of message it
+works on, each with the capture groups it requires and reads). ``errkb validate`` checks that
+every advisor a record names exists and that the record's pattern has the groups of one of its
+variants (:func:`check`); the advisor learns which variant it has from
+:meth:`Contract.variant_for`. A plugin advisor without a declaration is taken to require no
+group (it reads whatever the match has).
 """
 
 from __future__ import annotations
@@ -12,18 +20,34 @@ import importlib
 import threading
 import time
 import traceback
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import attrs
 
 from errkb import _plugins
-from errkb.diagnosis import ExampleFix, Fact, Finding, Solution, debug_enabled
+from errkb._env import flag
+from errkb.findings import ExampleFix, Fact, Finding, Solution
 
 if TYPE_CHECKING:
+    from collections.abc import Collection, Mapping
+
     from errkb.evidence import Evidence
     from errkb.match import Match
 
-__all__ = ["BUILTIN", "ENTRY_POINT_GROUP", "Advice", "Advisor", "load", "run_advisors"]
+__all__ = [
+    "BUILTIN",
+    "ENTRY_POINT_GROUP",
+    "Advice",
+    "Advisor",
+    "Contract",
+    "Variant",
+    "advisor",
+    "check",
+    "contract_of",
+    "load",
+    "run_advisors",
+]
 
 ENTRY_POINT_GROUP = "errkb.advisors"
 
@@ -50,6 +74,91 @@ class Advisor(Protocol):
         """Advice for ``match``, or None when the evidence supports none."""
 
 
+@attrs.frozen(kw_only=True)
+class Variant:
+    """One form of the message an advisor works on, told apart by its capture groups.
+
+    Attributes:
+        name: what the advisor calls this form.
+        requires: the named groups a match must have captured for this form.
+        reads: further named groups the advisor uses when they captured something.
+    """
+
+    name: str
+    requires: frozenset[str] = attrs.field(default=frozenset(), converter=frozenset)
+    reads: frozenset[str] = attrs.field(default=frozenset(), converter=frozenset)
+
+
+@attrs.frozen(kw_only=True)
+class Contract:
+    """What an advisor is called and which forms of message (variants) it works on.
+
+    The variants are tried in order; the first whose required groups all captured a value is
+    the one a match has, so more specific forms come first.
+    """
+
+    name: str
+    variants: tuple[Variant, ...] = attrs.field(converter=tuple)
+
+    @variants.validator
+    def _check(self, _: object, value: tuple[Variant, ...]) -> None:
+        if not value or not all(isinstance(v, Variant) for v in value):
+            raise ValueError(f"advisor {self.name!r}: variants must be one or more Variant")
+
+    def variant_for(self, captures: Mapping[str | int, object]) -> Variant | None:
+        """The first variant whose required groups all captured a value in ``captures``."""
+        for variant in self.variants:
+            if all(captures.get(group) is not None for group in variant.requires):
+                return variant
+        return None
+
+    def problem_with(self, groups: Collection[str]) -> str | None:
+        """Why a pattern with the named ``groups`` cannot serve this advisor, or None if it can."""
+        if any(variant.requires <= set(groups) for variant in self.variants):
+            return None
+        wanted = " or ".join(
+            "{" + ", ".join(sorted(v.requires)) + "}" for v in self.variants if v.requires
+        )
+        return f"the pattern has none of the groups advisor {self.name!r} reads (needs {wanted})"
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def advisor(name: str, *variants: Variant) -> Callable[[F], F]:
+    """Declare a callable an advisor called ``name`` that works on these ``variants``.
+
+    >>> @advisor("widget", Variant(name="speed", requires={"speed"}))
+    ... def advise(match, evidence):
+    ...     return None
+    >>> contract_of(advise, "widget").variants[0].requires
+    frozenset({'speed'})
+    """
+    contract = Contract(name=name, variants=variants or (Variant(name="any"),))
+
+    def mark(func: F) -> F:
+        func.errkb_contract = contract  # type: ignore[attr-defined]
+        return func
+
+    return mark
+
+
+def contract_of(obj: object, name: str) -> Contract:
+    """The contract ``obj`` declares; for an undeclared plugin, one that requires no group.
+
+    Raises ``TypeError`` when the declaration is not a :class:`Contract` or names another
+    advisor (checked when the advisor is loaded, as pluggy checks hooks at registration).
+    """
+    declared = getattr(obj, "errkb_contract", None)
+    if declared is None:
+        return Contract(name=name, variants=(Variant(name="any"),))
+    if not isinstance(declared, Contract):
+        raise TypeError(f"advisor {name!r}: errkb_contract is not a Contract: {declared!r}")
+    if declared.name != name:
+        raise TypeError(f"advisor {name!r} declares the name {declared.name!r}")
+    return declared
+
+
 _cache: dict[str, Advisor] = {}
 _lock = threading.Lock()
 
@@ -74,8 +183,25 @@ def load(name: str) -> Advisor:
             obj = _plugins.load(ENTRY_POINT_GROUP, ep)
         if not callable(obj):
             raise TypeError(f"advisor {name!r} ({target}) is not callable")
+        contract_of(obj, name)
         _cache[name] = obj
         return obj  # type: ignore[no-any-return]
+
+
+def check(name: str, pattern_groups: Collection[str]) -> str | None:
+    """Why a record whose pattern has ``pattern_groups`` cannot name advisor ``name``, or None.
+
+    The advisor must exist (built in, or an installed plugin that loads) and the pattern must
+    have the required groups of one of its variants.
+    """
+    try:
+        obj = load(name)
+    except LookupError:
+        known = sorted({*BUILTIN, *(ep.name for ep in _plugins.entry_points(ENTRY_POINT_GROUP))})
+        return f"no advisor named {name!r} (known: {', '.join(known)})"
+    except (_plugins.PluginError, TypeError) as exc:
+        return f"advisor {name!r} cannot be loaded: {exc}"
+    return contract_of(obj, name).problem_with(pattern_groups)
 
 
 def run_advisors(
@@ -104,7 +230,7 @@ def run_advisors(
                 continue  # a broken plugin: reported once, in one line, by errkb._plugins
             except Exception as exc:
                 notes.append(f"advisor {name!r} failed: {type(exc).__name__}: {exc}")
-                if debug_enabled():
+                if flag("ERRKB_DEBUG"):
                     traceback.print_exc()
                 continue
             if advice is not None:

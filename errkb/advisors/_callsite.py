@@ -15,7 +15,7 @@ import attrs
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from errkb.diagnosis import FrameInfo
+    from errkb.findings import FrameInfo
 
 __all__ = ["ENGINE_CALLS", "CallSite", "find_engine_call", "rewrite_call"]
 

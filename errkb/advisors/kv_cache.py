@@ -25,15 +25,15 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import regex
 
-from errkb.advisors import Advice
-from errkb.diagnosis import ExampleFix, Fact, Solution
+from errkb.advisors import Advice, Contract, Variant, advisor
 from errkb.exceptions import UsageError
+from errkb.findings import ExampleFix, Fact, Solution
 from errkb.probes.model import (
     ModelShape,
+    cache_dtype_bytes,
     dtype_bytes,
     kv_bytes_per_token,
     model_shape,
-    read_model_path,
 )
 from errkb.units import GIB, format_bytes, to_bytes
 
@@ -97,16 +97,39 @@ class _Context:
     notes: list[str] = attrs.field(factory=list)
 
 
+#: The forms of the KV-cache message, most specific first (see :class:`errkb.advisors.Contract`).
+VARIANTS = (
+    # vLLM V1: "Free memory on device (f/t GiB) on startup is less than desired ...".
+    Variant(
+        name="free-memory",
+        requires={"free", "total"},
+        reads={"memory_unit", "gpu_memory_utilization", "requested", "requested_unit", "device"},
+    ),
+    # The CPU and OpenVINO backends: the cache size is an environment variable.
+    Variant(name="cpu", requires={"env_var"}, reads={"max_model_len", "max_seq_len"}),
+    # vLLM V1: "... (N GiB KV cache is needed, which is larger than the available ...)".
+    Variant(
+        name="v1",
+        requires={"needed"},
+        reads={
+            "needed_unit",
+            "available",
+            "available_unit",
+            "estimated_max_model_len",
+            "max_model_len",
+        },
+    ),
+    # V0 and ChatTTS's engine: "The model's max seq len (N) is larger than ... (M)".
+    Variant(name="old", requires={"max_seq_len"}, reads={"max_model_len"}),
+    # "No available memory for the cache blocks": no figures in the message.
+    Variant(name="no-blocks"),
+)
+CONTRACT = Contract(name="kv-cache", variants=VARIANTS)
+
+
 def _variant(captures: dict[str | int, Any]) -> str:
-    if "free" in captures and "total" in captures:
-        return "free-memory"
-    if captures.get("env_var"):
-        return "cpu"
-    if "needed" in captures:
-        return "v1"
-    if captures.get("max_seq_len") is not None:
-        return "old"
-    return "no-blocks"
+    variant = CONTRACT.variant_for(captures)
+    return variant.name if variant is not None else "no-blocks"
 
 
 def _gib_from_message(value: float, unit: str, led: _Ledger, name: str) -> int:
@@ -136,10 +159,9 @@ def _shape(evidence: Evidence, ctx: _Context, led: _Ledger) -> None:
             ctx.shape = model_shape(engine.hf_config, origin="the engine's model_config.hf_config")
         except UsageError as exc:
             ctx.notes.append(f"model config in the frames is incomplete: {exc}")
-    given = evidence.given("model")
-    if ctx.shape is None and given:
+    if ctx.shape is None:
         try:
-            ctx.shape = read_model_path(given)
+            ctx.shape = evidence.probe("model")
         except UsageError as exc:
             ctx.notes.append(str(exc))
     if ctx.shape is not None:
@@ -176,7 +198,7 @@ def _cache_dtype(evidence: Evidence, ctx: _Context, led: _Ledger) -> None:
     elif evidence.given("kv_cache_dtype"):
         name, source = str(evidence.given("kv_cache_dtype")), "flag"
     if name != "auto":
-        size = dtype_bytes(name) or (1 if name.startswith("fp8") else None)
+        size = cache_dtype_bytes(name)
         if size is not None:
             ctx.cache_bytes = led.put(
                 "kv_cache_dtype_bytes", size, "bytes", source, f"kv_cache_dtype={name}"
@@ -310,6 +332,7 @@ def _gather(match: Match, evidence: Evidence, led: _Ledger) -> _Context:
     return ctx
 
 
+@advisor(CONTRACT.name, *VARIANTS)
 def advise(match: Match, evidence: Evidence) -> Advice | None:
     """Compute the KV-cache fix for ``match`` from whatever evidence there is."""
     led = _Ledger()

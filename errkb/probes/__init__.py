@@ -1,12 +1,15 @@
 """Probes: measurements of the live environment, each lazy, bounded in time and tagged.
 
-A probe is a callable that returns readings. Built-in probes measure the GPUs (torch) and read
-model configurations (local files or live config objects); the engine probe reads an LLM
-engine's own objects from the traceback's frames. Installed distributions add probes through the
-entry-point group ``errkb.probes`` (a name -> a callable without arguments that returns a
-reading); advisors read them with :meth:`errkb.evidence.Evidence.probe`. None of them imports a heavy library at
-``import errkb`` time, and a probe whose library or device is missing returns an empty reading
-that says why, instead of raising.
+A probe is a callable that returns a reading. Every probe has a name, and there is one path to
+each reading: :meth:`errkb.evidence.Evidence.probe` (injected measurements first, then the
+probe, run once per diagnosis). The built-in probes are in the static table :data:`BUILTIN`:
+``gpu`` measures the visible GPUs (torch), ``engine`` reads an LLM engine's own objects from the
+traceback's frames, ``model`` reads the model configuration the user pointed at. A built-in
+probe is called with the evidence and a time bound. Installed distributions add probes through
+the entry-point group ``errkb.probes`` (a name -> a callable without arguments that returns a
+reading), run in a bounded thread. None of them imports a heavy library at ``import errkb``
+time, and a probe whose library or device is missing returns an empty reading that says why,
+instead of raising.
 
 Tests and support tools replace measurements with :class:`errkb.testing.FakeMeasurements`.
 """
@@ -23,15 +26,25 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
 __all__ = [
+    "BUILTIN",
     "ENTRY_POINT_GROUP",
     "GpuDevice",
     "GpuReading",
     "Measurements",
+    "builtin_probe",
     "plugin_probe",
     "run_bounded",
 ]
 
 ENTRY_POINT_GROUP = "errkb.probes"
+
+#: Built-in probes: name -> "module:attribute" of a callable ``(evidence, timeout) -> reading``,
+#: imported on first use.
+BUILTIN: dict[str, str] = {
+    "engine": "errkb.probes.engine:probe",
+    "gpu": "errkb.probes.gpu:probe",
+    "model": "errkb.probes.model:probe",
+}
 
 T = TypeVar("T")
 
@@ -78,6 +91,18 @@ class Measurements:
 
     gpus: GpuReading | None = None
     readings: Mapping[str, Any] = attrs.field(factory=dict, converter=dict)
+
+
+def builtin_probe(name: str) -> Callable[[Any, float], Any] | None:
+    """The built-in probe called ``name`` (see :data:`BUILTIN`), or None."""
+    target = BUILTIN.get(name)
+    if target is None:
+        return None
+    import importlib
+
+    module, _, attr = target.partition(":")
+    probe: Callable[[Any, float], Any] = getattr(importlib.import_module(module), attr)
+    return probe
 
 
 _plugin_lock = threading.Lock()

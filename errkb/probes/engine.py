@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from errkb.evidence import safe_getattr
+from errkb._traceback import safe_getattr
 
 if TYPE_CHECKING:
     from errkb.evidence import Evidence
@@ -145,3 +145,8 @@ def read_engine(evidence: Evidence) -> EngineReading | None:
         spec_bytes_per_token=spec_bpt,
         spec_block_size=spec_block,
     )
+
+
+def probe(evidence: Evidence, timeout: float) -> EngineReading | None:  # noqa: ARG001 - frames are read at once
+    """The ``engine`` probe: :func:`read_engine` (frame locals, read in this thread)."""
+    return read_engine(evidence)

@@ -9,9 +9,12 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from errkb.probes import GpuDevice, GpuReading, run_bounded
+
+if TYPE_CHECKING:
+    from errkb.evidence import Evidence
 
 __all__ = ["probe_gpus"]
 
@@ -76,3 +79,10 @@ def probe_gpus(timeout: float = 5.0) -> GpuReading:
     """The visible GPUs, measured now; never raises, never waits past ``timeout`` seconds."""
     reading, reason = run_bounded(_measure, timeout, "the GPU query")
     return reading if reading is not None else GpuReading(error=reason)
+
+
+def probe(evidence: Evidence, timeout: float) -> GpuReading:
+    """The ``gpu`` probe: the GPUs now, or why not (probes off: nothing is measured)."""
+    if not evidence.options.probes:
+        return GpuReading(error="probes are off (--no-probes)")
+    return probe_gpus(timeout)

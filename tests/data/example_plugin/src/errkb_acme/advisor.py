@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from errkb.advisors import Advice
-from errkb.diagnosis import Fact, Solution
+from errkb.advisors import Advice, Variant, advisor
+from errkb.findings import Fact, Solution
 
 if TYPE_CHECKING:
     from errkb.evidence import Evidence
     from errkb.match import Match
 
 
+@advisor("acme-widget", Variant(name="jammed", requires={"speed"}, reads={"name"}))
 def advise(match: Match, evidence: Evidence) -> Advice | None:
     """Halve the speed, and say how many spares the acme-widgets probe counted."""
     speed = match.captures.get("speed")
