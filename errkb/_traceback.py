@@ -38,13 +38,16 @@ def walk_chain(exc: BaseException) -> list[BaseException]:
     """The exceptions of ``exc``'s chain and groups, in the order Python prints them.
 
     Causes and contexts come before the exception they led to; group members after their group.
-    Cycles are cut, and at most :data:`MAX_EXCEPTIONS` are returned.
+    Cycles are cut, and at most :data:`MAX_EXCEPTIONS` are returned: the ones nearest ``exc``
+    (the earliest causes of a longer chain are left out).
     """
     out: list[BaseException] = []
     seen: set[int] = set()
 
     def visit(e: BaseException, depth: int) -> None:
-        if id(e) in seen or len(out) >= MAX_EXCEPTIONS or depth > 100:
+        # `seen` counts the exceptions visited, so the walk stops going further back once it
+        # has as many as it returns (causes are appended only on the way back up).
+        if id(e) in seen or len(seen) >= MAX_EXCEPTIONS or depth > 100:
             return
         seen.add(id(e))
         try:
