@@ -1,6 +1,7 @@
 """The one reader of errkb's ``ERRKB_*`` environment variables.
 
-Every variable errkb reads is listed in :data:`VARIABLES` (and in ``docs/environment.md``), and
+Every variable errkb reads is listed in :data:`VARIABLES` (and in ``docs/environment.md``; a
+test keeps the two equal), and
 every switch has one meaning: unset, empty, ``0``, ``false``, ``no`` and ``off`` (any case,
 spaces around ignored) are off, and any other value is on. Numbers that do not parse fall back
 to the default.
@@ -13,7 +14,7 @@ import os
 
 __all__ = ["VARIABLES", "flag", "number", "paths", "text"]
 
-#: Every variable errkb reads, with its meaning (``docs/environment.md`` is made from this).
+#: Every variable errkb reads, with its meaning (``docs/environment.md`` says the same).
 VARIABLES: dict[str, str] = {
     "ERRKB_AUTOINSTALL": "switch: install the hook at start-up in every Python process of the "
     "environment (and in `errkb run`'s children)",

@@ -53,3 +53,12 @@ def test_every_variable_errkb_names_is_declared():
         named.update(re.findall(r"ERRKB_[A-Z_]+[A-Z]", path.read_text(encoding="utf-8")))
     named.discard("ERRKB_TYPO")
     assert set() == named - set(_env.VARIABLES)
+
+
+def test_the_docs_table_lists_exactly_the_variables_errkb_reads():
+    """docs/environment.md has one row per variable of VARIABLES, no more."""
+    page = ERRKB.parent / "docs" / "environment.md"
+    if not page.is_file():
+        pytest.skip("needs the source tree")
+    rows = set(re.findall(r"^\| `(ERRKB_[A-Z_]+)` \|", page.read_text(encoding="utf-8"), re.M))
+    assert set(_env.VARIABLES) == rows
