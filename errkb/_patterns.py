@@ -14,6 +14,7 @@ import regex
 __all__ = [
     "DEFAULT_TIMEOUT",
     "PatternTimeoutError",
+    "best_set",
     "compile_pattern",
     "required_literals",
     "search",
@@ -173,14 +174,19 @@ def _parse_branches(tokens: list[tuple[str | None, str]], i: int) -> tuple[list[
 def _requirements(branches: list[list[_Item]]) -> list[tuple[str, ...]]:
     if len(branches) == 1:
         return _branch_requirements(branches[0])
-    best = [_best_set(_branch_requirements(b)) for b in branches]
+    best = [best_set(_branch_requirements(b)) for b in branches]
     if any(b is None for b in best):
         return []
     return [tuple(sorted({lit for b in best if b is not None for lit in b}))]
 
 
-def _best_set(sets: list[tuple[str, ...]]) -> tuple[str, ...] | None:
-    """The requirement of a branch that narrows most: the set whose shortest member is longest."""
+def best_set(sets: list[tuple[str, ...]]) -> tuple[str, ...] | None:
+    """The any-of set of literals that narrows a search most, or None when there is none.
+
+    The set whose shortest member is longest (a long literal is rarer in text), and of those
+    the one with fewest members. Used for a branch's requirement here and for the needles
+    of :mod:`errkb.scan`.
+    """
     return max(sets, key=lambda s: (min(len(x) for x in s), -len(s))) if sets else None
 
 

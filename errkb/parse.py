@@ -11,7 +11,7 @@ from __future__ import annotations
 import attrs
 import regex
 
-__all__ = ["ParsedException", "ParsedFrame", "parse_text"]
+__all__ = ["ParsedException", "ParsedFrame", "class_at", "parse_text"]
 
 _ANSI = regex.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
 _TRACEBACK = regex.compile(r"^\s*(?:Exception Group )?Traceback \(most recent call last\):\s*$")
@@ -25,10 +25,11 @@ _CHAIN = (
 )
 _CLASS = r"[A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)*"
 _AFTER_TRACEBACK = regex.compile(rf"^(?P<cls>{_CLASS})(?::[ ]?(?P<msg>.*))?$")
-_LOOSE = regex.compile(
-    rf"(?:^|[\s\]\)>|])(?P<cls>{_CLASS}(?:Error|Exception|Exit|Interrupt|Warning|Iteration|Group))"
-    r": (?P<msg>.*)$"
-)
+#: How the names of exception classes end; a word so ended, then ": ", is read as a class.
+_SUFFIXES = ("Error", "Exception", "Exit", "Interrupt", "Warning", "Iteration", "Group")
+# A class inside a line: after its start, a space, a bracket, ">", "|" or ":" (log prefixes
+# such as "[core.py:700] " or "ERROR:root:"), dotted or not, followed by ": ".
+_IN_LINE = regex.compile(rf"(?:^|[\s\]\)>|:])(?P<cls>[A-Za-z_][\w.]*(?:{'|'.join(_SUFFIXES)})): ")
 
 
 @attrs.frozen(kw_only=True)
@@ -52,6 +53,23 @@ class ParsedException:
     def files(self) -> tuple[str, ...]:
         """The files of the frames, innermost last."""
         return tuple(f.file for f in self.frames)
+
+
+def class_at(line: str) -> tuple[str | None, str]:
+    """The first exception class named in ``line`` and the message after it.
+
+    ``(class name, the rest of the line)``, or ``(None, line)`` when no word ending in
+    ``Error``, ``Exception``, ``Warning``, ... is followed by ``": "``. Log prefixes before
+    the class are skipped; this is how ``errkb scan`` reads a log line and how a pasted text
+    with no traceback is read.
+
+    >>> class_at("ERROR 11-30 [core.py:700] RuntimeError: Engine core initialization failed.")
+    ('RuntimeError', 'Engine core initialization failed.')
+    >>> class_at("INFO all good")
+    (None, 'INFO all good')
+    """
+    m = _IN_LINE.search(line)
+    return (m["cls"], line[m.end() :]) if m else (None, line)
 
 
 def parse_text(text: str) -> list[ParsedException]:
@@ -126,15 +144,13 @@ def _bare(lines: list[str]) -> ParsedException:
         if head and head["msg"] is not None and _looks_like_class(head["cls"]):
             message = "\n".join([head["msg"], *lines[index + 1 :]]).strip()
             return ParsedException(class_name=head["cls"], message=message)
-        loose = _LOOSE.search(line)
-        if loose:
-            message = "\n".join([loose["msg"], *lines[index + 1 :]]).strip()
-            return ParsedException(class_name=loose["cls"], message=message)
+        cls, rest = class_at(line)
+        if cls is not None:
+            message = "\n".join([rest, *lines[index + 1 :]]).strip()
+            return ParsedException(class_name=cls, message=message)
     return ParsedException(class_name=None, message=text)
 
 
 def _looks_like_class(name: str) -> bool:
     last = name.rpartition(".")[2]
-    return last[:1].isupper() and last.endswith(
-        ("Error", "Exception", "Exit", "Interrupt", "Warning", "Iteration", "Group")
-    )
+    return last[:1].isupper() and last.endswith(_SUFFIXES)

@@ -19,8 +19,10 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 import attrs
 import regex
 
+from errkb._patterns import best_set
 from errkb._scanplan import FindPlan, line_around
 from errkb.exceptions import UsageError
+from errkb.parse import class_at
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator
@@ -35,7 +37,6 @@ __all__ = [
     "ScanResult",
     "open_log",
     "scan",
-    "scan_command",
     "scan_stream",
 ]
 
@@ -46,9 +47,6 @@ PLAN_MIN = 1 << 20
 FIRST_LINES = 5
 #: Lines longer than this are cut before matching (a runaway line must not stall the scan).
 MAX_LINE = 64 * 1024
-_CLASS = regex.compile(
-    r"(?:^|[\s\]\)>|:])(?P<cls>[A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Warning|Iteration|Group)): "
-)
 
 
 @attrs.frozen(kw_only=True)
@@ -111,9 +109,8 @@ class _Needles:
             if singles:
                 needles.add(max(singles, key=len))
                 continue
-            usable = [s for s in sets if min(len(x) for x in s) >= 3]
-            if usable:
-                best = max(usable, key=lambda s: (min(len(x) for x in s), -len(s)))
+            best = best_set([s for s in sets if min(len(x) for x in s) >= 3])
+            if best is not None:
                 needles.update(x.encode() for x in best)
                 continue
             try:
@@ -235,10 +232,8 @@ class _Accumulator:
 
 
 def _match_line(matcher: Matcher, text: str, line_number: int, acc: _Accumulator) -> None:
-    m = _CLASS.search(text)
-    cls = m.group("cls") if m else None
-    message = text[m.end() :] if m else text
-    found = matcher.match(message, cls) or (matcher.match(text) if m else [])
+    cls, message = class_at(text)
+    found = matcher.match(message, cls) or (matcher.match(text) if cls is not None else [])
     if found:
         # A line is one error: it counts for the best match (as `errkb explain` would rank it).
         acc.add(found[0].record, line_number, text)
@@ -318,89 +313,3 @@ def open_log(path: str) -> BinaryIO:
         return gzip.GzipFile(fileobj=file)  # type: ignore[return-value]
     file.seek(0)
     return file
-
-
-def file_size(path: str) -> int | None:
-    """The size on disk of ``path``, or None (stdin, a pipe)."""
-    if path == "-":
-        return None
-    try:
-        return Path(path).stat().st_size
-    except OSError:
-        return None
-
-
-def scan_command(paths: list[str], registry: Registry, *, as_json: bool, progress: bool) -> int:
-    """``errkb scan``: exit 0 when known errors were found, 1 when none, 2 when unreadable."""
-    import json
-
-    from errkb.render._sanitize import clean
-
-    results: list[tuple[str, ScanResult]] = []
-    for path in paths:
-        result = _scan_path(path, registry, progress=progress)
-        if result is None:
-            return 2
-        results.append((path, result))
-    if as_json:
-        out = [dict(r.to_dict(), path=path) for path, r in results]
-        print(
-            json.dumps(
-                out[0] if len(out) == 1 else {"schema": "errkb.scan/1", "files": out},
-                indent=2,
-                ensure_ascii=True,
-            )
-        )
-    else:
-        for path, result in results:
-            print(
-                f"{path}: {result.lines:,} lines, {sum(g.count for g in result.groups):,} known errors in {len(result.groups)} kinds"
-            )
-            for g in result.groups:
-                first = ", ".join(map(str, g.first_lines))
-                print(clean(f"  {g.count:>7,}  {g.record.id}  (first at line {first})"))
-                print(clean(f"           {g.record.heading}"))
-    return 0 if any(r.groups for _, r in results) else 1
-
-
-def _scan_path(path: str, registry: Registry, *, progress: bool) -> ScanResult | None:
-    """One file scanned, or None (said on stderr) when it cannot be read."""
-    import sys
-
-    try:
-        with open_log(path) as stream:
-            return _scan_with_progress(path, stream, registry, progress)
-    except (OSError, EOFError, gzip.BadGzipFile) as exc:
-        print(f"errkb: cannot read {path}: {exc}", file=sys.stderr)
-        return None
-
-
-def _scan_with_progress(
-    path: str, stream: BinaryIO, registry: Registry, progress: bool
-) -> ScanResult:
-    import sys
-
-    size = file_size(path)
-    if not progress or size is None or not sys.stderr.isatty():
-        return scan_stream(stream, registry=registry)
-    from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
-
-    with Progress(
-        "[progress.description]{task.description}",
-        BarColumn(),
-        DownloadColumn(),
-        TransferSpeedColumn(),
-        console=None,
-        transient=True,
-    ) as bar:
-        task = bar.add_task("scanning", total=size)
-        raw = getattr(stream, "fileobj", None) or stream
-        last = [0]
-
-        def advance(_: int) -> None:
-            # Compressed input: follow the position in the file on disk, not the bytes read.
-            pos = raw.tell() if hasattr(raw, "tell") else last[0]
-            bar.update(task, completed=pos)
-            last[0] = pos
-
-        return scan_stream(stream, registry=registry, progress=advance)

@@ -39,10 +39,14 @@ def to_bytes(value: float, unit: str) -> int:
 
 
 def parse_size(text: str) -> int:
-    """``"24GiB"`` -> bytes. A bare single letter (``24G``) is binary, as in most ML tools."""
+    """``"24GiB"`` -> bytes. A bare single letter (``24G``) is binary, as in most ML tools.
+
+    ``UsageError`` when ``text`` is not a size; the message says what was expected and what
+    came, and the caller, who knows where the text came from, puts that place in front.
+    """
     m = _SIZE.match(text)
     if m is None:
-        raise UsageError(f"--gpu-memory: expected a size such as 24GiB or 80GB, got {text!r}")
+        raise UsageError(f"expected a size such as 24GiB or 80GB, got {text!r}")
     return to_bytes(float(m["num"]), m["unit"])
 
 

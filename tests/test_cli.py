@@ -176,3 +176,102 @@ def test_python_dash_m_errkb_version():
     """python -m errkb works and prints the version."""
     proc = run_cli("--version")
     assert proc.stdout.decode().startswith("errkb ")
+
+
+def test_explain_no_match_json_is_the_empty_object_byte_for_byte():
+    """--json with no match prints errkb.findings.empty_dict() as json.dumps(indent=2) does."""
+    from errkb.findings import empty_dict
+
+    proc = run_cli("explain", "--json", "the frobnicator is out of beans")
+    assert json.dumps(empty_dict(), indent=2) + "\n" == proc.stdout.decode()
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("list", "--color"),
+        ("show", "--width", "80", "vllm-no-cache-blocks"),
+        ("scan", "--no-color", "-"),
+        ("probe", "--width", "80"),
+        ("probe", "--records", "x"),
+        ("validate", "--records", "x", "records"),
+    ],
+)
+def test_a_flag_the_command_does_not_use_is_a_usage_error(argv):
+    """--color/--width belong to explain only, --records to the commands that load records."""
+    proc = run_cli(*argv, stdin=b"")
+    assert 2 == proc.returncode
+    assert b"unrecognized arguments" in proc.stderr
+
+
+def test_gpu_memory_error_names_the_flag_once():
+    """The size parser names no flag; the CLI puts --gpu-memory in front of its message."""
+    from errkb.exceptions import UsageError
+    from errkb.units import parse_size
+
+    with pytest.raises(UsageError) as info:
+        parse_size("lots")
+    assert "expected a size such as 24GiB or 80GB, got 'lots'" == str(info.value)
+    proc = run_cli("explain", SEED_MESSAGE, "--gpu-memory", "lots")
+    assert (2, b"") == (proc.returncode, proc.stdout)
+    assert (
+        "errkb: --gpu-memory: expected a size such as 24GiB or 80GB, got 'lots'\n"
+        == proc.stderr.decode()
+    )
+
+
+def test_probe_missing_model_names_the_flag(tmp_path):
+    """A --model that is not here: exit 2, the flag, the path and 'never the hub'."""
+    missing = tmp_path / "meta-llama"
+    proc = run_cli("probe", "--model", str(missing))
+    assert 2 == proc.returncode
+    assert (
+        f"errkb: --model {missing}: no such local file or folder (errkb reads local configs "
+        "only, never the hub)\n" == proc.stderr.decode()
+    )
+
+
+def test_probe_model_arithmetic(tmp_path):
+    """probe --model: bytes per token of K and V, and the longest context that fits, in blocks."""
+    config = {
+        "model_type": "llama",
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "hidden_size": 64,
+        "torch_dtype": "bfloat16",
+    }
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    (tmp_path / "model.safetensors").write_bytes(bytes(1 << 20))
+    proc = run_cli("probe", "--json", "--model", str(tmp_path), "--gpu-memory", "1GiB")
+    assert 0 == proc.returncode, proc.stderr
+    model = _json(proc)["model"]
+    # 2 (K and V) x 2 layers x 2 KV heads x 16 head size x 2 bytes (bfloat16).
+    assert (256, 2, 1 << 20) == (
+        model["kv_bytes_per_token"],
+        model["kv_cache_dtype_bytes"],
+        model["weights_bytes"],
+    )
+    # (0.9 x 1 GiB - 1 MiB of weights) in whole blocks of 16 tokens of 256 bytes.
+    assert (int(0.9 * (1 << 30)) - (1 << 20)) // (16 * 256) * 16 == model["max_model_len_that_fits"]
+
+
+def test_version_imports_neither_rich_nor_the_records():
+    """errkb --version loads no command module, no rich, no record."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, json\n"
+        "from errkb.cli import main\n"
+        "try:\n    main(['--version'])\nexcept SystemExit:\n    pass\n"
+        "print(json.dumps(sorted(sys.modules)))"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, check=True, timeout=60)
+    loaded = json.loads(proc.stdout.decode().splitlines()[-1])
+    assert [] == [
+        m
+        for m in loaded
+        if m.split(".")[0] == "rich"
+        or m in ("errkb.registry", "errkb.records", "errkb.cli.explain", "errkb.cli.scan")
+    ]

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from errkb.parse import parse_text
+from errkb.parse import class_at, parse_text
 
 
 def _format(exc: BaseException) -> str:
@@ -98,3 +98,25 @@ def test_ansi_colours_in_pasted_text_are_ignored():
 def test_parse_text_never_raises_and_finds_something(text):
     """Any text gives at least one exception to match."""
     assert len(parse_text(text)) >= 1
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ("ValueError: boom", ("ValueError", "boom")),
+        ("[core.py:700] torch.OutOfMemoryError: CUDA out", ("torch.OutOfMemoryError", "CUDA out")),
+        ("ERROR:root:KeyError: 'x'", ("KeyError", "'x'")),
+        ("(EngineCore pid=1) RuntimeError: a: b", ("RuntimeError", "a: b")),
+        ("INFO all good: yes", (None, "INFO all good: yes")),
+        ("xValueError:no space", (None, "xValueError:no space")),
+    ],
+)
+def test_class_at_reads_the_first_class_in_a_line(line, expected):
+    """class_at: the first 'SomethingError: ' after a log prefix, and the rest of the line."""
+    assert expected == class_at(line)
+
+
+def test_bare_log_line_in_the_default_logging_format():
+    """'LEVEL:logger:Class: message' (logging's default format) gives the class, as scan reads it."""
+    [p] = parse_text("ERROR:vllm.engine:ValueError: No available memory for the cache blocks.")
+    assert ("ValueError", "No available memory for the cache blocks.") == (p.class_name, p.message)

@@ -203,3 +203,10 @@ def test_a_search_plan_finds_exactly_the_lines_holding_a_needle(needles, block, 
             expected.add((at, at + len(line)))
         at += len(line) + 1
     assert plan.lines(block) == expected
+
+
+def test_scan_reads_the_class_after_a_logging_prefix(engine):
+    """'ERROR:logger:ValueError: ...' is matched with its class, as errkb explain reads it."""
+    line = f"ERROR:vllm.engine:ValueError: {NO_BLOCKS_MESSAGE}"
+    result = scan(io.StringIO(f"INFO:x:fine\n{line}\n"))
+    assert [("vllm-no-cache-blocks", 1, (2,), line)] == _groups(result)

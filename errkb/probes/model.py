@@ -147,13 +147,12 @@ def read_model_path(path: str | Path) -> ModelShape:
         data = json.loads(file.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise UsageError(
-            f"--model {path}: no such local file or folder (errkb reads local configs only, "
-            "never the hub)"
+            f"{path}: no such local file or folder (errkb reads local configs only, never the hub)"
         ) from None
     except (OSError, ValueError) as exc:
-        raise UsageError(f"--model {path}: cannot read {file} ({exc})") from None
+        raise UsageError(f"{path}: cannot read {file} ({exc})") from None
     if not isinstance(data, dict):
-        raise UsageError(f"--model {path}: {file} does not hold a JSON object")
+        raise UsageError(f"{path}: {file} does not hold a JSON object")
     return model_shape(data, origin=str(file))
 
 

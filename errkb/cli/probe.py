@@ -7,31 +7,29 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from errkb.probes.model import dtype_bytes, kv_bytes_per_token, read_model_path
-from errkb.units import format_bytes
+from errkb.cli._common import EXIT_OK, options
 
 if TYPE_CHECKING:
+    import argparse
+
     from errkb.options import Options
+    from errkb.probes.model import ModelShape
 
-__all__ = ["probe_command", "weights_bytes"]
-
-
-def weights_bytes(model: str) -> int | None:
-    """The size of a local model's weight files (safetensors, else .bin), or None."""
-    folder = Path(model)
-    folder = folder if folder.is_dir() else folder.parent
-    for pattern in ("*.safetensors", "*.bin"):
-        files = list(folder.glob(pattern))
-        if files:
-            return sum(f.stat().st_size for f in files)
-    return None
+__all__ = ["run"]
 
 
-def probe_command(options: Options, *, as_json: bool) -> int:
-    """Print the GPUs and, with a model, its KV bytes per token and the longest context."""
+def run(args: argparse.Namespace) -> int:
+    """Print the GPUs and, with ``--model``, its KV bytes per token and the longest context."""
+    return _probe(options(args, sys.stdout), as_json=args.json)
+
+
+def _probe(options: Options, *, as_json: bool) -> int:
+    from errkb._sanitize import clean
     from errkb.evidence import Evidence
-    from errkb.render._sanitize import clean
+    from errkb.probes.model import cache_dtype_bytes, kv_bytes_per_token
+    from errkb.units import format_bytes
 
+    given = options.given
     evidence = Evidence(options=options, exceptions=())
     gpus = evidence.gpus()
     out: dict[str, object] = {
@@ -45,20 +43,18 @@ def probe_command(options: Options, *, as_json: bool) -> int:
         lines.append(f"GPU {d.index}: {d.name}, {format_bytes(d.total_bytes)} total{free}{cap}")
     if gpus.error:
         lines.append(f"GPU: not measured ({gpus.error})")
-    model = options.given.get("model")
+    model = given.model
     if model:
-        shape = read_model_path(model)
-        tp = int(options.given.get("tensor_parallel_size") or 1)
-        dtype = options.given.get("kv_cache_dtype") or shape.dtype
-        size = dtype_bytes(dtype) if dtype and dtype != "auto" else None
+        shape = _read_model(model)
+        tp = int(given.tensor_parallel_size or 1)
+        dtype = given.kv_cache_dtype or shape.dtype
+        size = cache_dtype_bytes(dtype) if dtype else None
         size = 2 if size in (None, 4) else size
         bpt = kv_bytes_per_token(shape, cache_dtype_bytes=size, tensor_parallel_size=tp)
-        block = int(options.given.get("block_size") or 16)
-        util = float(options.given.get("gpu_memory_utilization") or 0.9)
-        total = options.given.get("gpu_memory_bytes") or (
-            gpus.devices[0].total_bytes if gpus.devices else None
-        )
-        weights = weights_bytes(model)
+        block = int(given.block_size or 16)
+        util = float(given.gpu_memory_utilization or 0.9)
+        total = given.gpu_memory_bytes or (gpus.devices[0].total_bytes if gpus.devices else None)
+        weights = _weights_bytes(model)
         entry: dict[str, object] = {
             "config": shape.origin,
             "kv_bytes_per_token": bpt,
@@ -91,4 +87,26 @@ def probe_command(options: Options, *, as_json: bool) -> int:
         print(json.dumps(out, indent=2, ensure_ascii=True))
     else:
         print(clean("\n".join(lines)), file=sys.stdout)
-    return 0
+    return EXIT_OK
+
+
+def _read_model(model: str) -> ModelShape:
+    """The model's shape; a ``UsageError`` names the ``--model`` flag in front of the path."""
+    from errkb.exceptions import UsageError
+    from errkb.probes.model import read_model_path
+
+    try:
+        return read_model_path(model)
+    except UsageError as exc:
+        raise UsageError(f"--model {exc}") from None
+
+
+def _weights_bytes(model: str) -> int | None:
+    """The size of a local model's weight files (safetensors, else .bin), or None."""
+    folder = Path(model)
+    folder = folder if folder.is_dir() else folder.parent
+    for pattern in ("*.safetensors", "*.bin"):
+        files = list(folder.glob(pattern))
+        if files:
+            return sum(f.stat().st_size for f in files)
+    return None

@@ -1,0 +1,127 @@
+"""The ``errkb`` command line: explain, scan, show, list, validate, probe, run.
+
+This module holds the parser and hands each command to its own module (``errkb.cli.explain``
+for ``errkb explain``, ...), imported only when that command runs: ``errkb --version`` imports
+neither rich nor the records. What several commands share is in :mod:`errkb.cli._common`.
+
+Exit status: 0 when the command found what it was asked for (a match, a valid set of records),
+1 when it did not (no record matched, a record is invalid), 2 for bad usage or unreadable input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from errkb._version import __version__
+from errkb.cli._common import (
+    EXIT_OK,
+    EXIT_USAGE,
+    add_evidence_flags,
+    add_records_flag,
+    add_render_flags,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
+__all__ = ["main"]
+
+#: Each command and the module under ``errkb.cli`` whose ``run(args)`` carries it out.
+_COMMANDS = {
+    "explain": "explain",
+    "show": "show",
+    "list": "list_",
+    "scan": "scan",
+    "validate": "validate",
+    "probe": "probe",
+    "run": "run",
+}
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        # argparse exits 2 on errors, as we want; the message says it is errkb's.
+        self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"errkb: error: {message}\n")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="errkb", description="Error knowledge for the ML and LLM stack.")
+    parser.add_argument("--version", action="version", version=f"errkb {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    ex = sub.add_parser(
+        "explain",
+        help="diagnose a message or a pasted traceback",
+        description="Diagnose a message, a 'Class: message' line, or a whole pasted traceback. "
+        "Give '-' (or nothing, with piped input) to read standard input.",
+    )
+    add_records_flag(ex)
+    add_render_flags(ex)
+    ex.add_argument("text", nargs="*", help="the message, or - for standard input")
+    ex.add_argument("--json", action="store_true", help="print the versioned JSON object")
+    ex.add_argument("--no-probes", dest="probes", action="store_false", help="measure nothing")
+    add_evidence_flags(ex)
+
+    show = sub.add_parser("show", help="show one record by id or slug")
+    add_records_flag(show)
+    show.add_argument("key", metavar="ID_OR_SLUG")
+    show.add_argument("--json", action="store_true", help="print the record's JSON")
+
+    lst = sub.add_parser("list", help="list the records")
+    add_records_flag(lst)
+    lst.add_argument("--tag", help="only records with this tag")
+    lst.add_argument("--json", action="store_true", help="print JSON lines")
+
+    scan = sub.add_parser("scan", help="find known errors in logs (files, .gz, or - for stdin)")
+    add_records_flag(scan)
+    scan.add_argument("paths", nargs="+", metavar="FILE", help="log files, gzip too; - is stdin")
+    scan.add_argument("--json", action="store_true", help="print the versioned JSON object")
+    scan.add_argument("--no-progress", dest="progress", action="store_false")
+
+    val = sub.add_parser("validate", help="check record files; exit 1 when anything is invalid")
+    val.add_argument("paths", nargs="+", metavar="PATH")
+    val.add_argument(
+        "--published",
+        metavar="FILE",
+        help="a file of ids (one a line) that must all still be there: published records are "
+        "retired, never deleted",
+    )
+
+    probe = sub.add_parser("probe", help="measure the GPUs and a model's KV cache")
+    probe.add_argument("--json", action="store_true", help="print JSON")
+    add_evidence_flags(probe)
+
+    run = sub.add_parser(
+        "run",
+        help="run a command with the hook in every Python process it starts",
+        usage="errkb run [--] COMMAND [ARGS...]",
+    )
+    run.add_argument("argv", nargs=argparse.REMAINDER, metavar="COMMAND [ARGS...]")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line on ``argv`` (``sys.argv[1:]`` when None); returns the exit status.
+
+    A ``UsageError`` from any command is one line on stderr and exit status 2.
+    """
+    args = _parser().parse_args(argv)
+    from errkb.exceptions import UsageError
+
+    module: Any = importlib.import_module(f"{__name__}.{_COMMANDS[args.command]}")
+    command: Callable[[argparse.Namespace], int] = module.run
+    try:
+        return command(args)
+    except UsageError as exc:
+        print(f"errkb: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except BrokenPipeError:
+        # The reader went away (| head): not an error of ours; keep Python from complaining.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_OK
