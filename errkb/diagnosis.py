@@ -8,6 +8,7 @@ The data types are re-exported here, where earlier releases defined them.
 
 from __future__ import annotations
 
+import functools
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -87,14 +88,14 @@ def diagnose(
     notes: list[str] = []
     for index, e in enumerate(chain):
         message, cut = safe_text(
-            lambda e=e: str(e), f"<unprintable {type(e).__name__} object>", MAX_MESSAGE
+            functools.partial(str, e), f"<unprintable {type(e).__name__} object>", MAX_MESSAGE
         )
         if cut:
             notes.append(f"the message of exception {index} was cut at {MAX_MESSAGE} characters")
         raw_notes = getattr(e, "__notes__", None)
         extra = (
             tuple(
-                safe_text(lambda n=n: n, "", MAX_MESSAGE)[0]
+                safe_text(functools.partial(str, n), "", MAX_MESSAGE)[0]
                 for n in raw_notes
                 if isinstance(n, str)
             )

@@ -30,7 +30,7 @@ from errkb._env import flag
 from errkb.findings import ExampleFix, Fact, Finding, Solution
 
 if TYPE_CHECKING:
-    from collections.abc import Collection, Mapping
+    from collections.abc import Collection, Iterable, Mapping
 
     from errkb.evidence import Evidence
     from errkb.match import Match
@@ -74,6 +74,14 @@ class Advisor(Protocol):
         """Advice for ``match``, or None when the evidence supports none."""
 
 
+def _names(value: Iterable[str]) -> frozenset[str]:
+    return frozenset(value)
+
+
+def _variants(value: Iterable[Variant]) -> tuple[Variant, ...]:
+    return tuple(value)
+
+
 @attrs.frozen(kw_only=True)
 class Variant:
     """One form of the message an advisor works on, told apart by its capture groups.
@@ -85,8 +93,8 @@ class Variant:
     """
 
     name: str
-    requires: frozenset[str] = attrs.field(default=frozenset(), converter=frozenset)
-    reads: frozenset[str] = attrs.field(default=frozenset(), converter=frozenset)
+    requires: frozenset[str] = attrs.field(default=frozenset(), converter=_names)
+    reads: frozenset[str] = attrs.field(default=frozenset(), converter=_names)
 
 
 @attrs.frozen(kw_only=True)
@@ -98,7 +106,7 @@ class Contract:
     """
 
     name: str
-    variants: tuple[Variant, ...] = attrs.field(converter=tuple)
+    variants: tuple[Variant, ...] = attrs.field(converter=_variants)
 
     @variants.validator
     def _check(self, _: object, value: tuple[Variant, ...]) -> None:

@@ -27,7 +27,7 @@ import regex
 
 from errkb.advisors import Advice, Contract, Variant, advisor
 from errkb.exceptions import UsageError
-from errkb.findings import ExampleFix, Fact, Solution
+from errkb.findings import ExampleFix, Fact, Solution, Source
 from errkb.probes.model import (
     ModelShape,
     cache_dtype_bytes,
@@ -69,7 +69,7 @@ class _Ledger:
         self.facts: dict[str, Fact] = {}
 
     def put(
-        self, name: str, value: Any, unit: str | None, source: str, note: str | None = None
+        self, name: str, value: Any, unit: str | None, source: Source, note: str | None = None
     ) -> Any:
         self.facts[name] = Fact(name=name, value=value, unit=unit, source=source, note=note)
         return value
@@ -163,7 +163,7 @@ def _shape(evidence: Evidence, ctx: _Context, led: _Ledger) -> None:
         try:
             ctx.shape = evidence.probe("model")
         except UsageError as exc:
-            ctx.notes.append(str(exc))
+            ctx.notes.append(f"model {exc}")
     if ctx.shape is not None:
         s = ctx.shape
         where = f"read from {s.origin}"
@@ -192,7 +192,8 @@ def _cache_dtype(evidence: Evidence, ctx: _Context, led: _Ledger) -> None:
         ctx.engine_has_kv_dtype = engine.has_cache_dtype
     elif engine is not None and engine.has_cache_dtype:
         ctx.engine_has_kv_dtype = True
-    name, source = "auto", "default"
+    name: str = "auto"
+    source: Source = "default"
     if engine is not None and engine.cache_dtype:
         name, source = engine.cache_dtype, "frame"
     elif evidence.given("kv_cache_dtype"):
@@ -204,7 +205,8 @@ def _cache_dtype(evidence: Evidence, ctx: _Context, led: _Ledger) -> None:
                 "kv_cache_dtype_bytes", size, "bytes", source, f"kv_cache_dtype={name}"
             )
             return
-    model_dtype, dsource = None, "default"
+    model_dtype: object = None
+    dsource: Source = "default"
     if engine is not None and engine.model_dtype:
         model_dtype, dsource = engine.model_dtype, "frame"
     elif ctx.shape is not None and ctx.shape.dtype:

@@ -25,6 +25,8 @@ import attrs
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from errkb.findings import Source
+
 __all__ = [
     "BUILTIN",
     "ENTRY_POINT_GROUP",
@@ -64,7 +66,7 @@ class GpuDevice:
     reserved_bytes: int | None = None
     capability: tuple[int, int] | None = None
     other_processes_bytes: int | None = None
-    source: str = "gpu"
+    source: Source = "gpu"
 
     def to_dict(self) -> dict[str, object]:
         """The JSON form."""

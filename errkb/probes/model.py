@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from errkb.evidence import safe_getattr
+from errkb._traceback import safe_getattr
 from errkb.exceptions import UsageError
+
+if TYPE_CHECKING:
+    from errkb.evidence import Evidence
 
 __all__ = [
     "DTYPE_BYTES",
@@ -53,6 +56,16 @@ def dtype_bytes(dtype: object) -> int | None:
         return None
     name = str(dtype).removeprefix("torch.").lower()
     return DTYPE_BYTES.get(name)
+
+
+def cache_dtype_bytes(name: str) -> int | None:
+    """Bytes per value of a KV cache whose ``kv_cache_dtype`` is ``name``; None for ``auto``.
+
+    Every ``fp8`` variant (``fp8_e4m3``, ``fp8_e4m3fnuz``, ...) is one byte, known or not.
+    """
+    if name == "auto":
+        return None
+    return dtype_bytes(name) or (1 if name.startswith("fp8") else None)
 
 
 @attrs.frozen(kw_only=True)
@@ -169,3 +182,12 @@ def kv_bytes_per_token(
         return shape.attention_layers * shape.mla_latent_dim * cache_dtype_bytes
     heads = max(1, shape.num_kv_heads // max(1, tensor_parallel_size))
     return 2 * shape.attention_layers * heads * shape.head_dim * cache_dtype_bytes
+
+
+def probe(evidence: Evidence, timeout: float) -> ModelShape | None:  # noqa: ARG001 - a local file
+    """The ``model`` probe: the shape of the model the user gave (a local folder or config.json).
+
+    None when none was given; raises :class:`~errkb.exceptions.UsageError` when it cannot be read.
+    """
+    given = evidence.given("model")
+    return read_model_path(given) if given else None

@@ -60,5 +60,7 @@ def test_the_docs_table_lists_exactly_the_variables_errkb_reads():
     page = ERRKB.parent / "docs" / "environment.md"
     if not page.is_file():
         pytest.skip("needs the source tree")
-    rows = set(re.findall(r"^\| `(ERRKB_[A-Z_]+)` \|", page.read_text(encoding="utf-8"), re.M))
+    rows = set(
+        re.findall(r"^\| `(ERRKB_[A-Z_]+)` \|", page.read_text(encoding="utf-8"), re.MULTILINE)
+    )
     assert set(_env.VARIABLES) == rows
