@@ -150,6 +150,14 @@ def test_validate_reports_one_line_per_problem_and_exits_1(write_records, good_r
     assert b"2 records loaded, 3 problems" in proc.stderr
 
 
+def test_validate_rejects_an_advisor_that_does_not_exist(write_records, good_record):
+    """A record naming "kv_cahce" is a problem, exit 1 (it used to pass): advisors are checked."""
+    folder = write_records({"a/typo.json": dict(good_record, advisors=["kv_cahce"])})
+    proc = run_cli("validate", str(folder))
+    assert 1 == proc.returncode
+    assert "no advisor named 'kv_cahce' (known: kv-cache)" in proc.stdout.decode()
+
+
 def test_validate_good_folder_exits_0(write_records, good_record):
     """No problem: exit 0."""
     assert 0 == run_cli("validate", str(write_records({"a/good.json": good_record}))).returncode
