@@ -39,8 +39,8 @@ __all__ = [
 #: The version tag of the JSON form; bumped when a field changes meaning or goes away.
 SCHEMA = "errkb.diagnosis/1"
 #: Where a number came from: the exception's message, a traceback frame's objects, the live
-#: GPU, the model's configuration, a value the user gave, a plugin probe's reading, errkb's
-#: arithmetic, or an assumption.
+#: GPU, the model's configuration, a value the user gave, another probe's reading (a plugin's,
+#: or a built-in one beyond the GPU), errkb's arithmetic, or an assumption.
 Source = Literal["message", "frame", "gpu", "model-config", "flag", "probe", "computed", "default"]
 SOURCES: tuple[Source, ...] = get_args(Source)
 

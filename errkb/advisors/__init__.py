@@ -7,7 +7,8 @@ is imported unless it is in one of those two places.
 
 The contract between a record and an advisor is declared, not guessed: :func:`advisor` marks a
 callable with its :class:`Contract` (its name, and the :class:`Variant` forms of message it
-works on, each with the capture groups it requires and reads). ``errkb validate`` checks that
+works on, each with the capture groups it requires and reads), built once and used by the
+advisor itself to tell which form a match has. ``errkb validate`` checks that
 every advisor a record names exists and that the record's pattern has the groups of one of its
 variants (:func:`check`); the advisor learns which variant it has from
 :meth:`Contract.variant_for`. A plugin advisor without a declaration is taken to require no
@@ -127,22 +128,24 @@ class Contract:
         wanted = " or ".join(
             "{" + ", ".join(sorted(v.requires)) + "}" for v in self.variants if v.requires
         )
-        return f"the pattern has none of the groups advisor {self.name!r} reads (needs {wanted})"
+        return f"the pattern lacks the groups advisor {self.name!r} needs: {wanted}"
 
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-def advisor(name: str, *variants: Variant) -> Callable[[F], F]:
-    """Declare a callable an advisor called ``name`` that works on these ``variants``.
+def advisor(contract: Contract) -> Callable[[F], F]:
+    """Declare a callable the advisor of ``contract``: its name and the variants it works on.
 
-    >>> @advisor("widget", Variant(name="speed", requires={"speed"}))
+    >>> WIDGET = Contract(name="widget", variants=(Variant(name="speed", requires={"speed"}),))
+    >>> @advisor(WIDGET)
     ... def advise(match, evidence):
     ...     return None
-    >>> contract_of(advise, "widget").variants[0].requires
-    frozenset({'speed'})
+    >>> contract_of(advise, "widget") is WIDGET
+    True
     """
-    contract = Contract(name=name, variants=variants or (Variant(name="any"),))
+    if not isinstance(contract, Contract):
+        raise TypeError(f"advisor() takes a Contract, got {contract!r}")
 
     def mark(func: F) -> F:
         func.errkb_contract = contract  # type: ignore[attr-defined]

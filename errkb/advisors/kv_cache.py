@@ -334,7 +334,7 @@ def _gather(match: Match, evidence: Evidence, led: _Ledger) -> _Context:
     return ctx
 
 
-@advisor(CONTRACT.name, *VARIANTS)
+@advisor(CONTRACT)
 def advise(match: Match, evidence: Evidence) -> Advice | None:
     """Compute the KV-cache fix for ``match`` from whatever evidence there is."""
     led = _Ledger()

@@ -41,7 +41,10 @@ __all__ = [
 ENTRY_POINT_GROUP = "errkb.probes"
 
 #: Built-in probes: name -> "module:attribute" of a callable ``(evidence, timeout) -> reading``,
-#: imported on first use.
+#: imported on first use. A built-in probe is errkb's own code and runs in the diagnosis'
+#: thread: it keeps to ``timeout`` and to ``evidence.options.probes`` itself (the ``gpu`` probe
+#: measures in a bounded thread, and nothing when probes are off; ``engine`` and ``model`` read
+#: frames and a file the user named, which probes-off does not forbid).
 BUILTIN: dict[str, str] = {
     "engine": "errkb.probes.engine:probe",
     "gpu": "errkb.probes.gpu:probe",

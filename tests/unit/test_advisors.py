@@ -29,13 +29,15 @@ def test_problem_with_names_the_groups_a_pattern_lacks():
     """A pattern without any variant's required groups cannot serve the advisor."""
     contract = Contract(name="widget", variants=(SPEED,))
     assert contract.problem_with({"speed", "other"}) is None
-    assert "needs {speed}" in (contract.problem_with({"name"}) or "")
+    assert "needs: {speed}" in (contract.problem_with({"name"}) or "")
 
 
 def test_advisor_declares_and_contract_of_checks_the_name():
     """@advisor marks the callable; a declaration under another name is refused."""
 
-    @advisor("widget", SPEED)
+    widget = Contract(name="widget", variants=(SPEED,))
+
+    @advisor(widget)
     def advise(match: object, evidence: object) -> None:
         return None
 

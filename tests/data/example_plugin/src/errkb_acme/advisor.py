@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from errkb.advisors import Advice, Variant, advisor
+from errkb.advisors import Advice, Contract, Variant, advisor
 from errkb.findings import Fact, Solution
 
 if TYPE_CHECKING:
@@ -12,7 +12,13 @@ if TYPE_CHECKING:
     from errkb.match import Match
 
 
-@advisor("acme-widget", Variant(name="jammed", requires={"speed"}, reads={"name"}))
+#: The name records use, and the capture groups it needs: errkb validate checks records by it.
+CONTRACT = Contract(
+    name="acme-widget", variants=(Variant(name="jammed", requires={"speed"}, reads={"name"}),)
+)
+
+
+@advisor(CONTRACT)
 def advise(match: Match, evidence: Evidence) -> Advice | None:
     """Halve the speed, and say how many spares the acme-widgets probe counted."""
     speed = match.captures.get("speed")
