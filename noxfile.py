@@ -28,10 +28,12 @@ def tests(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def lint(session: nox.Session) -> None:
-    """Check style and formatting with ruff."""
+    """Check style and formatting with ruff, and errkb's import layers with import-linter."""
     session.install(*nox.project.dependency_groups(PYPROJECT, "lint"))
     session.run("ruff", "check", "errkb", "tests", "noxfile.py")
     session.run("ruff", "format", "--check", "errkb", "tests", "noxfile.py")
+    # lint-imports reads errkb from the source tree (root_package in pyproject.toml).
+    session.run("lint-imports", env={"PYTHONPATH": "."})
 
 
 @nox.session(python=PYTHON)
