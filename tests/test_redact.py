@@ -7,8 +7,8 @@ import pytest
 
 import errkb
 from errkb import Options
-from errkb.render import render
 from errkb._redact import redact
+from errkb.render import render
 from errkb.testing import record_dict, registry_from_dicts
 
 
