@@ -20,6 +20,11 @@ SEED = (
 )
 RUNS = int(os.environ.get("ERRKB_BENCH_RUNS", "30"))
 OUT = Path(os.environ.get("ERRKB_BENCH_OUT", "bench-results"))
+# Smaller figures for repeated comparisons (benchmarks/compare.py); the defaults are the full bench.
+LOOKUP_SIZES = tuple(
+    int(n) for n in os.environ.get("ERRKB_BENCH_LOOKUP_SIZES", "100,1000,10000,100000").split(",")
+)
+SCAN_MB = int(os.environ.get("ERRKB_BENCH_SCAN_MB", "200"))
 
 
 Command = tuple[list[str], "dict[str, str] | None"]  # argv, environment (None: ours)
@@ -170,7 +175,7 @@ print(json.dumps(out))
 """
 
 
-def lookups(sizes=(100, 1000, 10_000, 100_000)) -> list[dict[str, object]]:
+def lookups(sizes=LOOKUP_SIZES) -> list[dict[str, object]]:
     """Lookup p50/p99 at growing record counts, indexed against the naive linear scan."""
     import tempfile
 
@@ -298,7 +303,7 @@ def _ere(pattern: str) -> str | None:
     return None if "(?" in q or "\\N" in q or "\\x" in q or "\\u" in q else q
 
 
-def scan_throughput(megabytes: int = 200, runs: int = 3) -> list[dict[str, object]]:
+def scan_throughput(megabytes: int = SCAN_MB, runs: int = 3) -> list[dict[str, object]]:
     """errkb scan (each engine) against grep -E -f over the same patterns, on a generated log.
 
     Each command runs ``runs`` times, interleaved; the median counts.
