@@ -9,7 +9,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from conftest import top_match  # noqa: E402
+from helpers import top_match  # noqa: E402
 
 
 class _NotAllowlisted:

@@ -10,9 +10,9 @@ import venv
 from pathlib import Path
 
 import pytest
-from conftest import DATA, SEED_MESSAGE
+from helpers import DATA, SEED_MESSAGE
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PLUGIN = DATA / "example_plugin"
 WIDGET = "RuntimeError: widget alpha jammed at 1200 rpm"
 
@@ -112,29 +112,3 @@ def test_broken_record_pack_is_reported_in_one_line_and_skipped(tmp_path):
     )
     assert [expected] == lines
     assert "vllm-kv-cache-max-seq-len" in proc.stdout.decode()
-
-
-def test_broken_probe_plugin_gives_no_reading(monkeypatch):
-    """A probe plugin that cannot be loaded is skipped: no probe, and one line in the reports."""
-    from errkb import _plugins, probes
-
-    class FakeEntryPoint:
-        name, value, group = "broken-probe", "no_such_module_for_errkb:probe", "errkb.probes"
-
-        def load(self):
-            raise ModuleNotFoundError("No module named 'no_such_module_for_errkb'")
-
-    monkeypatch.setattr(_plugins, "entry_points", lambda group: [FakeEntryPoint()])
-    monkeypatch.setattr(probes, "_plugins_loaded", {})
-    assert None is probes.plugin_probe("broken-probe")
-    assert 1 == sum("'broken-probe'" in line for line in _plugins.problems())
-
-
-def test_evidence_probe_uses_injected_readings():
-    """Evidence.probe returns an injected reading without loading any plugin."""
-    from errkb import Options
-    from errkb.evidence import Evidence
-    from errkb.probes import Measurements
-
-    options = Options(measurements=Measurements(readings={"acme-widgets": {"spare_widgets": 2}}))
-    assert {"spare_widgets": 2} == Evidence(options=options, exceptions=()).probe("acme-widgets")

@@ -15,7 +15,7 @@ import textwrap
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from conftest import SEED_MESSAGE, run_python
+from helpers import SEED_MESSAGE, run_python
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

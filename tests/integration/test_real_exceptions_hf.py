@@ -15,7 +15,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from conftest import top_match
+from helpers import top_match
 
 pytest.importorskip("torch")
 pytest.importorskip("transformers")

@@ -6,7 +6,7 @@ import json
 import textwrap
 
 import pytest
-from conftest import SEED_MESSAGE, run_python
+from helpers import SEED_MESSAGE, run_python
 
 pytest.importorskip("IPython")
 

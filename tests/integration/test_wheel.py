@@ -7,9 +7,9 @@ import venv
 from pathlib import Path
 
 import pytest
-from conftest import SEED_MESSAGE
+from helpers import SEED_MESSAGE
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.skipif(

@@ -7,7 +7,7 @@ import re
 import textwrap
 
 import pytest
-from conftest import SEED_MESSAGE
+from helpers import SEED_MESSAGE
 
 import errkb
 from errkb import Options

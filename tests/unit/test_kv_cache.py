@@ -6,26 +6,16 @@ The reference model is Llama-3-8B-shaped: 32 layers, 8 KV heads of 128, bf16, so
 
 from __future__ import annotations
 
-import json
 import textwrap
 
 import pytest
-from conftest import SEED_MESSAGE, run_cli, run_python
+from helpers import SEED_MESSAGE
 
 import errkb
 from errkb import Options
 from errkb.testing import FakeGpu, FakeMeasurements
 from errkb.units import GIB
 
-LLAMA = {
-    "model_type": "llama",
-    "num_hidden_layers": 32,
-    "num_attention_heads": 32,
-    "num_key_value_heads": 8,
-    "hidden_size": 4096,
-    "torch_dtype": "bfloat16",
-    "max_position_embeddings": 131072,
-}
 NO_GPU = FakeMeasurements(gpus=[])
 #: One 80 GiB GPU with 79 GiB free, the issue's reference machine.
 GPU_80GIB = FakeMeasurements(gpus=[FakeGpu(total_bytes=80 * GIB, free_bytes=79 * GIB)])
@@ -49,12 +39,6 @@ CPU = (
     "The model's max seq len (131072) is larger than the maximum number of tokens that can be stored in KV cache "
     "(32768). Try increasing `VLLM_CPU_KVCACHE_SPACE` or decreasing `max_model_len` when initializing the engine."
 )
-
-
-@pytest.fixture
-def llama_dir(tmp_path):
-    (tmp_path / "config.json").write_text(json.dumps(LLAMA))
-    return tmp_path
 
 
 def _facts(d) -> dict[str, dict]:
@@ -289,104 +273,3 @@ def test_chattts_engine_is_never_offered_a_kv_cache_dtype():
     assert all("kv_cache_dtype" not in s for s in settings)
     # 4096 tokens need 256 blocks, 100 exist: 156 x 16 tokens x (2*20*12*64*2 = 61440 bytes).
     assert 156 * 16 * 61440 == _facts(d)["kv_cache_deficit_bytes"]["value"]
-
-
-def test_cli_explain_with_model_and_gpu_flags(llama_dir):
-    """The issue's command: --model DIR --gpu-memory 24GiB --gpu-memory-utilization 0.9 --json."""
-    proc = run_cli(
-        "explain",
-        SEED_MESSAGE,
-        "--model",
-        str(llama_dir),
-        "--gpu-memory",
-        "24GiB",
-        "--gpu-memory-utilization",
-        "0.9",
-        "--json",
-        "--no-probes",
-    )
-    assert 0 == proc.returncode, proc.stderr
-    facts = {f["name"]: f for f in json.loads(proc.stdout)["facts"]}
-    # 0.9 + 2.5 GiB / 24 GiB = 1.00417 -> 1.01: more than the whole GPU, so cap the length.
-    assert (1.01, "computed") == (
-        facts["gpu_memory_utilization_needed"]["value"],
-        facts["gpu_memory_utilization_needed"]["source"],
-    )
-    assert 12288 == facts["max_model_len_that_fits"]["value"]
-    assert ("flag", 24 * GIB) == (
-        facts["gpu_memory_total"]["source"],
-        facts["gpu_memory_total"]["value"],
-    )
-
-
-def test_cli_bad_gpu_memory_is_a_usage_error():
-    """--gpu-memory lots: exit 2 with the expectation."""
-    proc = run_cli("explain", SEED_MESSAGE, "--gpu-memory", "lots")
-    assert 2 == proc.returncode
-    assert b"expected a size such as 24GiB" in proc.stderr
-
-
-def test_end_to_end_hook_rewrites_the_users_multiline_call(tmp_path):
-    """A child installs the hook; an engine raises inside a multi-line EngineArgs(...) call."""
-    app = tmp_path / "serve.py"
-    app.write_text(
-        textwrap.dedent(
-            """
-        import errkb
-        from errkb import Options
-        from errkb.testing import FakeGpu, FakeMeasurements
-        errkb.install(Options(measurements=FakeMeasurements(gpus=[FakeGpu(total_bytes=80 * 2**30, free_bytes=80 * 2**30)])))
-        import transformers
-
-
-        class CacheConfig:
-            def __init__(self, block_size, gpu_memory_utilization):
-                self.block_size = block_size
-                self.gpu_memory_utilization = gpu_memory_utilization
-                self.cache_dtype = "auto"
-
-
-        class ModelConfig:
-            def __init__(self, max_model_len):
-                self.max_model_len = max_model_len
-                self.hf_config = transformers.LlamaConfig(
-                    num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=8, hidden_size=4096)
-                self.dtype = "bfloat16"
-
-
-        class EngineArgs:
-            def __init__(self, model, max_model_len, gpu_memory_utilization):
-                self.cache_config = CacheConfig(16, gpu_memory_utilization)
-                self.model_config = ModelConfig(max_model_len)
-                self._init_cache()
-
-            def _init_cache(self):
-                num_gpu_blocks = 768
-                raise ValueError(
-                    f"The model's max seq len ({self.model_config.max_model_len}) is larger than the maximum "
-                    f"number of tokens that can be stored in KV cache ({16 * num_gpu_blocks}). Try increasing "
-                    "`gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine."
-                )
-
-
-        engine = EngineArgs(
-            model="/models/llama-3-8b",
-            max_model_len=32768,
-            gpu_memory_utilization=0.5,
-        )
-        """
-        )
-    )
-    proc = run_python(
-        f"import runpy; runpy.run_path({str(app)!r}, run_name='__main__')",
-        env={"NO_COLOR": "1", "COLUMNS": "120"},
-    )
-    err = proc.stderr.decode()
-    assert 1 == proc.returncode
-    assert "ValueError: The model's max seq len (32768)" in err
-    assert "kv_bytes_per_token = 128 KiB (131,072 bytes)  (computed" in err
-    assert "gpu_memory_utilization_needed = 0.54  (computed" in err
-    assert "Raise gpu_memory_utilization from 0.5 to 0.54" in err
-    assert f"Example fix ({app}:" in err
-    assert "    gpu_memory_utilization=0.54," in err
-    assert "    gpu_memory_utilization=0.5," in err  # the before

@@ -9,7 +9,7 @@ import sys
 import textwrap
 
 import pytest
-from conftest import SEED_MESSAGE
+from helpers import SEED_MESSAGE
 
 PARENT = f"""
 import multiprocessing, subprocess, sys

@@ -1,30 +1,17 @@
 from __future__ import annotations
 
-import gzip
 import io
-import json
 
 import pytest
-from conftest import NO_BLOCKS_MESSAGE, SEED_MESSAGE, run_cli
+from helpers import NO_BLOCKS_MESSAGE, NOISE, serve_log
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import errkb.scan
 from errkb._scanplan import FindPlan
-from errkb.exceptions import UsageError
 from errkb.registry import default_registry
 from errkb.scan import ENGINES, scan, scan_stream
 from errkb.testing import record_dict, registry_from_dicts
-
-NOISE = "INFO 11-30 06:00:01 [engine.py:{n}] Avg prompt throughput: 1.5 tokens/s, Running: 3 reqs"
-
-
-def _log(n: int = 50) -> str:
-    lines = [NOISE.format(n=i) for i in range(n)]
-    lines[9] = f"ERROR 11-30 [core.py:1] ValueError: {SEED_MESSAGE}"
-    lines[19] = f"ValueError: {NO_BLOCKS_MESSAGE}"
-    lines[29] = f"(EngineCore pid=12) ValueError: {SEED_MESSAGE.replace('32768', '65536')}"
-    return "\n".join(lines) + "\n"
 
 
 @pytest.fixture(params=ENGINES)
@@ -42,7 +29,7 @@ def _groups(result):
 
 def test_scan_groups_by_record_with_counts_and_first_lines(engine):
     """Two lines of the seed's error and one of its sibling: counts and 1-based line numbers."""
-    result = scan(io.StringIO(_log()))
+    result = scan(io.StringIO(serve_log()))
     groups = {g.record.id: (g.count, g.first_lines) for g in result.groups}
     assert (2, (10, 30)) == groups["vllm-kv-cache-max-seq-len"]
     assert (1, (20,)) == groups["vllm-no-cache-blocks"]
@@ -51,7 +38,7 @@ def test_scan_groups_by_record_with_counts_and_first_lines(engine):
 
 def test_stream_and_lines_give_the_same_result(engine):
     """scan_stream over bytes and scan over lines agree (the CLI and the API are one)."""
-    text = _log()
+    text = serve_log()
     a = scan(io.StringIO(text))
     b = scan_stream(io.BytesIO(text.encode()))
     assert [(g.record.id, g.count, g.first_lines) for g in a.groups] == [
@@ -62,7 +49,7 @@ def test_stream_and_lines_give_the_same_result(engine):
 def test_blocks_split_mid_line_lose_nothing(monkeypatch, engine):
     """With tiny read blocks every line is still seen whole, and line numbers stay right."""
     monkeypatch.setattr(errkb.scan, "BLOCK", 7)
-    result = scan_stream(io.BytesIO(_log().encode()))
+    result = scan_stream(io.BytesIO(serve_log().encode()))
     groups = {g.record.id: (g.count, g.first_lines) for g in result.groups}
     assert (2, (10, 30)) == groups["vllm-kv-cache-max-seq-len"]
 
@@ -85,52 +72,6 @@ def test_scan_finds_records_whose_literals_are_alternatives(engine):
         io.BytesIO(b"a\nthe quota exceeded here\nb\ndisk gone\n"), registry=registry
     )
     assert [("alt", 2, (2, 4))] == [(g.record.id, g.count, g.first_lines) for g in result.groups]
-
-
-def test_cli_scans_gzip_and_prints_json(tmp_path):
-    """errkb scan file.gz --json reads gzip directly; exit 0 when something was found."""
-    path = tmp_path / "serve.log.gz"
-    path.write_bytes(gzip.compress(_log().encode()))
-    proc = run_cli("scan", "--json", str(path))
-    assert 0 == proc.returncode, proc.stderr
-    data = json.loads(proc.stdout)
-    assert "errkb.scan/1" == data["schema"]
-    assert {"vllm-kv-cache-max-seq-len": 2, "vllm-no-cache-blocks": 1} == {
-        g["id"]: g["count"] for g in data["groups"] if g["id"].startswith("vllm-")
-    }
-
-
-def test_cli_scans_stdin():
-    """errkb scan - reads standard input, plain or gzip."""
-    proc = run_cli("scan", "--json", "-", stdin=gzip.compress(_log().encode()))
-    assert 0 == proc.returncode, proc.stderr
-    assert 50 == json.loads(proc.stdout)["lines"]
-    plain = run_cli("scan", "-", stdin=_log().encode())
-    assert b"vllm-kv-cache-max-seq-len  (first at line 10, 30)" in plain.stdout
-
-
-def test_cli_scan_nothing_found_exits_1_unreadable_exits_2(tmp_path):
-    """Exit 1 when no known error is in the log, 2 when the file cannot be read."""
-    clean = tmp_path / "clean.log"
-    clean.write_text(NOISE.format(n=1) + "\n")
-    assert 1 == run_cli("scan", str(clean)).returncode
-    assert 2 == run_cli("scan", str(tmp_path / "missing.log")).returncode
-
-
-def test_cli_scan_engine_from_the_environment():
-    """ERRKB_SCAN_ENGINE picks the engine; an unknown one is a usage error (exit 2)."""
-    python = run_cli(
-        "scan", "--json", "-", stdin=_log().encode(), env={"ERRKB_SCAN_ENGINE": "python"}
-    )
-    assert 0 == python.returncode, python.stderr
-    assert json.loads(python.stdout) == json.loads(
-        run_cli("scan", "--json", "-", stdin=_log().encode()).stdout
-    )
-    bogus = run_cli("scan", "-", stdin=b"", env={"ERRKB_SCAN_ENGINE": "grep"})
-    assert 2 == bogus.returncode
-    assert b"unknown scan engine 'grep'" in bogus.stderr
-    with pytest.raises(UsageError, match="unknown scan engine"):
-        scan_stream(io.BytesIO(b""), engine="grep")
 
 
 def test_a_runaway_line_is_cut_and_the_lines_after_it_still_count(monkeypatch, engine):

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import run_cli, run_python
+from helpers import run_cli, run_python
 
 from errkb.records import load_paths
 from errkb.testing import record_dict

@@ -7,7 +7,7 @@ import json
 import logging
 
 import pytest
-from conftest import SEED_MESSAGE
+from helpers import SEED_MESSAGE
 
 from errkb.logging import DiagnosisFilter
 

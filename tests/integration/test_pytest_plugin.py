@@ -8,7 +8,7 @@ import sys
 import textwrap
 
 import pytest
-from conftest import SEED_MESSAGE
+from helpers import SEED_MESSAGE
 
 FAILING = f"""
 def test_engine_starts():

@@ -4,9 +4,9 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import DATA, NO_BLOCKS_MESSAGE, SEED_MESSAGE, run_cli
+from helpers import DATA, NO_BLOCKS_MESSAGE, SEED_MESSAGE, run_cli
 
-SHARED_SEED = Path(__file__).resolve().parents[2] / "shared" / "seed-record.json"
+SHARED_SEED = Path(__file__).resolve().parents[3] / "shared" / "seed-record.json"
 
 
 def _json(proc) -> dict:

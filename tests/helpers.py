@@ -1,0 +1,96 @@
+"""What the tests share: messages, the data folder, and child processes run the same way.
+
+Tests import these with ``from helpers import ...`` (pytest puts ``tests/`` on ``sys.path``:
+``pythonpath`` in pyproject.toml); fixtures live in ``conftest.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+DATA = Path(__file__).parent / "data"
+
+#: The old vLLM engine's KV-cache message, with the seed's example numbers.
+SEED_MESSAGE = (
+    "The model's max seq len (32768) is larger than the maximum number of tokens that can be "
+    "stored in KV cache (12288). Try increasing `gpu_memory_utilization` or decreasing "
+    "`max_model_len` when initializing the engine."
+)
+NO_BLOCKS_MESSAGE = (
+    "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when "
+    "initializing the engine."
+)
+
+#: A Llama-3-8B-shaped config.json: 32 layers, 8 KV heads of 128, bf16 (131072 bytes a token).
+LLAMA = {
+    "model_type": "llama",
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "hidden_size": 4096,
+    "torch_dtype": "bfloat16",
+    "max_position_embeddings": 131072,
+}
+
+#: A vLLM serve log's ordinary line; ``{n}`` is the line's number.
+NOISE = "INFO 11-30 06:00:01 [engine.py:{n}] Avg prompt throughput: 1.5 tokens/s, Running: 3 reqs"
+
+
+def serve_log(n: int = 50) -> str:
+    """A serve log of ``n`` lines: noise, the seed error twice (lines 10, 30), no-blocks once (20)."""
+    lines = [NOISE.format(n=i) for i in range(n)]
+    lines[9] = f"ERROR 11-30 [core.py:1] ValueError: {SEED_MESSAGE}"
+    lines[19] = f"ValueError: {NO_BLOCKS_MESSAGE}"
+    lines[29] = f"(EngineCore pid=12) ValueError: {SEED_MESSAGE.replace('32768', '65536')}"
+    return "\n".join(lines) + "\n"
+
+
+def _child_env(env: dict[str, str] | None) -> dict[str, str]:
+    """The environment of a child: ours, less errkb's settings and colour switches."""
+    full_env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("ERRKB_", "FORCE_COLOR", "NO_COLOR")) or k == "ERRKB_CACHE_DIR"
+    }
+    full_env.update(env or {})
+    return full_env
+
+
+def top_match(exc: BaseException):
+    """The best match errkb finds for a real exception (failing, with its text, if none)."""
+    import errkb
+
+    matches = errkb.lookup(str(exc), type(exc))
+    assert matches, str(exc)
+    return matches[0]
+
+
+def run_python(
+    code: str, *args: str, env: dict[str, str] | None = None, timeout: float = 120, **kw
+):
+    """Run ``code`` in a fresh interpreter; returns the CompletedProcess with bytes output."""
+    return subprocess.run(
+        [sys.executable, "-c", code, *args],
+        capture_output=True,
+        env=_child_env(env),
+        timeout=timeout,
+        check=False,
+        **kw,
+    )
+
+
+def run_cli(
+    *args: str, env: dict[str, str] | None = None, stdin: bytes | None = None, timeout: float = 120
+):
+    """Run ``python -m errkb ARGS`` in a child process."""
+    return subprocess.run(
+        [sys.executable, "-m", "errkb", *args],
+        capture_output=True,
+        env=_child_env(env),
+        input=stdin,
+        timeout=timeout,
+        check=False,
+    )
