@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import importlib
 import json
 import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from errkb._version import __version__
 from errkb.exceptions import RecordError, RegistryError
 from errkb.records import RecordRef, jsonl_values, record_from_dict
 
@@ -39,8 +41,9 @@ CACHE_FORMAT = "errkb.pack-cache/1"
 #: Packs smaller than this many bytes load fast enough without a cache.
 MIN_CACHED = 1 << 20
 
-# The modules whose code decides what a cache holds: a change to any of them rebuilds it.
-_CODE = ("records.py", "_patterns.py", "_index.py", "packs.py")
+# The modules whose code decides what a cache holds: a change to any file of them (every
+# module of a package) rebuilds it. The files are found from the modules, so none is missed.
+_CODE = ("errkb.records", "errkb._patterns", "errkb._index", "errkb.packs")
 
 
 def cache_dir() -> Path | None:
@@ -183,14 +186,26 @@ def _row(ref: RecordRef) -> list[Any]:
     return [line.number, line.offset, line.length, *(getattr(ref, f) for f in _FIELDS)]
 
 
+def _code_files() -> list[Path]:
+    """The source files of the :data:`_CODE` modules, sorted: a package's are all its modules."""
+    files: set[Path] = set()
+    for name in _CODE:
+        module = importlib.import_module(name)
+        folders = getattr(module, "__path__", None)
+        if folders is not None:
+            files.update(path for folder in folders for path in Path(folder).rglob("*.py"))
+        elif module.__file__:
+            files.add(Path(module.__file__))
+    return sorted(files)
+
+
 @functools.cache
 def _code_stamp() -> str:
-    from errkb import __version__
-
     digest = hashlib.sha256(__version__.encode())
-    here = Path(__file__).parent
-    for name in _CODE:
-        digest.update((here / name).read_bytes())
+    for path in _code_files():
+        # Each file's name marks where it starts: code moved across two files changes the stamp.
+        digest.update(f"\0{path.name}\0".encode())
+        digest.update(path.read_bytes())
     return digest.hexdigest()
 
 

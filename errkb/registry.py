@@ -137,8 +137,19 @@ class Registry:
         if not (validate or strict):
             trusted = list(sources)
         with _gc_paused():
-            refs, loading = load_refs(sources, strict=strict, trusted=trusted)
+            refs, loading = load_refs(sources, strict=strict, trusted=trusted, read_pack=_read_pack)
             return cls(refs, [*problems, *loading])
+
+
+def _read_pack(path: Path, label: str, problems: list[RecordError]) -> Iterator[RecordRef]:
+    """A trusted ``.jsonl`` pack, read by :func:`errkb.packs.load_pack` (bodies on demand).
+
+    The registry is where a trusted pack is read as one; :mod:`errkb.packs` is imported only
+    when a pack is there to read.
+    """
+    from errkb.packs import load_pack
+
+    return load_pack(path, label, problems)
 
 
 def _entry_point_paths() -> tuple[list[Path], list[RecordError]]:

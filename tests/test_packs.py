@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 from conftest import run_cli
 
+import errkb._index
+import errkb._patterns
 import errkb.packs
+import errkb.records
 from errkb.exceptions import RegistryError
 from errkb.records import load_paths
 from errkb.registry import Registry
@@ -116,6 +120,44 @@ def test_a_changed_pack_is_read_again(tmp_path, cache):
     st = pack.stat()
     os.utime(pack, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
     assert [r.id for r in _load(pack).refs] == [f"acme-gear-{i}" for i in range(6)]
+
+
+def test_a_change_to_errkb_code_reads_the_pack_again(tmp_path, cache, monkeypatch):
+    """A cache written by other code (another code stamp) is stale: the pack is read again."""
+    pack = _write_pack(tmp_path / "gears.jsonl", _records(5))
+    expected = _summary(_load(pack))
+    monkeypatch.setattr(errkb.packs, "_code_stamp", lambda: "other code")
+    read = []
+    real_read = errkb.packs._read
+    monkeypatch.setattr(errkb.packs, "_read", lambda *a: read.append(1) or real_read(*a))
+    assert expected == _summary(_load(pack))
+    assert [1] == read
+
+
+def test_the_code_stamp_covers_every_file_of_the_records_package():
+    """The stamp hashes every .py file of errkb/records/ and the modules packs build on, sorted."""
+    files = errkb.packs._code_files()
+    modules = (errkb._patterns, errkb._index, errkb.packs)
+    expected = {*Path(errkb.records.__file__).parent.rglob("*.py")}
+    expected |= {Path(m.__file__) for m in modules}
+    assert expected == set(files)
+    assert sorted(files) == files
+
+
+def test_a_change_to_any_code_file_changes_the_stamp(monkeypatch):
+    """One byte more in any file of the stamp gives another stamp (so every cache is stale)."""
+    stamp = errkb.packs._code_stamp.__wrapped__
+    before = stamp()
+    read_bytes = Path.read_bytes
+    for changed in errkb.packs._code_files():
+
+        def edited(path, changed=changed):
+            return read_bytes(path) + (b"#" if path == changed else b"")
+
+        monkeypatch.setattr(Path, "read_bytes", edited)
+        assert before != stamp(), changed
+    monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    assert before == stamp()
 
 
 def test_a_damaged_cache_is_ignored_and_rewritten(tmp_path, cache):

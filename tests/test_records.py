@@ -1,13 +1,16 @@
 from __future__ import annotations
 
+import ast
 import json
+from pathlib import Path
 
 import attrs
 import pytest
-from conftest import DATA
+from conftest import DATA, run_python
 
+import errkb.records
 from errkb.exceptions import RecordError
-from errkb.records import Record, load_paths, record_from_dict
+from errkb.records import Record, RecordRef, load_paths, load_refs, record_from_dict
 from errkb.testing import record_dict
 
 
@@ -136,10 +139,91 @@ def test_missing_path_is_a_problem_not_a_crash(tmp_path):
 
 def test_record_fields_are_documented():
     """docs/records.md names every JSON key of the model."""
-    from pathlib import Path
-
     doc = (Path(__file__).parent.parent / "docs" / "records.md").read_text()
     keys = list(
         Record(schema_version=2, id="a", slug="a", error_message="m", message_pattern="m").to_json()
     )
     assert [] == [k for k in keys if f"`{k}`" not in doc]
+
+
+def test_public_names_of_the_records_package_are_pinned():
+    """The package re-exports exactly these names, sorted as ruff sorts them, each defined."""
+    expected = [
+        "MAX_FILE",
+        "MAX_LINE",
+        "MAX_PATTERN",
+        "MAX_TEXT",
+        "SCHEMA_VERSION",
+        "SEVERITIES",
+        "Body",
+        "LoadResult",
+        "ReadPack",
+        "Record",
+        "RecordRef",
+        "jsonl_values",
+        "load_paths",
+        "load_refs",
+        "record_from_dict",
+    ]
+    assert expected == errkb.records.__all__
+    assert [] == [name for name in expected if not hasattr(errkb.records, name)]
+
+
+def test_the_records_package_never_imports_packs():
+    """No module of errkb/records/ imports errkb.packs, not even inside a function."""
+    imported = []
+    for path in sorted(Path(errkb.records.__file__).parent.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                imported += [(path.name, alias.name) for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                imported += [(path.name, f"{node.module}.{a.name}") for a in node.names]
+    assert [] == [(f, name) for f, name in imported if name.startswith("errkb.packs")]
+
+
+def _pack(tmp_path, good_record):
+    pack = tmp_path / "pack.jsonl"
+    lines = [dict(good_record, id=f"acme-{i}", slug=f"s{i}") for i in range(3)]
+    pack.write_text("\n".join(json.dumps(r) for r in lines) + "\n", encoding="utf-8")
+    return pack
+
+
+def test_load_refs_without_read_pack_loads_a_trusted_pack_whole(tmp_path, good_record):
+    """With no pack reader, a trusted .jsonl loads as load_paths(validate=False) loads it."""
+    pack = _pack(tmp_path, good_record)
+    refs, problems = load_refs([pack], trusted=[pack])
+    assert [] == problems
+    assert list(load_paths([pack], validate=False).records) == [r.load() for r in refs]
+    assert [] == [r for r in refs if r._record is None]  # kept whole, nothing left to read
+
+
+def test_load_refs_hands_only_trusted_packs_to_read_pack(tmp_path, good_record):
+    """read_pack gets each trusted .jsonl (file, label, problems); its refs are kept in order."""
+    pack = _pack(tmp_path, good_record)
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "more.jsonl").write_text(json.dumps(dict(good_record, id="acme-x")) + "\n")
+    calls = []
+
+    def read_pack(path, label, problems):
+        calls.append((path, label, problems))
+        problems.append(RecordError(label, "seen"))
+        return [RecordRef.of(r) for r in load_paths([path], validate=False).records]
+
+    refs, problems = load_refs([pack, other], trusted=[pack], read_pack=read_pack)
+    assert [(pack, str(pack), problems)] == calls
+    assert ["acme-0", "acme-1", "acme-2", "acme-x"] == [r.id for r in refs]
+    assert [f"{pack}: seen"] == [p.line for p in problems]
+
+
+def test_loading_records_does_not_import_packs(tmp_path, good_record):
+    """A child that loads a trusted pack through errkb.records alone never imports errkb.packs."""
+    pack = _pack(tmp_path, good_record)
+    code = (
+        "import sys; from errkb.records import load_refs; "
+        "refs, problems = load_refs([sys.argv[1]], trusted=[sys.argv[1]]); "
+        "print(len(refs), len(problems), 'errkb.packs' in sys.modules)"
+    )
+    proc = run_python(code, str(pack))
+    assert 0 == proc.returncode, proc.stderr
+    assert b"3 0 False" == proc.stdout.strip()

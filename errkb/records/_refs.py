@@ -1,0 +1,159 @@
+"""The split of a record into its ref, kept in memory, and its body, read when needed.
+
+A registry keeps a :class:`RecordRef` for each record: what matching, ranking and listing need.
+The ref's :class:`Body` says where the rest of the record is: the record itself, or a line of
+a large pack (:mod:`errkb.packs`).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol
+
+from errkb._patterns import literal_sets
+from errkb.records._schema import Record, brief, library_of
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+_UNREAD: Any = object()
+
+
+class Body(Protocol):
+    """Where a ref's whole record comes from: the record itself, or a line of a pack."""
+
+    @property
+    def source(self) -> str:
+        """The place, as :attr:`Record.source` says it."""
+        ...
+
+    def read(self, record_id: str) -> Record:
+        """The record; :class:`~errkb.exceptions.RegistryError` if it is gone."""
+        ...
+
+
+class _Kept:
+    """The body of a record kept whole in memory."""
+
+    __slots__ = ("record",)
+
+    def __init__(self, record: Record) -> None:
+        self.record = record
+
+    @property
+    def source(self) -> str:
+        return self.record.source
+
+    def read(self, record_id: str) -> Record:  # noqa: ARG002 - the Body protocol
+        return self.record
+
+
+class RecordRef:
+    """A record as the registry keeps it: in memory, what matching, ranking and listing need.
+
+    The rest of the record (its documentation, solutions, source code, ...) is its *body*:
+    either the :class:`Record` itself, or, for records of a large ``.jsonl`` pack (see
+    :mod:`errkb.packs`), a place in that file, read by :meth:`load` when the record is first
+    needed. A registry of 100k records so keeps a few hundred bytes for each.
+    """
+
+    __slots__ = (
+        "_body",
+        "_record",
+        "error_class",
+        "file_path",
+        "id",
+        "keys",
+        "message_pattern",
+        "repo",
+        "retired",
+        "sets",
+        "severity",
+        "slug",
+        "tags",
+        "title",
+        "variant_of",
+    )
+
+    def __init__(
+        self,
+        *,
+        id: str,  # noqa: A002 - the record's field name
+        slug: str,
+        title: str | None,
+        severity: str | None,
+        repo: str | None,
+        message_pattern: str,
+        error_class: str | None,
+        file_path: str | None,
+        retired: bool,
+        variant_of: str | None,
+        tags: tuple[str, ...],
+        sets: tuple[tuple[str, ...], ...] | None = _UNREAD,
+        keys: Sequence[tuple[str, str]] | None = None,
+        body: Body,
+    ) -> None:
+        self.id, self.slug, self.title, self.severity = id, slug, title, severity
+        self.repo, self.message_pattern, self.error_class = repo, message_pattern, error_class
+        self.file_path, self.retired, self.variant_of, self.tags = (
+            file_path,
+            retired,
+            variant_of,
+            tags,
+        )
+        # The literal analysis of the pattern and the index keys, when a pack cache has them.
+        self.sets, self.keys = sets, keys
+        self._body = body
+        # The whole record once read (at once for a record kept in memory).
+        self._record = body.record if isinstance(body, _Kept) else None
+
+    @classmethod
+    def of(cls, record: Record, *, body: Body | None = None) -> RecordRef:
+        """The ref of a record: kept whole, or, given its ``body``, to be read again from it."""
+        return cls(
+            id=record.id,
+            slug=record.slug,
+            title=record.title,
+            severity=record.severity,
+            repo=record.repo,
+            message_pattern=record.message_pattern,
+            error_class=record.error_class,
+            file_path=record.file_path,
+            retired=record.retired,
+            variant_of=record.variant_of,
+            tags=record.tags,
+            body=body or _Kept(record),
+        )
+
+    def __repr__(self) -> str:
+        return f"RecordRef({self.id!r})"
+
+    @property
+    def source(self) -> str:
+        """Where the record was read from, as :attr:`Record.source` says it."""
+        return self._body.source
+
+    @property
+    def heading(self) -> str:
+        """As :attr:`Record.heading`."""
+        return self.title or self.slug
+
+    def brief(self) -> dict[str, object]:
+        """As :meth:`Record.brief`."""
+        return brief(self)
+
+    @property
+    def library(self) -> str:
+        """As :attr:`Record.library`."""
+        return library_of(self.source, self.repo)
+
+    def literal_sets(self) -> tuple[tuple[str, ...], ...] | None:
+        """What every match of the pattern must contain (see :func:`errkb._patterns.literal_sets`)."""
+        if self.sets is _UNREAD:
+            self.sets = literal_sets(self.message_pattern)
+        return self.sets
+
+    def load(self) -> Record:
+        """The whole record, read from its file the first time it is needed."""
+        if self._record is None:
+            self._record = self._body.read(self.id)
+        return self._record

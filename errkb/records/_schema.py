@@ -1,0 +1,133 @@
+"""The record schema: the :class:`Record` type, and the JSON keys derived from its fields.
+
+A record is plain data: the dataset's schema version 2, plus errkb's extensions (``title``,
+``examples``, ``counterexamples``, ``advisors``, ``retired``). JSON keys are camelCase and the
+attributes snake_case; the mapping lives in one place, the field metadata, and the loader derives
+all of its work from :func:`attrs.fields`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import regex
+
+if TYPE_CHECKING:
+    from errkb.records._refs import RecordRef
+
+#: The one schema version this release reads.
+SCHEMA_VERSION = 2
+
+_PLACE_SUFFIX = regex.compile(r"(?::\d+|\[\d+\])$")
+
+
+def camel(name: str) -> str:
+    """The JSON key of an attribute: ``error_message`` -> ``errorMessage``."""
+    head, *rest = name.split("_")
+    return head + "".join(part.capitalize() for part in rest)
+
+
+def _field(kind: str, *, required: bool = False, extension: bool = False) -> Any:
+    """A record field: its JSON kind, whether it is required, whether errkb added it."""
+    default: object = () if kind == "strs" else (False if kind == "bool" else None)
+    converter = tuple if kind == "strs" else None
+    return attrs.field(
+        default=default,
+        converter=converter,
+        metadata={"kind": kind, "required": required, "extension": extension},
+    )
+
+
+@attrs.frozen(kw_only=True)
+class Record:
+    """One known error: how to recognise it, where it comes from, why, and what to do.
+
+    Build one from JSON with :func:`record_from_dict`; see ``docs/records.md`` for every field.
+    """
+
+    schema_version: int = _field("int", required=True)
+    id: str = _field("str", required=True)
+    slug: str = _field("str", required=True)
+    title: str | None = _field("str", extension=True)
+    repo: str | None = _field("str")
+    error_code: str | None = _field("str")
+    error_message: str = _field("str", required=True)
+    message_pattern: str = _field("str", required=True)
+    error_type: str | None = _field("str")
+    error_class: str | None = _field("str")
+    http_status: int | None = _field("int")
+    severity: str | None = _field("str")
+    file_path: str | None = _field("str")
+    line_number: int | None = _field("int")
+    source_code: str | None = _field("str")
+    source_code_start: int | None = _field("int")
+    source_code_end: int | None = _field("int")
+    github_url: str | None = _field("str")
+    documentation: str | None = _field("str")
+    trigger_scenarios: str | None = _field("str")
+    common_situations: str | None = _field("str")
+    solutions: tuple[str, ...] = _field("strs")
+    example_fix: str | None = _field("str")
+    handling_strategy: str | None = _field("str")
+    validation_code: str | None = _field("str")
+    type_guard: str | None = _field("str")
+    try_catch_pattern: str | None = _field("str")
+    prevention_tips: tuple[str, ...] = _field("strs")
+    tags: tuple[str, ...] = _field("strs")
+    background_tag: str | None = _field("str")
+    analyzed_sha: str | None = _field("str")
+    analyzed_at: str | None = _field("str")
+    examples: tuple[str, ...] = _field("strs", extension=True)
+    counterexamples: tuple[str, ...] = _field("strs", extension=True)
+    advisors: tuple[str, ...] = _field("strs", extension=True)
+    retired: bool = _field("bool", extension=True)
+    variant_of: str | None = _field("str", extension=True)
+    #: Where the record was read from (a path, or ``<dict>``); not part of the JSON.
+    source: str = attrs.field(default="<dict>", eq=False, metadata={"kind": None})
+
+    @property
+    def heading(self) -> str:
+        """The title when the record has one, else the slug."""
+        return self.title or self.slug
+
+    @property
+    def library(self) -> str:
+        """The library the record belongs to: the folder it lives in, else its repository."""
+        return library_of(self.source, self.repo)
+
+    def brief(self) -> dict[str, object]:
+        """The fields that name the record in outputs: id, slug, title, severity."""
+        return brief(self)
+
+    def to_json(self) -> dict[str, Any]:
+        """The record as a JSON object with the dataset's camelCase keys."""
+        out: dict[str, Any] = {}
+        for f in _json_fields():
+            value = getattr(self, f.name)
+            out[camel(f.name)] = list(value) if isinstance(value, tuple) else value
+        return out
+
+
+def brief(r: Record | RecordRef) -> dict[str, object]:
+    """What :meth:`Record.brief` and :meth:`RecordRef.brief` give, from either."""
+    return {"id": r.id, "slug": r.slug, "title": r.title, "severity": r.severity}
+
+
+def library_of(source: str, repo: str | None) -> str:
+    """What :attr:`Record.library` and :attr:`RecordRef.library` give, from the two fields."""
+    folder = Path(_PLACE_SUFFIX.sub("", source)).parent
+    if folder.parent.name in ("records", "_records"):
+        return folder.name
+    return (repo or "unknown").rsplit("/", 1)[-1].lower()
+
+
+def _json_fields() -> tuple[attrs.Attribute[Any], ...]:
+    return tuple(f for f in attrs.fields(Record) if f.metadata.get("kind"))
+
+
+#: The field of each JSON key.
+KEYS = {camel(f.name): f for f in _json_fields()}
+#: (JSON key, attribute, kind, required) for every field, derived once from the attrs metadata.
+FIELDS = tuple((k, f.name, f.metadata["kind"], f.metadata["required"]) for k, f in KEYS.items())
