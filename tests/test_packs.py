@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
+from helpers import run_cli
 
 import errkb._index
 import errkb._patterns

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import attrs
 import pytest
-from conftest import DATA, run_python
+from helpers import DATA, run_python
 
 import errkb.records
 from errkb.exceptions import RecordError
