@@ -25,6 +25,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from errkb._env import flag, text
 from errkb._version import __version__
 from errkb.exceptions import RecordError, RegistryError
 from errkb.records import RecordRef, jsonl_values, record_from_dict
@@ -51,9 +52,9 @@ def cache_dir() -> Path | None:
 
     ``ERRKB_CACHE_DIR``, else ``$XDG_CACHE_HOME/errkb``, else ``~/.cache/errkb``.
     """
-    if os.environ.get("ERRKB_NO_CACHE"):
+    if flag("ERRKB_NO_CACHE"):
         return None
-    given = os.environ.get("ERRKB_CACHE_DIR")
+    given = text("ERRKB_CACHE_DIR")
     if given:
         return Path(given)
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, overload
 
+from errkb._env import paths as paths_from_env
 from errkb.exceptions import RecordError, RegistryError
 from errkb.records import Record, RecordRef, load_refs
 
@@ -128,7 +129,7 @@ class Registry:
             sources.extend(trusted)
         sources.extend(paths)
         if env:
-            sources.extend(p for p in os.environ.get("ERRKB_RECORDS", "").split(os.pathsep) if p)
+            sources.extend(paths_from_env("ERRKB_RECORDS"))
         problems: list[RecordError] = []
         if entry_points:
             found, broken = _entry_point_paths()

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 import attrs
 import regex
 
+from errkb._env import text
 from errkb._patterns import best_set
 from errkb._scanplan import FindPlan, line_around
 from errkb.exceptions import UsageError
@@ -156,9 +157,7 @@ def _automaton(
     needles: tuple[bytes, ...], engine: str | None
 ) -> tuple[str, Callable[[bytes], list[tuple[int, int, int]]] | None]:
     """The engine to use (``ERRKB_SCAN_ENGINE`` when not given) and its search function."""
-    import os
-
-    engine = engine or os.environ.get("ERRKB_SCAN_ENGINE") or "auto"
+    engine = engine or text("ERRKB_SCAN_ENGINE") or "auto"
     if engine not in (*ENGINES, "auto"):
         raise UsageError(f"unknown scan engine {engine!r} (expected one of {', '.join(ENGINES)})")
     if engine == "python" or not needles:
