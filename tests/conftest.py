@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from helpers import LLAMA
 
+import errkb.packs
 from errkb.testing import record_dict
 
 
@@ -54,6 +55,11 @@ def llama_dir(tmp_path):
     return tmp_path
 
 
-# TEMPORARY (helper-2 restructure): tests/test_records.py and tests/test_packs.py still say
-# `from conftest import ...` until they move; removed in the same change.
-from helpers import DATA, run_cli, run_python  # noqa: E402, F401
+@pytest.fixture
+def pack_cache(tmp_path, monkeypatch):
+    """A fresh cache folder, and every pack large enough to be cached."""
+    folder = tmp_path / "cache"
+    monkeypatch.setenv("ERRKB_CACHE_DIR", str(folder))
+    monkeypatch.delenv("ERRKB_NO_CACHE", raising=False)
+    monkeypatch.setattr(errkb.packs, "MIN_CACHED", 0)
+    return folder

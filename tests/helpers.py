@@ -6,10 +6,13 @@ Tests import these with ``from helpers import ...`` (pytest puts ``tests/`` on `
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+
+from errkb.testing import record_dict
 
 DATA = Path(__file__).parent / "data"
 
@@ -46,6 +49,42 @@ def serve_log(n: int = 50) -> str:
     lines[19] = f"ValueError: {NO_BLOCKS_MESSAGE}"
     lines[29] = f"(EngineCore pid=12) ValueError: {SEED_MESSAGE.replace('32768', '65536')}"
     return "\n".join(lines) + "\n"
+
+
+def gear_records(n: int) -> list[dict]:
+    """``n`` record dicts acme-gear-0.. (``gear{i}x slipped at N rpm``), for packs."""
+    return [
+        record_dict(
+            id=f"acme-gear-{i}",
+            slug=f"gear-{i}",
+            title=f"Gear {i} slipped",
+            severity="error",
+            repo="acme/gears",
+            errorClass="RuntimeError",
+            filePath="gears/drive.py",
+            tags=["gears", f"g{i % 3}"],
+            messagePattern=rf"gear{i}x slipped at (?P<rpm>\d+) rpm",
+            errorMessage=f"gear{i}x slipped at {{rpm}} rpm",
+            solutions=[f"Tighten gear {i}.", "Check the belt."],
+            documentation="Ünïcode text — kept as it was." * (i % 4),
+        )
+        for i in range(n)
+    ]
+
+
+def write_pack(path, records, extra_lines=()):
+    """Write records (and raw extra lines) to a .jsonl pack at ``path``; returns ``path``."""
+    lines = [json.dumps(r) for r in records] + list(extra_lines)
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def record_pack(tmp_path, good_record):
+    """tmp_path/pack.jsonl holding three copies of ``good_record``: acme-0, acme-1, acme-2."""
+    pack = tmp_path / "pack.jsonl"
+    lines = [dict(good_record, id=f"acme-{i}", slug=f"s{i}") for i in range(3)]
+    pack.write_text("\n".join(json.dumps(r) for r in lines) + "\n", encoding="utf-8")
+    return pack
 
 
 def _child_env(env: dict[str, str] | None) -> dict[str, str]:

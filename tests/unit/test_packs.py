@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
-from helpers import run_cli
+from helpers import gear_records, write_pack
 
 import errkb._index
 import errkb._patterns
@@ -16,33 +16,6 @@ import errkb.records
 from errkb.exceptions import RegistryError
 from errkb.records import load_paths
 from errkb.registry import Registry
-from errkb.testing import record_dict
-
-
-def _records(n: int) -> list[dict]:
-    return [
-        record_dict(
-            id=f"acme-gear-{i}",
-            slug=f"gear-{i}",
-            title=f"Gear {i} slipped",
-            severity="error",
-            repo="acme/gears",
-            errorClass="RuntimeError",
-            filePath="gears/drive.py",
-            tags=["gears", f"g{i % 3}"],
-            messagePattern=rf"gear{i}x slipped at (?P<rpm>\d+) rpm",
-            errorMessage=f"gear{i}x slipped at {{rpm}} rpm",
-            solutions=[f"Tighten gear {i}.", "Check the belt."],
-            documentation="Ünïcode text — kept as it was." * (i % 4),
-        )
-        for i in range(n)
-    ]
-
-
-def _write_pack(path, records, extra_lines=()):
-    lines = [json.dumps(r) for r in records] + list(extra_lines)
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
 
 
 def _load(*paths):
@@ -62,19 +35,9 @@ def _summary(registry):
 BAD_LINES = ("{not json", json.dumps({"id": "no-pattern"}))
 
 
-@pytest.fixture
-def cache(tmp_path, monkeypatch):
-    """A fresh cache folder, and every pack large enough to be cached."""
-    folder = tmp_path / "cache"
-    monkeypatch.setenv("ERRKB_CACHE_DIR", str(folder))
-    monkeypatch.delenv("ERRKB_NO_CACHE", raising=False)
-    monkeypatch.setattr(errkb.packs, "MIN_CACHED", 0)
-    return folder
-
-
 def test_pack_bodies_load_on_demand_and_equal_a_full_load(tmp_path, monkeypatch):
     monkeypatch.setenv("ERRKB_NO_CACHE", "1")
-    pack = _write_pack(tmp_path / "gears.jsonl", _records(30), BAD_LINES)
+    pack = write_pack(tmp_path / "gears.jsonl", gear_records(30), BAD_LINES)
     registry = _load(pack)
     eager = load_paths([pack], validate=False)
     assert len(registry) == 30
@@ -92,10 +55,10 @@ def test_pack_bodies_load_on_demand_and_equal_a_full_load(tmp_path, monkeypatch)
     assert match.record.source == f"{pack}:13"
 
 
-def test_the_cache_gives_what_a_fresh_read_gives(tmp_path, cache, monkeypatch):
-    pack = _write_pack(tmp_path / "gears.jsonl", _records(40), BAD_LINES)
+def test_the_cache_gives_what_a_fresh_read_gives(tmp_path, pack_cache, monkeypatch):
+    pack = write_pack(tmp_path / "gears.jsonl", gear_records(40), BAD_LINES)
     cold = _load(pack)
-    [written] = (cache / "packs").iterdir()
+    [written] = (pack_cache / "packs").iterdir()
     # The warm load must come from the cache alone: reading the pack's records would fail.
     monkeypatch.setattr(errkb.packs, "_read", lambda *a: pytest.fail("pack read again"))
     warm = _load(pack)
@@ -111,10 +74,10 @@ def test_the_cache_gives_what_a_fresh_read_gives(tmp_path, cache, monkeypatch):
     assert written.stat().st_size > 0
 
 
-def test_a_changed_pack_is_read_again(tmp_path, cache):
-    pack = _write_pack(tmp_path / "gears.jsonl", _records(5))
+def test_a_changed_pack_is_read_again(tmp_path, pack_cache):
+    pack = write_pack(tmp_path / "gears.jsonl", gear_records(5))
     assert len(_load(pack)) == 5
-    _write_pack(pack, _records(6))
+    write_pack(pack, gear_records(6))
     assert len(_load(pack)) == 6
     # Same size and content, newer mtime: still read again (and still right).
     st = pack.stat()
@@ -122,9 +85,9 @@ def test_a_changed_pack_is_read_again(tmp_path, cache):
     assert [r.id for r in _load(pack).refs] == [f"acme-gear-{i}" for i in range(6)]
 
 
-def test_a_change_to_errkb_code_reads_the_pack_again(tmp_path, cache, monkeypatch):
+def test_a_change_to_errkb_code_reads_the_pack_again(tmp_path, pack_cache, monkeypatch):
     """A cache written by other code (another code stamp) is stale: the pack is read again."""
-    pack = _write_pack(tmp_path / "gears.jsonl", _records(5))
+    pack = write_pack(tmp_path / "gears.jsonl", gear_records(5))
     expected = _summary(_load(pack))
     monkeypatch.setattr(errkb.packs, "_code_stamp", lambda: "other code")
     read = []
@@ -160,29 +123,29 @@ def test_a_change_to_any_code_file_changes_the_stamp(monkeypatch):
     assert before == stamp()
 
 
-def test_a_damaged_cache_is_ignored_and_rewritten(tmp_path, cache):
-    pack = _write_pack(tmp_path / "gears.jsonl", _records(5))
+def test_a_damaged_cache_is_ignored_and_rewritten(tmp_path, pack_cache):
+    pack = write_pack(tmp_path / "gears.jsonl", gear_records(5))
     expected = _summary(_load(pack))
-    [written] = (cache / "packs").iterdir()
+    [written] = (pack_cache / "packs").iterdir()
     for damage in ("", "{}", "[1, 2]\n[]\n[3]\n", written.read_text()[:-40]):
         written.write_text(damage)
         assert _summary(_load(pack)) == expected
         assert written.read_text().count("\n") == 7  # header, problems, five records
 
 
-def test_a_record_whose_pack_changed_since_loading_says_so(tmp_path, cache):
-    pack = _write_pack(tmp_path / "gears.jsonl", _records(5))
+def test_a_record_whose_pack_changed_since_loading_says_so(tmp_path, pack_cache):
+    pack = write_pack(tmp_path / "gears.jsonl", gear_records(5))
     registry = _load(pack)
-    _write_pack(pack, _records(5)[2:])
+    write_pack(pack, gear_records(5)[2:])
     with pytest.raises(RegistryError, match=r"gears.jsonl:1: record 'acme-gear-0' is no longer"):
         registry.get("acme-gear-0")
 
 
-def test_no_cache_when_turned_off_or_unwritable(tmp_path, cache, monkeypatch):
-    pack = _write_pack(tmp_path / "gears.jsonl", _records(5))
+def test_no_cache_when_turned_off_or_unwritable(tmp_path, pack_cache, monkeypatch):
+    pack = write_pack(tmp_path / "gears.jsonl", gear_records(5))
     monkeypatch.setenv("ERRKB_NO_CACHE", "1")
     assert len(_load(pack)) == 5
-    assert not cache.exists()
+    assert not pack_cache.exists()
     monkeypatch.delenv("ERRKB_NO_CACHE")
     blocker = tmp_path / "a-file"
     blocker.write_text("")
@@ -190,15 +153,15 @@ def test_no_cache_when_turned_off_or_unwritable(tmp_path, cache, monkeypatch):
     assert len(_load(pack)) == 5
 
 
-def test_small_packs_are_not_cached(tmp_path, cache, monkeypatch):
+def test_small_packs_are_not_cached(tmp_path, pack_cache, monkeypatch):
     monkeypatch.setattr(errkb.packs, "MIN_CACHED", 1 << 20)
-    _load(_write_pack(tmp_path / "gears.jsonl", _records(5)))
-    assert not cache.exists()
+    _load(write_pack(tmp_path / "gears.jsonl", gear_records(5)))
+    assert not pack_cache.exists()
 
 
-def test_ids_taken_across_packs_are_reported_cold_and_warm(tmp_path, cache):
-    first = _write_pack(tmp_path / "a.jsonl", _records(3))
-    second = _write_pack(tmp_path / "b.jsonl", _records(4)[2:])
+def test_ids_taken_across_packs_are_reported_cold_and_warm(tmp_path, pack_cache):
+    first = write_pack(tmp_path / "a.jsonl", gear_records(3))
+    second = write_pack(tmp_path / "b.jsonl", gear_records(4)[2:])
     for _ in range(2):
         registry = _load(first, second)
         assert [r.id for r in registry.refs] == [f"acme-gear-{i}" for i in range(4)]
@@ -206,19 +169,3 @@ def test_ids_taken_across_packs_are_reported_cold_and_warm(tmp_path, cache):
         assert [p.line for p in registry.problems] == [
             f'{second}:1: record "acme-gear-2": field "id": {taken}'
         ]
-
-
-def test_errkb_explain_reads_a_pack_from_errkb_records(tmp_path, cache):
-    """End to end: a pack named in ERRKB_RECORDS, cached, its record's body shown."""
-    records = _records(20)
-    for r in records:
-        r["documentation"] = "A long page. " * 5000  # over MIN_CACHED in all: cached
-    pack = _write_pack(tmp_path / "gears.jsonl", records)
-    env = {"ERRKB_RECORDS": str(pack), "ERRKB_CACHE_DIR": str(cache)}
-    for run in ("cold", "warm"):
-        out = run_cli("explain", "--json", "RuntimeError: gear9x slipped at 12 rpm", env=env)
-        assert len(list((cache / "packs").iterdir())) == 1, run
-        assert out.returncode == 0, out.stderr
-        data = json.loads(out.stdout)
-        assert data["matches"][0]["id"] == "acme-gear-9"
-        assert [s["text"] for s in data["solutions"]][:1] == ["Tighten gear 9."]
