@@ -16,8 +16,10 @@ __all__ = [
     "PatternTimeoutError",
     "best_set",
     "compile_pattern",
+    "head_pattern",
     "required_literals",
     "search",
+    "search_prefix",
     "specificity",
 ]
 
@@ -55,6 +57,119 @@ def search(
         return compiled.search(text, timeout=timeout, concurrent=True)
     except TimeoutError as exc:
         raise PatternTimeoutError(compiled.pattern) from exc
+
+
+def search_prefix(
+    compiled: regex.Pattern[str],
+    head: regex.Pattern[str],
+    text: str,
+    timeout: float = DEFAULT_TIMEOUT,
+) -> regex.Match[str] | None:
+    """A match of ``compiled`` cut short by the end of ``text``, whose ``head`` is whole.
+
+    A log line, an issue title or a first-line paste cuts a message; the part that is there
+    still identifies it when it holds the pattern's head (:func:`head_pattern`). The match's
+    groups are those captured before the cut. ``None`` when ``text`` does not end inside such
+    a match; a full match is not looked for here (search first).
+    """
+    for attempt in range(2):  # a timeout is tried once more, as in search()
+        try:
+            found = compiled.search(text, timeout=timeout, concurrent=True, partial=True)
+            break
+        except TimeoutError as exc:
+            if attempt:
+                raise PatternTimeoutError(compiled.pattern) from exc
+    if found is None or not found.partial:
+        return None
+    whole_head = head.match(text, found.start(), timeout=timeout, concurrent=True)
+    return found if whole_head is not None else None
+
+
+#: A head ends at the first sentence end after this many literal characters...
+HEAD_SENTENCE = 12
+#: ...or once it holds this many: about the first line of a message identifies it.
+HEAD_LITERALS = 30
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def head_pattern(pattern: str) -> str | None:
+    r"""The head of ``pattern``: the part a cut message must hold to be recognised.
+
+    The pattern's top-level items (a literal run counts word by word) are taken up to the end
+    of its first sentence (an escaped period followed by a space or the end, once
+    :data:`HEAD_SENTENCE` literal characters are in) or until :data:`HEAD_LITERALS` literal
+    characters are in. ``None`` when the head would
+    be the whole pattern, or when the pattern cannot be split at the top level (an alternation
+    there, or a construct the reader does not follow).
+
+    >>> head_pattern(r"CUDA out of memory\. Tried to allocate (?P<n>\d+) MiB")
+    'CUDA out of memory\.'
+    """
+    atoms = _top_level(pattern)
+    if atoms is None:
+        return None
+    count = 0
+    for i, (text, literal) in enumerate(atoms):
+        count += literal
+        nxt = atoms[i + 1][0] if i + 1 < len(atoms) else ""
+        sentence_end = text == r"\." and (nxt.startswith(" ") or not nxt)
+        if (sentence_end and count >= HEAD_SENTENCE) or count >= HEAD_LITERALS:
+            head = "".join(t for t, _ in atoms[: i + 1])
+            return head if i + 1 < len(atoms) else None
+    return None
+
+
+# A literal run splits into words (each with the spaces after it): a head may end mid-run.
+_WORDS = re.compile(r"[^ ]+ *| +")
+
+
+def _top_level(pattern: str) -> list[tuple[str, int]] | None:
+    """The top-level items of ``pattern``, each with the literal characters it requires."""
+    tokens = [(m.lastgroup, m.group()) for m in _TOKEN.finditer(pattern)]
+    if "".join(text for _, text in tokens) != pattern:
+        return None
+    atoms: list[tuple[str, int]] = []
+    i = 0
+    while i < len(tokens):
+        kind, text = tokens[i]
+        if kind in {"alt", "close"}:
+            return None  # an alternation at the top (or a stray parenthesis): no one head
+        if kind == "open":
+            depth, j = 1, i + 1
+            while j < len(tokens) and depth:
+                depth += {"open": 1, "close": -1}.get(str(tokens[j][0]), 0)
+                j += 1
+            if depth:
+                return None
+            text = "".join(t for _, t in tokens[i:j])
+            literal = specificity(text) if not text.startswith(_NON_CONSUMING) else 0
+            if _FLAG_GROUP.fullmatch(tokens[i][1]) and not text.endswith(":)"):
+                return None  # inline flags change how everything after reads
+            i = j
+        else:
+            i += 1
+            if kind == "lit":
+                if i < len(tokens) and tokens[i][0] == "quant" and len(text) > 1:
+                    # A quantifier binds the last character alone.
+                    atoms.extend((word, len(word)) for word in _WORDS.findall(text[:-1]))
+                    text = text[-1]
+                else:
+                    *words, text = _WORDS.findall(text)
+                    atoms.extend((word, len(word)) for word in words)
+                literal = len(text)
+            elif kind == "esc":
+                letter = text[1]
+                literal = 0 if letter in _CLASS_ESCAPES or letter.isdigit() or len(text) > 2 else 1
+            else:
+                literal = 0
+        while i < len(tokens) and tokens[i][0] == "quant":
+            quant = tokens[i][1]
+            text += quant
+            if quant[0] in "?*" or quant.startswith(("{0", "{,")):
+                literal = 0
+            i += 1
+        atoms.append((text, literal))
+    return atoms
 
 
 @functools.lru_cache(maxsize=4096)

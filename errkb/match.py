@@ -4,11 +4,26 @@ The ranking rule (also in ``docs/api.md``): every record whose pattern is found 
 and whose ``errorClass`` admits the exception's class gets a score, the sum of
 
 * **raise site**, 2.0: a file of the traceback ends with the record's ``filePath``;
-* **class**, 1.0 when ``errorClass`` names the exception's own class, 0.5 when it names a base
-  class, 0.25 when either side gives no class, 0.1 when the exception's class is only known by
-  a name that cannot be resolved here (its bases are unknown, so a record for a builtin class or
-  for a class of the same top-level package may still apply; others are ruled out);
+* **class**: how the exception's class relates to the record's ``errorClass`` (and the other
+  acceptable classes it lists in ``errorClasses``):
+
+  - 1.0, **exact**: the same class, by its qualified name, or by its short name when only that
+    is known (IPython and Jupyter print ``OutOfMemoryError: ...``);
+  - 0.75, **alias**: the same class under another module name: a known rename or re-export
+    (:data:`MODULE_ALIASES`), or another module of the same top-level package;
+  - 0.5, **base**: ``errorClass`` is a base class of the exception's, or the exception's class
+    is one the record declares acceptable in ``errorClasses``;
+  - 0.25: either side gives no class;
+  - 0.1 or 0.0, **unresolved**: the class is known only by a name errkb cannot resolve here
+    (not a builtin, not in an imported module): such a name never hides a record whose message
+    matches; 0.1 when the record's class is a builtin or of the same top-level package;
+  - a class errkb knows (a live exception, a builtin, a class of an imported module) that is
+    none of these rules the record out.
 * **specificity**, below 1.0: ``n / (n + 40)`` for ``n`` literal characters the pattern requires;
+* **cut**, -0.5: the message ends inside a match of the pattern, after the pattern's head (its
+  first sentence, or its first 40 literal characters; see :func:`errkb._patterns.head_pattern`):
+  a message cut short by a log line, an issue title or a first-line paste. Specificity then
+  counts the head's literals only, so a whole message always ranks above its cut form;
 * **variant**, -1.0: a record marked ``variantOf`` (a vendored copy of another record's error,
   such as ChatTTS's copy of vLLM's engine) when no traceback file matches its ``filePath``, so
   the original wins unless the traceback shows the copy.
@@ -31,7 +46,9 @@ from errkb._patterns import (
     DEFAULT_TIMEOUT,
     PatternTimeoutError,
     compile_pattern,
+    head_pattern,
     search,
+    search_prefix,
     specificity,
 )
 from errkb.records import RecordRef
@@ -45,7 +62,8 @@ __all__ = ["ClassSpec", "Match", "Matcher", "Skipped", "typed"]
 
 _SITE = 2.0
 _VARIANT = -1.0
-_EXACT, _BASE, _NO_CLASS, _UNRESOLVED = 1.0, 0.5, 0.25, 0.1
+_CUT = -0.5
+_EXACT, _ALIAS, _BASE, _NO_CLASS, _UNRESOLVED, _UNKNOWN = 1.0, 0.75, 0.5, 0.25, 0.1, 0.0
 
 
 @attrs.frozen(kw_only=True)
@@ -77,11 +95,23 @@ class Skipped:
     broken: set[str] = attrs.Factory(set)
 
 
+#: Modules known by two names, as a traceback may print them -> as records name them: renames
+#: and re-exports. ``torch.cuda.OutOfMemoryError`` is ``torch.OutOfMemoryError`` (2.5 made it
+#: top level); safetensors <= 0.7 raised ``SafetensorError`` from a module ``safetensors_rust``;
+#: ``pickle``'s errors are ``_pickle``'s.
+MODULE_ALIASES: dict[str, str] = {
+    "torch.cuda": "torch",
+    "safetensors_rust": "safetensors._safetensors_rust",
+    "pickle": "_pickle",
+}
+
+
 @attrs.frozen(kw_only=True)
 class ClassSpec:
     """What is known of an exception's class: its MRO as (module, qualname) pairs.
 
-    ``resolved`` is false when only a name is known and its bases are not.
+    ``resolved`` is false when only a name is known and its bases are not; the module of a
+    bare name such as ``"OutOfMemoryError"`` (as IPython and Jupyter print classes) is ``""``.
     """
 
     mro: tuple[tuple[str, str], ...]
@@ -89,7 +119,11 @@ class ClassSpec:
 
     @classmethod
     def of(cls, error_class: type[BaseException] | str | None) -> ClassSpec | None:
-        """From a class, a name such as ``"ValueError"`` or ``"torch.OutOfMemoryError"``, or None."""
+        """From a class, a name such as ``"ValueError"`` or ``"torch.OutOfMemoryError"``, or None.
+
+        A name is resolved without importing anything: a builtin, or a class of a module that
+        is already imported. Other names stay names (never imported: the text is untrusted).
+        """
         if error_class is None:
             return None
         if isinstance(error_class, type):
@@ -101,22 +135,40 @@ class ClassSpec:
         if found is not None:
             return cls.of(found)
         module, _, name = error_class.rpartition(".")
-        return cls(mro=((module or "builtins", name),), resolved=False)
+        return cls(mro=((module, name),), resolved=False)
 
-    def level(self, record_class: str | None) -> float | None:
-        """The class part of the score for a record, or None when the record is ruled out."""
-        if record_class is None:
+    def level(self, record_class: str | None, also: Sequence[str] = ()) -> float | None:
+        """The class part of the score for a record, or None when the record is ruled out.
+
+        ``record_class`` is the record's ``errorClass``, ``also`` its ``errorClasses``. See the
+        module docstring for the rule: exact > alias > base or declared > unresolved.
+        """
+        if record_class is None and not also:
             return _NO_CLASS
-        for depth, (module, qualname) in enumerate(self.mro):
-            if _same_class(record_class, module, qualname):
-                return _EXACT if depth == 0 else _BASE
-        if self.resolved:
-            return None
-        rec_module = record_class.rpartition(".")[0]
+        best: float | None = None
+        candidates = [
+            (c, i == 0 and record_class is not None)
+            for i, c in enumerate((record_class, *also) if record_class is not None else also)
+        ]
+        for name, primary in candidates:
+            for depth, (module, qualname) in enumerate(self.mro):
+                relation = _relation(name, module, qualname)
+                if relation is None:
+                    continue
+                if primary and depth == 0:
+                    found = _EXACT if relation == "exact" else _ALIAS
+                else:
+                    found = _BASE
+                best = found if best is None else max(best, found)
+        if best is not None or self.resolved:
+            return best
+        # A name errkb cannot resolve never hides a record whose message matches; its bases are
+        # unknown, so a record of a builtin class or of the same package is likelier.
         own_package = self.mro[0][0].split(".")[0]
+        rec_module = (record_class or also[0]).rpartition(".")[0]
         if rec_module in ("", "builtins") or rec_module.split(".")[0] == own_package:
             return _UNRESOLVED
-        return None
+        return _UNKNOWN
 
 
 def _resolve(name: str) -> type[BaseException] | None:
@@ -127,15 +179,36 @@ def _resolve(name: str) -> type[BaseException] | None:
     return found if isinstance(found, type) and issubclass(found, BaseException) else None
 
 
-def _same_class(record_class: str, module: str, qualname: str) -> bool:
+def _canonical(module: str) -> str:
+    """A module name with a known alias replaced (the longest aliased prefix wins)."""
+    parts = module.split(".")
+    for cut in range(len(parts), 0, -1):
+        head = ".".join(parts[:cut])
+        if head in MODULE_ALIASES:
+            return ".".join([MODULE_ALIASES[head], *parts[cut:]])
+    return module
+
+
+def _relation(record_class: str, module: str, qualname: str) -> str | None:
+    """How a record's class relates to a class of the exception: "exact", "alias" or None."""
     rec_module, _, rec_name = record_class.rpartition(".")
     if rec_name != qualname.rpartition(".")[2]:
-        return False
-    if not rec_module or module == "builtins":
-        return not rec_module or rec_module == "builtins"
-    # Public aliases differ in the middle (torch.cuda.OutOfMemoryError is torch.OutOfMemoryError),
-    # so the top-level package decides.
-    return rec_module.split(".")[0] == module.split(".", maxsplit=1)[0]
+        return None
+    rec_module = "" if rec_module == "builtins" else rec_module
+    if module == "":  # a bare name, as IPython prints it: the short names agree
+        return "exact"
+    module = "" if module == "builtins" else module
+    if not rec_module or not module:
+        return "exact" if rec_module == module else None
+    if rec_module == module:
+        return "exact"
+    if _canonical(rec_module) == _canonical(module):
+        return "alias"
+    # Public re-exports differ in the middle (transformers.utils.X is transformers.X), so
+    # within one top-level package the short name decides.
+    if rec_module.split(".")[0] == module.split(".")[0]:
+        return "alias"
+    return None
 
 
 def typed(text: str | None) -> object:
@@ -157,17 +230,26 @@ def typed(text: str | None) -> object:
 class _Entry:
     """A record with its pattern, compiled on first use (most never are: the index skips them)."""
 
-    __slots__ = ("_compiled", "ref")
+    __slots__ = ("_compiled", "_head", "ref")
 
     def __init__(self, ref: RecordRef) -> None:
         self.ref = ref
         self._compiled: regex.Pattern[str] | None = None
+        self._head: regex.Pattern[str] | bool | None = False  # False: not looked at yet
 
     @property
     def compiled(self) -> regex.Pattern[str]:
         if self._compiled is None:
             self._compiled = compile_pattern(self.ref.message_pattern)
         return self._compiled
+
+    @property
+    def head(self) -> regex.Pattern[str] | None:
+        """The compiled head of the pattern (see :func:`errkb._patterns.head_pattern`), if any."""
+        if self._head is False:
+            text = head_pattern(self.ref.message_pattern)
+            self._head = compile_pattern(text) if text is not None else None
+        return self._head  # type: ignore[return-value]
 
 
 class Matcher:
@@ -221,11 +303,17 @@ class Matcher:
         found: list[Match] = []
         for entry in self.candidates(message):
             record = entry.ref
-            level = _NO_CLASS if spec is None else spec.level(record.error_class)
+            level = (
+                _NO_CLASS if spec is None else spec.level(record.error_class, record.error_classes)
+            )
             if level is None:
                 continue
+            cut = False
             try:
                 hit = search(entry.compiled, message, self.timeout)
+                if hit is None and entry.head is not None:
+                    hit = search_prefix(entry.compiled, entry.head, message, self.timeout)
+                    cut = hit is not None
             except PatternTimeoutError:
                 self._skip("timed_out", record.id, skipped)
                 continue
@@ -238,7 +326,11 @@ class Matcher:
                 p.endswith("/" + record.file_path.lstrip("/")) for p in paths
             )
             bonus = _SITE if site else (_VARIANT if record.variant_of else 0.0)
-            n = specificity(record.message_pattern)
+            if cut:
+                n = specificity(head_pattern(record.message_pattern) or "")
+                bonus += _CUT
+            else:
+                n = specificity(record.message_pattern)
             score = round(bonus + level + n / (n + 40), 4)
             found.append(Match(record=record.load(), captures=_captures(hit), score=score))
         found.sort(key=lambda m: (-m.score, m.record.id))

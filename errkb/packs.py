@@ -152,6 +152,7 @@ _FIELDS = (
     "retired",
     "variant_of",
     "tags",
+    "error_classes",
     "sets",
     "keys",
 )
@@ -159,7 +160,7 @@ _FIELDS = (
 
 def _ref(pack: _Pack, row: list[Any]) -> RecordRef:
     (number, offset, length, rid, slug, title, severity, repo, pattern, error_class, file_path,
-     retired, variant_of, tags, sets, keys) = row  # fmt: skip
+     retired, variant_of, tags, error_classes, sets, keys) = row  # fmt: skip
     # Fields that many records share are kept once (JSON gives each its own copy).
     return RecordRef(
         id=rid,
@@ -173,6 +174,7 @@ def _ref(pack: _Pack, row: list[Any]) -> RecordRef:
         retired=retired,
         variant_of=variant_of,
         tags=tuple(map(_intern, tags)),
+        error_classes=tuple(map(_intern, error_classes)),
         sets=None if sets is None else tuple(map(tuple, sets)),
         keys=[(_intern(kind), text) for kind, text in keys],
         body=_Line(pack, number, offset, length),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol
 
-from errkb._patterns import literal_sets
+from errkb._patterns import head_pattern, literal_sets
 from errkb.records._schema import Record, brief, library_of
 
 if TYPE_CHECKING:
@@ -60,6 +60,7 @@ class RecordRef:
         "_body",
         "_record",
         "error_class",
+        "error_classes",
         "file_path",
         "id",
         "keys",
@@ -88,6 +89,7 @@ class RecordRef:
         retired: bool,
         variant_of: str | None,
         tags: tuple[str, ...],
+        error_classes: tuple[str, ...] = (),
         sets: tuple[tuple[str, ...], ...] | None = _UNREAD,
         keys: Sequence[tuple[str, str]] | None = None,
         body: Body,
@@ -100,6 +102,7 @@ class RecordRef:
             variant_of,
             tags,
         )
+        self.error_classes = error_classes
         # The literal analysis of the pattern and the index keys, when a pack cache has them.
         self.sets, self.keys = sets, keys
         self._body = body
@@ -121,6 +124,7 @@ class RecordRef:
             retired=record.retired,
             variant_of=record.variant_of,
             tags=record.tags,
+            error_classes=record.error_classes,
             body=body or _Kept(record),
         )
 
@@ -147,9 +151,14 @@ class RecordRef:
         return library_of(self.source, self.repo)
 
     def literal_sets(self) -> tuple[tuple[str, ...], ...] | None:
-        """What every match of the pattern must contain (see :func:`errkb._patterns.literal_sets`)."""
+        """What every match of the pattern, whole or cut after its head, must contain.
+
+        The literal sets (:func:`errkb._patterns.literal_sets`) of the pattern's head
+        (:func:`errkb._patterns.head_pattern`), or of the whole pattern when it has no head:
+        a message cut short is still found by the index and by ``errkb scan``.
+        """
         if self.sets is _UNREAD:
-            self.sets = literal_sets(self.message_pattern)
+            self.sets = literal_sets(head_pattern(self.message_pattern) or self.message_pattern)
         return self.sets
 
     def load(self) -> Record:

@@ -84,6 +84,7 @@ class Record:
     advisors: tuple[str, ...] = _field("strs", extension=True)
     retired: bool = _field("bool", extension=True)
     variant_of: str | None = _field("str", extension=True)
+    error_classes: tuple[str, ...] = _field("strs", extension=True)
     #: Where the record was read from (a path, or ``<dict>``); not part of the JSON.
     source: str = attrs.field(default="<dict>", eq=False, metadata={"kind": None})
 
