@@ -25,6 +25,7 @@ LOOKUP_SIZES = tuple(
     int(n) for n in os.environ.get("ERRKB_BENCH_LOOKUP_SIZES", "100,1000,10000,100000").split(",")
 )
 SCAN_MB = int(os.environ.get("ERRKB_BENCH_SCAN_MB", "200"))
+EXPLAIN_MB = int(os.environ.get("ERRKB_BENCH_EXPLAIN_MB", "50"))
 
 
 Command = tuple[list[str], "dict[str, str] | None"]  # argv, environment (None: ours)
@@ -258,7 +259,7 @@ def registry_build(sizes=(10_000, 100_000)) -> list[dict[str, object]]:
     return rows
 
 
-def _make_log(path: Path, megabytes: int) -> None:
+def _make_log(path: Path, megabytes: int, *, errors: bool = True) -> None:
     import random
 
     from errkb.registry import default_registry
@@ -275,7 +276,7 @@ def _make_log(path: Path, megabytes: int) -> None:
     size, target = 0, megabytes * 1_000_000
     with path.open("w") as f:
         while size < target:
-            if random.random() < 0.001:  # one line in a thousand is a known error
+            if errors and random.random() < 0.001:  # one line in a thousand is a known error
                 line = f"ERROR 11-30 06:00:01 [core.py:{random.randint(1, 999)}] " + random.choice(
                     examples
                 )
@@ -291,6 +292,68 @@ def _make_log(path: Path, megabytes: int) -> None:
                 )
             f.write(line + "\n")
             size += len(line) + 1
+
+
+_PEAK = """
+import contextlib, io, json, resource, sys, time
+from errkb.cli import main
+out = io.StringIO()
+t0 = time.perf_counter()
+with open(sys.argv[1]) as log, contextlib.redirect_stdout(out):
+    sys.stdin = log
+    status = main(sys.argv[2:])
+seconds = time.perf_counter() - t0
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+top = None
+if "--json" in sys.argv:
+    data = json.loads(out.getvalue())
+    top = data["matches"][0]["id"] if data.get("matches") else None
+print(json.dumps({"seconds": seconds, "peak_mb": peak, "status": status, "top": top}))
+"""
+
+
+def explain_log(megabytes: int = EXPLAIN_MB) -> list[dict[str, object]]:
+    """errkb explain - on a large vLLM log whose failure is at its very end: time, peak memory.
+
+    The log is noise (the scan bench's lines, no errors) with a real vLLM V1 start-up failure
+    from tests/data/pasted appended: the engine core's root cause, then the front end's
+    wrapper. Side by side: errkb scan on the same log, and a bare interpreter's peak memory.
+    """
+    import tempfile
+
+    tail = Path(__file__).resolve().parent.parent / "tests/data/pasted/log-vllm-engine-core-raw.txt"
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        log = Path(tmp) / "serve.log"
+        _make_log(log, megabytes, errors=False)
+        with log.open("a") as f:
+            f.write(tail.read_text())
+        size = log.stat().st_size / 1e6
+        cases = {
+            f"errkb explain --json - < {size:.0f} MB log, failure at the end": ["explain", "--json", "--no-probes", "-"],
+            f"errkb scan --json - < same log": ["scan", "--json", "-"],
+            "python -c pass, peak memory (baseline)": None,
+        }
+        for name, argv in cases.items():
+            code = _PEAK if argv is not None else (
+                "import json, resource; print(json.dumps({'seconds': 0, 'peak_mb': "
+                "resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 'top': None}))"
+            )
+            out = subprocess.run(
+                [sys.executable, "-c", code, str(log), *(argv or [])],
+                check=True, capture_output=True, text=True,
+            )
+            fig = json.loads(out.stdout.strip().splitlines()[-1])
+            rows.append(
+                {
+                    "benchmark": "explain a log",
+                    "case": name + (f" (top: {fig['top']})" if fig.get("top") else ""),
+                    "median_ms": round(fig["seconds"] * 1000),
+                    "mb_per_s": round(size / fig["seconds"], 1) if fig["seconds"] else "",
+                    "memory_mb": round(fig["peak_mb"], 1),
+                }
+            )
+    return rows
 
 
 def _ere(pattern: str) -> str | None:
@@ -353,6 +416,7 @@ def main() -> None:
         ("lookup", lookups),
         ("build", registry_build),
         ("scan", scan_throughput),
+        ("explain-log", explain_log),
     ):
         if not only or name in only:
             print(f"running {name} ...", file=sys.stderr)

@@ -12,9 +12,19 @@ import functools
 import time
 from typing import TYPE_CHECKING, Any
 
-from errkb._traceback import class_name, frame_sites, is_library_file, safe_text, walk_chain
+import attrs
+
+from errkb._traceback import (
+    MAX_EXCEPTIONS,
+    class_name,
+    frame_sites,
+    is_library_file,
+    safe_text,
+    walk_chain,
+)
 from errkb.findings import (
     SCHEMA,
+    WRAPPER_TAG,
     Diagnosis,
     ExampleFix,
     ExceptionInfo,
@@ -26,7 +36,10 @@ from errkb.findings import (
 from errkb.options import Options
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
+
     from errkb.evidence import Evidence
+    from errkb.match import Match
     from errkb.registry import Registry
 
 __all__ = [
@@ -41,6 +54,7 @@ __all__ = [
     "Solution",
     "diagnose",
     "explain",
+    "explain_lines",
 ]
 
 #: The longest message errkb reads from an exception; longer ones are cut, and that is said.
@@ -121,43 +135,111 @@ def diagnose(
 def explain(
     text: str, *, options: Options | None = None, registry: Registry | None = None
 ) -> Diagnosis | None:
-    """Diagnose pasted text: a message, ``Class: message``, or whole tracebacks.
+    """Diagnose pasted text: a message, ``Class: message``, tracebacks, or a whole log.
 
     >>> explain("ValueError: No available memory for the cache blocks. Try increasing "
     ...         "`gpu_memory_utilization` when initializing the engine.").top.record.slug
     'no-cache-blocks'
     """
+    return explain_lines(text.splitlines(keepends=True), options=options, registry=registry)
+
+
+def explain_lines(
+    lines: Iterable[str],
+    *,
+    options: Options | None = None,
+    registry: Registry | None = None,
+    notes: list[str] | None = None,
+) -> Diagnosis | None:
+    """Diagnose a text given as lines (an open file, ``sys.stdin``), read whole in bounded memory.
+
+    A log is read to its end in windows (:mod:`errkb._reading`), every exception in it is
+    found, and the :data:`MAX_EXCEPTIONS` most recent are kept. What had to be cut or left out
+    is added to ``notes`` when given (so a caller can say it even when nothing matched), and
+    to the diagnosis' notes.
+    """
     options = options or Options()
+    from errkb._reading import Windows
     from errkb.evidence import Evidence
     from errkb.parse import parse_text
 
-    notes: list[str] = []
-    if len(text) > MAX_MESSAGE * 16:
-        text = text[: MAX_MESSAGE * 16]
-        notes.append(f"the text was cut at {MAX_MESSAGE * 16} characters")
-    infos = [
-        ExceptionInfo(
-            index=i,
-            class_name=p.class_name,
-            message=p.message,
-            frames=tuple(
-                FrameInfo(
-                    file=f.file,
-                    line=f.line,
-                    function=f.function or "",
-                    library=is_library_file(f.file),
-                )
-                for f in p.frames
-            ),
+    reading = Windows(lines)
+    windows = iter(reading)
+    first = next(windows, None)
+    second = next(windows, None)
+    if first is None:
+        parsed = []
+    elif second is None:  # one window: the whole text, as pasted
+        parsed = parse_text(first)
+    else:
+        parsed = _every_exception((first, second, *windows), parse_text)
+    cut = list(reading.notes)
+    if len(parsed) > MAX_EXCEPTIONS:
+        cut.append(
+            f"{len(parsed) - MAX_EXCEPTIONS} earlier exceptions were left out: the "
+            f"{MAX_EXCEPTIONS} most recent are read"
         )
-        for i, p in enumerate(parse_text(text))
-    ]
+        parsed = parsed[-MAX_EXCEPTIONS:]
+    infos = []
+    for i, p in enumerate(parsed):
+        message = p.message
+        if len(message) > MAX_MESSAGE:
+            message = message[:MAX_MESSAGE]
+            cut.append(f"the message of exception {i} was cut at {MAX_MESSAGE} characters")
+        frames = tuple(
+            FrameInfo(
+                file=f.file, line=f.line, function=f.function or "", library=is_library_file(f.file)
+            )
+            for f in p.frames
+        )
+        infos.append(
+            ExceptionInfo(
+                index=i,
+                class_name=p.class_name,
+                message=message,
+                frames=frames,
+                failure=_failure(parsed, i),
+            )
+        )
+    if notes is not None:
+        notes.extend(cut)
     evidence = Evidence(options=options, exceptions=())
     try:
         classes = [i.class_name for i in infos]
-        return _assemble(infos, classes, evidence, options, registry, notes)
+        return _assemble(infos, classes, evidence, options, registry, cut)
     finally:
         evidence.close()
+
+
+def _every_exception(windows: Iterable[str], parse: Any) -> list[Any]:
+    """The exceptions of overlapping windows, each once, in the order printed.
+
+    Windows overlap, so an exception near a window's end is found twice: the same class,
+    message and frames are kept once (a failure printed twice in a log counts once too).
+    """
+    found: dict[tuple[object, ...], Any] = {}
+    for window in windows:
+        for p in parse(window):
+            key = (p.class_name, p.message, p.frames)
+            found.pop(key, None)  # a repeat moves to where it was last printed
+            found[key] = p
+            if len(found) > 4 * MAX_EXCEPTIONS:
+                del found[next(iter(found))]
+    return list(found.values())
+
+
+def _failure(parsed: Sequence[Any], index: int) -> int:
+    """The failure exception ``index`` of a text is part of (see ExceptionInfo.failure).
+
+    An exception printed after "The above exception was the direct cause..." or "During
+    handling of the above exception..." continues the failure before it; any other starts
+    one. Wrappers are joined to the failure above them later, once matched.
+    """
+    failure = 0
+    for i in range(1, index + 1):
+        if not getattr(parsed[i], "chained", True):
+            failure += 1
+    return failure
 
 
 def _assemble(
@@ -175,15 +257,19 @@ def _assemble(
     deadline = time.monotonic() + options.timeout
     matcher = _registry(options, registry).matcher
     skipped = Skipped()
-    findings: list[Finding] = []
-    seen: set[str] = set()
+    found: list[list[Match]] = []
     for info, cls in zip(infos, classes, strict=True):
         files = [f.file for f in info.frames]
         matches = matcher.match(info.message, cls, files=files, skipped=skipped)
         for note in info.notes:
             matches.extend(matcher.match(note, None, files=files, skipped=skipped))
         matches.sort(key=lambda m: (-m.score, m.record.id))
-        for m in matches:
+        found.append(matches)
+    infos = _join_wrappers(infos, found)
+    findings: list[Finding] = []
+    seen: set[str] = set()
+    for info in _most_recent_first(infos, found):
+        for m in found[info.index]:
             if m.record.id in seen:
                 continue
             seen.add(m.record.id)
@@ -206,3 +292,25 @@ def _assemble(
 
     notes.extend(n for n in (*evidence.notes, *_plugins.problems()) if n not in notes)
     return Diagnosis(exceptions=tuple(infos), findings=tuple(findings), notes=tuple(notes))
+
+
+def _is_wrapper(matches: list[Match]) -> bool:
+    return bool(matches) and WRAPPER_TAG in matches[0].record.tags
+
+
+def _join_wrappers(infos: list[ExceptionInfo], found: list[list[Match]]) -> list[ExceptionInfo]:
+    """A wrapper (its best match is a wrapper's record) joins the failure printed above it."""
+    out: list[ExceptionInfo] = []
+    for info in infos:
+        joins = out and _is_wrapper(found[info.index]) and info.failure != out[-1].failure
+        out.append(attrs.evolve(info, failure=out[-1].failure) if joins else info)
+    return out
+
+
+def _most_recent_first(infos: list[ExceptionInfo], found: list[list[Match]]) -> list[ExceptionInfo]:
+    """The exceptions failure by failure, the most recent first.
+
+    Within a failure they come in print order, wrappers last, so the root cause of the most
+    recent failure comes first.
+    """
+    return sorted(infos, key=lambda i: (-i.failure, _is_wrapper(found[i.index]), i.index))

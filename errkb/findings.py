@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 __all__ = [
     "SCHEMA",
     "SOURCES",
+    "WRAPPER_TAG",
     "Diagnosis",
     "ExampleFix",
     "ExceptionInfo",
@@ -141,23 +142,35 @@ class FrameInfo:
 
 @attrs.frozen(kw_only=True)
 class ExceptionInfo:
-    """One exception of the chain, in the order Python prints them (causes first)."""
+    """One exception read, in the order Python prints them (causes first).
+
+    ``failure`` says which failure it is part of, numbered in the order printed: the
+    exceptions of one chain share a failure, and so does a wrapper (an exception that only
+    reports another, such as vLLM's "Engine core initialization failed. See root cause
+    above.") with the failure printed above it. A live exception's chain is one failure.
+    """
 
     index: int
     class_name: str | None
     message: str
     notes: tuple[str, ...] = ()
     frames: tuple[FrameInfo, ...] = ()
+    failure: int = 0
 
     def to_dict(self) -> dict[str, object]:
         """The JSON form."""
         return {
             "index": self.index,
+            "failure": self.failure,
             "class": self.class_name,
             "message": self.message,
             "notes": list(self.notes),
             "frames": [f.to_dict() for f in self.frames],
         }
+
+
+#: The tag of records whose error only reports another one printed before it (a wrapper).
+WRAPPER_TAG = "wrapper-error"
 
 
 @attrs.frozen(kw_only=True)
@@ -174,6 +187,11 @@ class Finding:
     def record(self) -> Record:
         """The record that matched."""
         return self.match.record
+
+    @property
+    def wrapper(self) -> bool:
+        """Whether the record is a wrapper's: its error only reports a root cause elsewhere."""
+        return WRAPPER_TAG in self.match.record.tags
 
     def to_dict(self) -> dict[str, object]:
         """The JSON form (one item of ``matches``)."""
@@ -198,8 +216,10 @@ class Finding:
 class Diagnosis:
     """Everything errkb found: the exceptions read, the findings best first per exception.
 
-    Findings are in chain order (causes first, as printed); within one exception, best first.
-    No record appears twice. ``notes`` says what was left out and why.
+    Findings come failure by failure, the most recent failure first; within a failure in
+    chain order (causes first, as printed), wrappers last; within one exception, best first.
+    So :attr:`top` is the root cause of the most recent failure. No record appears twice.
+    ``notes`` says what was left out and why.
     """
 
     exceptions: tuple[ExceptionInfo, ...]

@@ -10,25 +10,38 @@ from errkb.cli._common import EXIT_NONE, EXIT_OK, EXIT_USAGE, options, registry
 
 if TYPE_CHECKING:
     import argparse
+    from collections.abc import Iterable, Iterator
 
 __all__ = ["run"]
 
 
 def run(args: argparse.Namespace) -> int:
-    """Print the diagnosis (rich, plain or ``--json``); exit 0 on a match, 1 on none."""
-    from errkb.diagnosis import explain
+    """Print the diagnosis (rich, plain or ``--json``); exit 0 on a match, 1 on none.
+
+    Standard input is read whole, streamed: a log of any size is read to its end. What had to
+    be cut or left out is said on stderr, matched or not.
+    """
+    from errkb.diagnosis import explain, explain_lines
     from errkb.findings import empty_dict
     from errkb.render import render, render_json
 
-    text = _read_text(args)
-    if text is None or not text.strip():
-        print(
-            "errkb: nothing to explain: give a message, or - to read standard input",
-            file=sys.stderr,
-        )
-        return EXIT_USAGE
     opts = options(args, sys.stdout)
-    diagnosis = explain(text, options=opts, registry=registry(args))
+    cut: list[str] = []
+    if args.text not in ([], ["-"]):
+        diagnosis = explain(" ".join(args.text), options=opts, registry=registry(args))
+    elif not args.text and (sys.stdin is None or sys.stdin.isatty()):
+        return _nothing()
+    else:
+        lines = _Lines(sys.stdin)
+        try:
+            diagnosis = explain_lines(lines, options=opts, registry=registry(args), notes=cut)
+        except (OSError, UnicodeDecodeError) as exc:
+            print(f"errkb: cannot read standard input ({exc})", file=sys.stderr)
+            return EXIT_USAGE
+        if not lines.any_text:
+            return _nothing()
+    for note in cut:
+        print(f"errkb: {note}", file=sys.stderr)
     if args.json:
         if diagnosis is None:
             # Nothing matched: still the object, with the same keys, all empty.
@@ -42,14 +55,20 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK if diagnosis is not None else EXIT_NONE
 
 
-def _read_text(args: argparse.Namespace) -> str | None:
-    """The words given, or standard input for ``-`` (or for nothing, when it is piped)."""
-    if args.text in ([], ["-"]):
-        if not args.text and sys.stdin is not None and sys.stdin.isatty():
-            return None
-        try:
-            return sys.stdin.read() if sys.stdin is not None else None
-        except (OSError, UnicodeDecodeError) as exc:
-            print(f"errkb: cannot read standard input ({exc})", file=sys.stderr)
-            return None
-    return " ".join(args.text)
+def _nothing() -> int:
+    print("errkb: nothing to explain: give a message, or - to read standard input", file=sys.stderr)
+    return EXIT_USAGE
+
+
+class _Lines:
+    """The lines of a stream, noting whether any held more than white space."""
+
+    def __init__(self, stream: Iterable[str]) -> None:
+        self._stream = stream
+        self.any_text = False
+
+    def __iter__(self) -> Iterator[str]:
+        for line in self._stream:
+            if not self.any_text and line.strip():
+                self.any_text = True
+            yield line

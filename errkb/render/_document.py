@@ -57,7 +57,9 @@ def _solution_line(text: str, settings: dict[str, object], estimate: bool) -> st
     return line + ("  (estimate)" if estimate else "")
 
 
-def _block(diagnosis: Diagnosis, finding: Finding, others: list[Finding]) -> Block:
+def _block(
+    diagnosis: Diagnosis, finding: Finding, others: list[Finding], wrappers: list[Finding]
+) -> Block:
     record = finding.record
     exc = diagnosis.exceptions[finding.exception]
     where = f"exception {exc.index + 1} of {len(diagnosis.exceptions)}"
@@ -102,6 +104,9 @@ def _block(diagnosis: Diagnosis, finding: Finding, others: list[Finding]) -> Blo
     if others:
         also = tuple(clean(f"{o.record.id} (score {o.match.score})") for o in others)
         sections.append(Section("Also matched", "list", also))
+    if wrappers:
+        lines = tuple(clean(f"{w.record.heading} ({w.record.id})") for w in wrappers)
+        sections.append(Section("Reported again by", "list", lines))
     return Block(
         title=clean(record.heading),
         severity=clean(record.severity or "error"),
@@ -111,11 +116,28 @@ def _block(diagnosis: Diagnosis, finding: Finding, others: list[Finding]) -> Blo
 
 
 def layout(diagnosis: Diagnosis) -> tuple[list[Block], list[str]]:
-    """The blocks to show (one per exception that matched) and the closing notes."""
+    """The blocks to show and the closing notes.
+
+    One block per exception that matched, in the diagnosis' order (the most recent failure
+    first). A wrapper, an exception that only reports a root cause printed above it, gets no
+    block when that root cause has one: it is one line under it ("Reported again by").
+    """
+    primary = list(diagnosis.primary())
+    failure = {f.exception: diagnosis.exceptions[f.exception].failure for f in primary}
+    rooted = {failure[f.exception] for f in primary if not f.wrapper}
     blocks = []
-    for finding in diagnosis.primary():
+    for finding in primary:
+        if finding.wrapper and failure[finding.exception] in rooted:
+            continue
         others = [
             f for f in diagnosis.findings if f.exception == finding.exception and f is not finding
         ]
-        blocks.append(_block(diagnosis, finding, others))
+        wrappers = [
+            w
+            for w in primary
+            if w.wrapper
+            and not finding.wrapper
+            and failure[w.exception] == failure[finding.exception]
+        ]
+        blocks.append(_block(diagnosis, finding, others, wrappers))
     return blocks, [clean(n) for n in diagnosis.notes]
