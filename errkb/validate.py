@@ -5,7 +5,8 @@ and counterexamples, duplicate ids). Here the records are checked against each o
 a record's examples, raised at the record's own raise site, no other record may rank strictly
 higher, or the record could never be the answer for the very message it was written for; and
 against the code they name: each advisor a record names must exist and be able to read the
-record's pattern (:func:`check_advisors`).
+record's pattern (:func:`check_advisors`); and a variant record is never looser than its
+original (:func:`check_variants`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,46 @@ if TYPE_CHECKING:
 
     from errkb.records import Record
 
-__all__ = ["check_advisors", "check_published", "check_ranking"]
+__all__ = ["check_advisors", "check_published", "check_ranking", "check_variants"]
+
+
+def check_variants(records: Sequence[Record]) -> list[RecordError]:
+    """One problem per variant record looser than its original, or whose original is missing.
+
+    A variant (``variantOf``: a vendored copy of another record's error, such as ChatTTS's
+    copy of vLLM's engine) must never be looser than its original: the original must match
+    every example of the variant, whole or cut, so that without traceback evidence of the copy
+    the original (the more widely used library) is found too and wins.
+    """
+    by_id = {r.id: r for r in records}
+    problems: list[RecordError] = []
+    for record in records:
+        if record.variant_of is None or record.retired:
+            continue
+        original = by_id.get(record.variant_of)
+        if original is None:
+            problems.append(
+                RecordError(
+                    record.source,
+                    f"variantOf names {record.variant_of!r}, which is not among these records",
+                    record_id=record.id,
+                    field="variantOf",
+                )
+            )
+            continue
+        matcher = Matcher([original])
+        for i, example in enumerate(record.examples):
+            if not matcher.match(example):
+                problems.append(
+                    RecordError(
+                        record.source,
+                        f"item {i}: looser than its original {original.id!r}, which does not "
+                        "match this example",
+                        record_id=record.id,
+                        field="examples",
+                    )
+                )
+    return problems
 
 
 def check_advisors(records: Sequence[Record]) -> list[RecordError]:

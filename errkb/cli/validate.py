@@ -17,13 +17,14 @@ def run(args: argparse.Namespace) -> int:
     """Print each problem on stdout and a summary on stderr; exit 1 when there is any."""
     from errkb._sanitize import clean
     from errkb.records import load_paths
-    from errkb.validate import check_advisors, check_published, check_ranking
+    from errkb.validate import check_advisors, check_published, check_ranking, check_variants
 
     result = load_paths(args.paths)
     problems = [
         *result.problems,
         *check_ranking(result.records),
         *check_advisors(result.records),
+        *check_variants(result.records),
     ]
     if args.published:
         problems.extend(check_published(result.records, args.published))
