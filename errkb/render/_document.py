@@ -58,7 +58,7 @@ def _solution_line(text: str, settings: dict[str, object], estimate: bool) -> st
 
 
 def _block(
-    diagnosis: Diagnosis, finding: Finding, others: list[Finding], wrappers: list[Finding]
+    diagnosis: Diagnosis, finding: Finding, others: list[Finding], after: list[Finding]
 ) -> Block:
     record = finding.record
     exc = diagnosis.exceptions[finding.exception]
@@ -104,6 +104,11 @@ def _block(
     if others:
         also = tuple(clean(f"{o.record.id} (score {o.match.score})") for o in others)
         sections.append(Section("Also matched", "list", also))
+    later = [f for f in after if not f.wrapper]
+    if later:
+        lines = tuple(clean(f"{f.record.heading} ({f.record.id})") for f in later)
+        sections.append(Section("Which led to", "list", lines))
+    wrappers = [f for f in after if f.wrapper]
     if wrappers:
         lines = tuple(clean(f"{w.record.heading} ({w.record.id})") for w in wrappers)
         sections.append(Section("Reported again by", "list", lines))
@@ -118,26 +123,16 @@ def _block(
 def layout(diagnosis: Diagnosis) -> tuple[list[Block], list[str]]:
     """The blocks to show and the closing notes.
 
-    One block per exception that matched, in the diagnosis' order (the most recent failure
-    first). A wrapper, an exception that only reports a root cause printed above it, gets no
-    block when that root cause has one: it is one line under it ("Reported again by").
+    One block per failure, in the diagnosis' order (the most recent failure first): its root
+    cause, the first exception of it that matched. The other exceptions of that failure that
+    matched are one line each under it: what the root cause led to ("Which led to"), and
+    wrappers, exceptions that only report it ("Reported again by").
     """
-    primary = list(diagnosis.primary())
-    failure = {f.exception: diagnosis.exceptions[f.exception].failure for f in primary}
-    rooted = {failure[f.exception] for f in primary if not f.wrapper}
     blocks = []
-    for finding in primary:
-        if finding.wrapper and failure[finding.exception] in rooted:
-            continue
-        others = [
-            f for f in diagnosis.findings if f.exception == finding.exception and f is not finding
-        ]
-        wrappers = [
-            w
-            for w in primary
-            if w.wrapper
-            and not finding.wrapper
-            and failure[w.exception] == failure[finding.exception]
-        ]
-        blocks.append(_block(diagnosis, finding, others, wrappers))
+    by_failure: dict[int, list[Finding]] = {}
+    for finding in diagnosis.primary():
+        by_failure.setdefault(diagnosis.exceptions[finding.exception].failure, []).append(finding)
+    for root, *after in by_failure.values():
+        others = [f for f in diagnosis.findings if f.exception == root.exception and f is not root]
+        blocks.append(_block(diagnosis, root, others, after))
     return blocks, [clean(n) for n in diagnosis.notes]

@@ -130,3 +130,43 @@ def test_ascii_fallback_has_no_box_characters():
         out = io.StringIO()
         render(diagnosis, Options(file=out, color=color, ascii=True, width=100, probes=False))
         assert all(ord(ch) < 128 for ch in out.getvalue()), color
+
+
+def _chain_diagnosis():
+    registry = registry_from_dicts(
+        [
+            record_dict(id="gear-slipped", title="The gear slipped", messagePattern="gear slipped"),
+            record_dict(id="belt-torn", title="The belt tore", messagePattern="belt torn"),
+            record_dict(
+                id="machine-wrapper",
+                title="The machine stopped (see above)",
+                messagePattern="machine stopped, see above",
+                tags=["wrapper-error"],
+            ),
+        ]
+    )
+    try:
+        try:
+            try:
+                raise ValueError("gear slipped")
+            except ValueError as exc:
+                raise RuntimeError("belt torn") from exc
+        except RuntimeError as exc:
+            raise RuntimeError("machine stopped, see above") from exc
+    except RuntimeError as exc:
+        return errkb.diagnose(exc, registry=registry, options=Options(probes=False))
+
+
+def test_one_failure_is_one_block_with_what_it_led_to_and_its_wrapper_as_lines():
+    """A chain is one failure: the root cause's block, then one line for each later exception."""
+    from errkb.render import render_plain
+
+    text = render_plain(_chain_diagnosis(), 100)
+    assert ["errkb: The gear slipped [error]"] == [
+        line for line in text.splitlines() if line.startswith("errkb: ") and "note:" not in line
+    ]
+    assert text.index("The gear slipped") < text.index("Which led to")
+    assert "  - The belt tore (belt-torn)" in text
+    assert "Reported again by\n  - The machine stopped (see above) (machine-wrapper)" in text
+    assert "gear-slipped |" in text
+    assert "belt-torn |" not in text  # no block (subtitle) of its own
