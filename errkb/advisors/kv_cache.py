@@ -23,11 +23,11 @@ import math
 from typing import TYPE_CHECKING, Any
 
 import attrs
-import regex
 
 from errkb.advisors import Advice, Contract, Variant, advisor
+from errkb.advisors._fix import example_fix
 from errkb.exceptions import UsageError
-from errkb.findings import ExampleFix, Fact, Solution, Source
+from errkb.findings import Fact, Solution, Source
 from errkb.probes.model import (
     ModelShape,
     cache_dtype_bytes,
@@ -344,7 +344,10 @@ def advise(match: Match, evidence: Evidence) -> Advice | None:
         solutions = _free_memory(caps, ctx, led)
     else:
         solutions = _cache_shortfall(caps, ctx, led)
-    fix = _example_fix(match, evidence, ctx, solutions)
+    settings = next((dict(s.settings) for s in solutions if s.settings), {})
+    # What the record's example leaves alone keeps the value this run had.
+    current = {"max_model_len": ctx.max_model_len, "gpu_memory_utilization": ctx.utilization}
+    fix = example_fix(match, evidence, settings, current)
     return Advice(
         solutions=tuple(solutions),
         facts=tuple(led.facts.values()),
@@ -575,68 +578,3 @@ def _fp8_and_parallel(ctx: _Context, led: _Ledger, cache_mem: int | None) -> lis
                 )
             )
     return out
-
-
-_NUMBER_SETTING = regex.compile(
-    r"\b(max_model_len|gpu_memory_utilization|tensor_parallel_size)\s*=\s*[\d.]+"
-)
-
-
-def _example_fix(
-    match: Match, evidence: Evidence, ctx: _Context, solutions: list[Solution]
-) -> ExampleFix | None:
-    from errkb.advisors._callsite import find_engine_call, rewrite_call
-
-    settings = next((dict(s.settings) for s in solutions if s.settings), {})
-    engine_settings = {k: v for k, v in settings.items() if not k.isupper()}
-    if not settings:
-        return None
-    if not engine_settings:
-        env = " ".join(f"{k}={v}" for k, v in settings.items())
-        return ExampleFix(
-            before=None,
-            after=f"{env} python your_app.py",
-            note="set in the environment of the engine's process",
-        )
-    for info in evidence.infos:
-        site = find_engine_call(info.frames)
-        if site is None:
-            continue
-        after = rewrite_call(site, engine_settings)
-        if after is None:
-            continue
-        note = None
-        if site.library:
-            note = f"this call is inside an installed library ({site.file}:{site.line}); its callers cannot pass these settings"
-            if site.user_frame is not None:
-                note += f"; your code reached it from {site.user_frame.file}:{site.user_frame.line}"
-        if site.has_double_star:
-            note = (
-                note + "; " if note else ""
-            ) + "the call also passes **kwargs: make sure they do not set these too"
-        return ExampleFix(
-            before=site.text, after=after, location=f"{site.file}:{site.line}", note=note
-        )
-    text = match.record.example_fix
-    if not text:
-        return None
-    base = ExampleFix.from_record_text(text)
-
-    # The record's "after" shows the settings of the best solution; what it leaves alone keeps
-    # the value this run had (the requested length stays when the utilization is what changes).
-    values: dict[str, object] = {
-        "max_model_len": ctx.max_model_len,
-        "gpu_memory_utilization": ctx.utilization,
-    }
-    values.update(settings)
-
-    def put(m: regex.Match[str]) -> str:
-        key = m.group(1)
-        return f"{key}={values[key]}" if values.get(key) is not None else m.group(0)
-
-    after = _NUMBER_SETTING.sub(put, base.after)
-    return ExampleFix(
-        before=base.before,
-        after=after,
-        note="the record's example, with the computed values put in",
-    )
