@@ -28,11 +28,21 @@ _RULES: tuple[tuple[regex.Pattern[str], str], ...] = (
     (regex.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=-]{8,}"), r"\1" + MASK),
     # user:password@ in URLs (the user name stays, it helps to know whose it was).
     (regex.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^\s:/@]+:)[^\s@/]+@"), r"\1" + MASK + "@"),
-    # key=value and key: value for names that say secret.
+    # "name = value" and "name: value" where the name says secret, as a word or at the end of a
+    # longer name such as the variables OPENAI_API_KEY, HUGGING_FACE_HUB_TOKEN or
+    # aws_secret_access_key. A value that is code reading a secret by name (a subscript of
+    # os.environ, an attribute, a call, a snake_case variable) is not a secret and stays.
     (
         regex.compile(
-            r"(?i)\b((?:api[_-]?key|access[_-]?token|auth[_-]?token|hf[_-]?token|token|password|passwd|secret(?:[_-]?key)?)"
-            r"""["']?\s*[:=]\s*["']?)(?!\*\*\*)[^\s"',;)}]{6,}"""
+            r"(?i)(?<![A-Za-z0-9])((?:[A-Za-z0-9]+[_-])*"
+            r"(?:api[_-]?key|access[_-]?key|access[_-]?token|auth[_-]?token|token|password|passwd"
+            r"|secret(?:[_-]?key)?)"
+            r"""["']?\s*[:=]\s*(?P<quote>["'])?)"""
+            r"""(?!\*\*\*)(?(quote)|(?!(?&code)))[^\s"',;)}\]]{6,}"""
+            # Unquoted code: a call, a subscript, an attribute, or a variable name (letters and
+            # underscores, a digit or two at the end: secrets are not spelt like that).
+            r"(?(DEFINE)(?P<code>(?-i:[a-z_]+[0-9]{0,2})(?:$|[\s,;)}\]])"
+            r"|[A-Za-z_][\w]*(?:\s*[\[(]|\.[A-Za-z_])))"
         ),
         r"\1" + MASK,
     ),

@@ -69,3 +69,46 @@ def test_secrets_in_messages_are_masked_in_text_and_json():
         assert "hunter2hunter2" not in shown
         assert "hf_abcdefghijklmnopqrstuv" not in shown
         assert "***" in shown
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ("OPENAI_API_KEY=sk-abc123DEF456ghi789 python x.py", "sk-abc123DEF456ghi789"),
+        ("HUGGING_FACE_HUB_TOKEN=abcdefghij1234567890", "abcdefghij1234567890"),
+        (
+            "AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+            "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+        ),
+        (
+            "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+            "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+        ),
+        ("WANDB_API_KEY=0123456789abcdef0123456789abcdef", "0123456789abcdef0123456789abcdef"),
+        ("export HUGGING_FACE_HUB_TOKEN='Ab12Cd34Ef56'", "Ab12Cd34Ef56"),
+        ('login(token="hf_token")', "hf_token"),  # quoted: a literal, whatever it looks like
+    ],
+)
+def test_environment_style_secrets_are_masked(text, secret):
+    """Names that end in a secret word after an underscore (the env-var form) are caught too."""
+    out = redact(text)
+    assert secret not in out
+    assert "***" in out
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        'LLM(model="m", token=os.environ["HF_TOKEN"])',
+        "OpenAI(api_key=args.api_key, base_url=url)",
+        "login(token=get_token())",
+        "snapshot_download(repo, token=hf_token)",
+        "client = Client(api_key=os.getenv('OPENAI_API_KEY'))",
+    ],
+)
+def test_code_that_reads_a_secret_by_name_is_not_a_secret(code):
+    """An example fix that passes os.environ["HF_TOKEN"] must stay code that runs."""
+    import ast
+
+    assert code == redact(code)
+    ast.parse(redact(code))
