@@ -111,6 +111,59 @@ def diagnosis_latency() -> list[dict[str, object]]:
     ]
 
 
+_CHILD_PEAK = """
+import json, resource, subprocess, sys, time
+t0 = time.perf_counter()
+subprocess.run(sys.argv[1:], capture_output=True, check=False)
+seconds = time.perf_counter() - t0
+peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+print(json.dumps({"seconds": seconds, "peak_mb": peak}))
+"""
+
+
+def diagnosis_without_torch() -> list[dict[str, object]]:
+    """The whole run of a program that raises the seed's error and never imported torch.
+
+    torch is installed here. Side by side: a bare interpreter, errkb's hook as it is (the GPU
+    read through NVML, or left unmeasured: never by importing torch), and the hook allowed to
+    import torch to measure (what the hook did before, at over a second and 200 MB).
+    """
+    raise_seed = f"raise ValueError({SEED!r})"
+    cases = {
+        "bare interpreter, the error alone (baseline)": raise_seed,
+        "errkb.install(), probes on, torch never imported": "import errkb; errkb.install()\n"
+        + raise_seed,
+        "errkb.install(import_torch=True): torch imported to measure": (
+            "import errkb; errkb.install(import_torch=True)\n" + raise_seed
+        ),
+    }
+    rows = []
+    figures: dict[str, list[tuple[float, float]]] = {name: [] for name in cases}
+    for _ in range(max(5, RUNS // 3)):
+        for name, code in cases.items():
+            out = subprocess.run(
+                [sys.executable, "-c", _CHILD_PEAK, sys.executable, "-c", code],
+                check=True,
+                capture_output=True,
+                text=True,
+            )
+            fig = json.loads(out.stdout)
+            figures[name].append((fig["seconds"], fig["peak_mb"]))
+    base = statistics.median(s for s, _ in figures["bare interpreter, the error alone (baseline)"])
+    for name, samples in figures.items():
+        med = statistics.median(s for s, _ in samples)
+        rows.append(
+            {
+                "benchmark": "diagnosis without torch",
+                "case": name,
+                "median_ms": round(med * 1000, 1),
+                "vs_baseline_ms": round((med - base) * 1000, 1),
+                "memory_mb": round(statistics.median(m for _, m in samples), 1),
+            }
+        )
+    return rows
+
+
 def _synthetic(n: int) -> list[dict]:
     """n records made from the real ones, each with a literal varied, and its example.
 
@@ -330,18 +383,29 @@ def explain_log(megabytes: int = EXPLAIN_MB) -> list[dict[str, object]]:
             f.write(tail.read_text())
         size = log.stat().st_size / 1e6
         cases = {
-            f"errkb explain --json - < {size:.0f} MB log, failure at the end": ["explain", "--json", "--no-probes", "-"],
+            f"errkb explain --json - < {size:.0f} MB log, failure at the end": [
+                "explain",
+                "--json",
+                "--no-probes",
+                "-",
+            ],
             f"errkb scan --json - < same log": ["scan", "--json", "-"],
             "python -c pass, peak memory (baseline)": None,
         }
         for name, argv in cases.items():
-            code = _PEAK if argv is not None else (
-                "import json, resource; print(json.dumps({'seconds': 0, 'peak_mb': "
-                "resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 'top': None}))"
+            code = (
+                _PEAK
+                if argv is not None
+                else (
+                    "import json, resource; print(json.dumps({'seconds': 0, 'peak_mb': "
+                    "resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 'top': None}))"
+                )
             )
             out = subprocess.run(
                 [sys.executable, "-c", code, str(log), *(argv or [])],
-                check=True, capture_output=True, text=True,
+                check=True,
+                capture_output=True,
+                text=True,
             )
             fig = json.loads(out.stdout.strip().splitlines()[-1])
             rows.append(
@@ -384,11 +448,18 @@ def scan_throughput(megabytes: int = SCAN_MB, runs: int = 3) -> list[dict[str, o
         size = log.stat().st_size / 1e6
         scan = [sys.executable, "-m", "errkb", "scan", "--json", str(log)]
         cases: dict[str, Command] = {}
-        for engine, label in (("ahocorasick", "one Aho-Corasick pass (errkb[fast])"),
-                              ("python", "pure Python, search planned from the first block")):
+        for engine, label in (
+            ("ahocorasick", "one Aho-Corasick pass (errkb[fast])"),
+            ("python", "pure Python, search planned from the first block"),
+        ):
             env = dict(os.environ, ERRKB_SCAN_ENGINE=engine)
-            if subprocess.run(scan[:4] + ["-"], input=b"", env=env, capture_output=True).returncode != 2:
-                cases[f"errkb scan, {size:.0f} MB log, {len(default_registry())} records, {label}"] = (scan, env)
+            if (
+                subprocess.run(scan[:4] + ["-"], input=b"", env=env, capture_output=True).returncode
+                != 2
+            ):
+                cases[
+                    f"errkb scan, {size:.0f} MB log, {len(default_registry())} records, {label}"
+                ] = (scan, env)
         grep = shutil.which("grep")
         if grep:
             argv = [grep, "-E", "-c", "-f", str(Path(tmp) / "patterns.ere"), str(log)]
@@ -413,6 +484,7 @@ def main() -> None:
     for name, func in (
         ("startup", startup),
         ("diagnosis", diagnosis_latency),
+        ("no-torch", diagnosis_without_torch),
         ("lookup", lookups),
         ("build", registry_build),
         ("scan", scan_throughput),

@@ -62,6 +62,10 @@ class Options:
             ``FORCE_COLOR`` and ``TERM=dumb``.
         ascii: draw boxes with ASCII only; ``None`` decides from the stream's encoding.
         probes: whether advisors may measure the live environment (GPU, model files).
+        import_torch: whether the GPU probe may import torch to measure, in a program that has
+            not imported it (importing it costs over a second and 200 MB). Off by default, so
+            the hook never does: such a program's GPUs are read through NVML, or not at all.
+            The command line turns it on.
         timeout: seconds the whole diagnosis may take before what is unfinished is left out
             (``ERRKB_TIMEOUT`` sets the default).
         given: values the user supplied instead of measurements, a :class:`Given` (a mapping
@@ -76,6 +80,7 @@ class Options:
     color: bool | None = None
     ascii: bool | None = None
     probes: bool = True
+    import_torch: bool = False
     timeout: float = attrs.field(factory=lambda: number("ERRKB_TIMEOUT", 5.0))
     given: Given = attrs.field(factory=Given, converter=_given)
     records: tuple[str, ...] = attrs.field(default=(), converter=tuple)

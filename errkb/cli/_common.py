@@ -105,6 +105,8 @@ def options(args: argparse.Namespace, file: TextIO) -> Options:
         width=getattr(args, "width", None),
         color=getattr(args, "color", None),
         probes=getattr(args, "probes", True),
+        # A command of its own: importing torch to measure costs only this process.
+        import_torch=True,
         given=given(args),
         records=tuple(getattr(args, "records", ())),
     )

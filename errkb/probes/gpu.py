@@ -1,11 +1,17 @@
-"""The GPU probe: what torch sees of the visible CUDA devices.
+"""The GPU probe: the visible CUDA devices, measured through torch or NVML.
 
-torch is never imported when it is not installed, and the already imported module is used
-when there is one. The query runs in a bounded thread (see :func:`errkb.probes.run_bounded`).
+A program that imported torch is measured through it (its own allocations included). A program
+that never imported torch is not made to import it at exit (over a second and 200 MB): its GPUs
+are read through NVML (``libnvidia-ml``, the NVIDIA driver's management library, loaded with
+ctypes: no package needed), honouring ``CUDA_VISIBLE_DEVICES``; without NVML they are left
+unmeasured, and the diagnosis says so. Only where importing torch is allowed
+(``Options(import_torch=True)``, as the command line sets it) is it imported to measure. Each
+query runs in a bounded thread (see :func:`errkb.probes.run_bounded`).
 """
 
 from __future__ import annotations
 
+import ctypes
 import importlib.util
 import os
 import sys
@@ -75,8 +81,119 @@ def _other_processes() -> dict[int, int]:
     return out
 
 
-def probe_gpus(timeout: float = 5.0) -> GpuReading:
-    """The visible GPUs, measured now; never raises, never waits past ``timeout`` seconds."""
+class _Memory(ctypes.Structure):
+    _fields_ = (
+        ("total", ctypes.c_ulonglong),
+        ("free", ctypes.c_ulonglong),
+        ("used", ctypes.c_ulonglong),
+    )
+
+
+_NVML_NAMES = ("libnvidia-ml.so.1", "libnvidia-ml.so", "nvml.dll")
+
+
+def _load(name: str) -> Any:
+    try:
+        return ctypes.CDLL(name)
+    except OSError:
+        return None
+
+
+def _nvml_library() -> Any:
+    return next((lib for lib in map(_load, _NVML_NAMES) if lib is not None), None)
+
+
+def _nvml() -> GpuReading | None:
+    """The visible GPUs as NVML reads them; None when NVML is not there or cannot tell."""
+    lib = _nvml_library()
+    if lib is None or lib.nvmlInit_v2() != 0:
+        return None
+    try:
+        count = ctypes.c_uint()
+        if lib.nvmlDeviceGetCount_v2(ctypes.byref(count)) != 0:
+            return None
+        handles = []
+        for index in range(count.value):
+            handle = ctypes.c_void_p()
+            if lib.nvmlDeviceGetHandleByIndex_v2(index, ctypes.byref(handle)) != 0:
+                return None
+            handles.append(handle)
+        visible = _visible(lib, handles)
+        if visible is None:
+            return None
+        devices = []
+        for position, handle in enumerate(visible):
+            memory, name = _Memory(), ctypes.create_string_buffer(96)
+            if lib.nvmlDeviceGetMemoryInfo(handle, ctypes.byref(memory)) != 0:
+                return None
+            lib.nvmlDeviceGetName(handle, name, len(name))
+            major, minor = ctypes.c_int(), ctypes.c_int()
+            known = lib.nvmlDeviceGetCudaComputeCapability(
+                handle, ctypes.byref(major), ctypes.byref(minor)
+            )
+            devices.append(
+                GpuDevice(
+                    index=position,
+                    name=name.value.decode(errors="replace"),
+                    total_bytes=int(memory.total),
+                    free_bytes=int(memory.free),
+                    capability=(major.value, minor.value) if known == 0 else None,
+                )
+            )
+        return GpuReading(devices=tuple(devices))
+    finally:
+        lib.nvmlShutdown()
+
+
+def _visible(lib: Any, handles: list[Any]) -> list[Any] | None:
+    """The devices ``CUDA_VISIBLE_DEVICES`` leaves visible, in its order (None: cannot tell).
+
+    Indices and ``GPU-`` UUIDs (or their prefixes) are followed; a MIG instance is not a
+    device NVML lists here, so with one the GPUs are not read this way.
+    """
+    given = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if given is None:
+        return handles
+    uuids: list[str] | None = None
+    out = []
+    for entry in (e.strip() for e in given.split(",")):
+        if entry.isdigit():
+            if int(entry) >= len(handles):
+                break  # CUDA stops at the first invalid entry
+            out.append(handles[int(entry)])
+        elif entry.startswith("GPU-"):
+            if uuids is None:
+                uuids = []
+                for handle in handles:
+                    buffer = ctypes.create_string_buffer(96)
+                    lib.nvmlDeviceGetUUID(handle, buffer, len(buffer))
+                    uuids.append(buffer.value.decode(errors="replace"))
+            found = [h for h, u in zip(handles, uuids, strict=True) if u.startswith(entry)]
+            if len(found) != 1:
+                break
+            out.append(found[0])
+        elif entry.startswith("MIG-"):
+            return None
+        else:
+            break
+    return out
+
+
+def probe_gpus(timeout: float = 5.0, *, import_torch: bool = True) -> GpuReading:
+    """The visible GPUs, measured now; never raises, never waits past ``timeout`` seconds.
+
+    Through torch when the program imported it; else through NVML; else, with
+    ``import_torch``, through torch imported now; else not at all, with the reason.
+    """
+    if "torch" not in sys.modules:
+        reading, _ = run_bounded(_nvml, timeout, "NVML")
+        if reading is not None:
+            return reading
+        if not import_torch:
+            return GpuReading(
+                error="this program never imported torch, and NVML (the NVIDIA driver's "
+                "libnvidia-ml) is not available to read the GPUs without it"
+            )
     reading, reason = run_bounded(_measure, timeout, "the GPU query")
     return reading if reading is not None else GpuReading(error=reason)
 
@@ -85,4 +202,4 @@ def probe(evidence: Evidence, timeout: float) -> GpuReading:
     """The ``gpu`` probe: the GPUs now, or why not (probes off: nothing is measured)."""
     if not evidence.options.probes:
         return GpuReading(error="probes are off (--no-probes)")
-    return probe_gpus(timeout)
+    return probe_gpus(timeout, import_torch=evidence.options.import_torch)

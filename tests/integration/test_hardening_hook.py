@@ -206,7 +206,8 @@ def test_hanging_gpu_query_is_left_out_and_said():
     """A GPU query that never answers: the diagnosis still prints, says so, and the process exits."""
     proc = run_python(
         f"""
-import time, errkb, errkb.probes.gpu
+import time, torch, errkb, errkb.probes.gpu
+# A program that imported torch is measured through it: that query hangs here.
 errkb.probes.gpu._measure = lambda: time.sleep(600)
 errkb.install()
 raise ValueError({SEED_MESSAGE!r})

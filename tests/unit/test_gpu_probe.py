@@ -1,0 +1,76 @@
+"""errkb.probes.gpu: GPUs read through NVML with ctypes, honouring CUDA_VISIBLE_DEVICES.
+
+The NVML library is a stand-in compiled here from tests/data/nvml/fake_nvml.c (two fixed
+GPUs), loaded through ctypes exactly as the driver's libnvidia-ml would be.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+from helpers import DATA
+
+from errkb.probes import gpu
+
+
+@pytest.fixture(scope="module")
+def fake_nvml(tmp_path_factory):
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("needs a C compiler to build the stand-in NVML library")
+    out = tmp_path_factory.mktemp("nvml") / "libfake-nvml.so"
+    subprocess.run(
+        [cc, "-shared", "-fPIC", "-o", str(out), str(DATA / "nvml" / "fake_nvml.c")], check=True
+    )
+    return str(out)
+
+
+@pytest.fixture
+def nvml(fake_nvml, monkeypatch):
+    monkeypatch.setattr(gpu, "_NVML_NAMES", (fake_nvml,))
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    return monkeypatch
+
+
+def test_nvml_reads_every_gpu(nvml):
+    """Both GPUs, with their names, total and free bytes and compute capability."""
+    reading = gpu._nvml()
+    assert reading is not None
+    assert [
+        (0, "NVIDIA H100 80GB HBM3", 85520809984, 80000000000, (9, 0)),
+        (1, "NVIDIA A10G", 23836033024, 1000000000, (8, 6)),
+    ] == [(d.index, d.name, d.total_bytes, d.free_bytes, d.capability) for d in reading.devices]
+
+
+@pytest.mark.parametrize(
+    ("visible", "names"),
+    [
+        ("1", ["NVIDIA A10G"]),
+        ("1,0", ["NVIDIA A10G", "NVIDIA H100 80GB HBM3"]),
+        ("GPU-bbbb", ["NVIDIA A10G"]),
+        ("", []),
+        ("0,7,1", ["NVIDIA H100 80GB HBM3"]),  # CUDA stops at the first invalid entry
+    ],
+)
+def test_cuda_visible_devices_is_honoured(nvml, visible, names):
+    """Device 0 is the first visible GPU, as torch numbers them."""
+    nvml.setenv("CUDA_VISIBLE_DEVICES", visible)
+    reading = gpu._nvml()
+    assert reading is not None
+    assert names == [d.name for d in reading.devices]
+    assert list(range(len(names))) == [d.index for d in reading.devices]
+
+
+def test_a_mig_instance_is_not_read_this_way(nvml):
+    """MIG instances are not the devices NVML lists: no reading rather than a wrong one."""
+    nvml.setenv("CUDA_VISIBLE_DEVICES", "MIG-0f6e6f5c-0000-0000-0000-000000000000")
+    assert gpu._nvml() is None
+
+
+def test_probe_uses_nvml_when_the_program_never_imported_torch(nvml):
+    """probe_gpus in a program without torch: NVML answers, torch is not needed."""
+    nvml.delitem(__import__("sys").modules, "torch", raising=False)
+    reading = gpu.probe_gpus(timeout=10, import_torch=False)
+    assert 2 == len(reading.devices)
