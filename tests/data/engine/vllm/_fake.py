@@ -1,0 +1,58 @@
+"""What a real run measures, injected: the GPU's size and the memory the model took.
+
+* ``FAKE_GPU_TOTAL_BYTES``: the GPU's total memory (``torch.cuda.mem_get_info()[1]``);
+* ``FAKE_GPU_FREE_BYTES``: free memory when the engine starts (default: all of it);
+* ``FAKE_PEAK_BYTES``: what the profiling run found in use besides the KV cache: V0's
+  ``peak_memory`` (weights and activations), V1's ``non_kv_cache_memory``.
+
+Also the stand-in's small helpers that real vLLM gets from torch (dtype sizes).
+"""
+
+from __future__ import annotations
+
+import os
+
+GiB_bytes = 1 << 30
+
+#: Bytes per element, as ``torch.tensor([], dtype=d).element_size()`` gives them.
+DTYPE_SIZE = {
+    "float32": 4,
+    "float16": 2,
+    "bfloat16": 2,
+    "fp8": 1,
+    "fp8_e4m3": 1,
+    "fp8_e5m2": 1,
+}
+
+
+def _bytes(name: str, default: int | None = None) -> int:
+    value = os.environ.get(name)
+    if value is None:
+        if default is None:
+            raise RuntimeError(f"the stand-in engine needs {name} in the environment")
+        return default
+    return int(value)
+
+
+def total_gpu_memory() -> int:
+    return _bytes("FAKE_GPU_TOTAL_BYTES")
+
+
+def free_gpu_memory() -> int:
+    return _bytes("FAKE_GPU_FREE_BYTES", total_gpu_memory())
+
+
+def peak_memory() -> int:
+    return _bytes("FAKE_PEAK_BYTES")
+
+
+def version() -> str:
+    return os.environ.get("FAKE_VLLM_VERSION", "0.9.1" if use_v1() else "0.6.0")
+
+
+def use_v1() -> bool:
+    return os.environ.get("VLLM_USE_V1", "0") == "1"
+
+
+def started(what: str) -> None:
+    print(f"engine started ({what})", flush=True)

@@ -1,0 +1,79 @@
+"""``EngineArgs``: the keywords an engine accepts (vllm/engine/arg_utils.py@v0.6.0).
+
+A dataclass, as in vLLM, so a keyword it lacks is a TypeError, and ``from_cli_args`` reads the
+same names from ``vllm serve``'s flags (arg_utils.py:759). Only the fields the stand-in reads,
+plus a few a script commonly passes, are here; the defaults are vLLM's (arg_utils.py:88: a
+utilization of 0.90; a block of 16 tokens on CUDA).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+
+from vllm.config import CacheConfig, EngineConfig, ModelConfig, ParallelConfig
+
+
+@dataclasses.dataclass
+class EngineArgs:
+    model: str = "facebook/opt-125m"
+    served_model_name: str | list[str] | None = None
+    dtype: str = "auto"
+    kv_cache_dtype: str = "auto"
+    max_model_len: int | None = None
+    block_size: int = 16
+    swap_space: float = 4
+    gpu_memory_utilization: float = 0.90
+    tensor_parallel_size: int = 1
+    trust_remote_code: bool = False
+    enforce_eager: bool | None = None
+    seed: int = 0
+    max_num_seqs: int = 256
+    disable_log_stats: bool = False
+
+    @staticmethod
+    def add_cli_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+        parser.add_argument("--model", type=str, default=EngineArgs.model)
+        parser.add_argument("--served-model-name", nargs="+", default=None)
+        parser.add_argument("--dtype", type=str, default=EngineArgs.dtype)
+        parser.add_argument("--kv-cache-dtype", type=str, default=EngineArgs.kv_cache_dtype)
+        parser.add_argument("--max-model-len", type=int, default=EngineArgs.max_model_len)
+        parser.add_argument("--block-size", type=int, default=EngineArgs.block_size)
+        parser.add_argument("--swap-space", type=float, default=EngineArgs.swap_space)
+        parser.add_argument(
+            "--gpu-memory-utilization", type=float, default=EngineArgs.gpu_memory_utilization
+        )
+        parser.add_argument(
+            "--tensor-parallel-size", "-tp", type=int, default=EngineArgs.tensor_parallel_size
+        )
+        parser.add_argument("--trust-remote-code", action="store_true")
+        parser.add_argument("--enforce-eager", action="store_true", default=None)
+        parser.add_argument("--seed", type=int, default=EngineArgs.seed)
+        parser.add_argument("--max-num-seqs", type=int, default=EngineArgs.max_num_seqs)
+        parser.add_argument("--disable-log-stats", action="store_true")
+        return parser
+
+    @classmethod
+    def from_cli_args(cls, args: argparse.Namespace) -> EngineArgs:
+        names = [f.name for f in dataclasses.fields(cls)]
+        return cls(**{name: getattr(args, name) for name in names if hasattr(args, name)})
+
+    def create_engine_config(self) -> EngineConfig:
+        return EngineConfig(
+            model_config=ModelConfig(self.model, self.dtype, self.max_model_len),
+            cache_config=CacheConfig(
+                self.block_size, self.gpu_memory_utilization, self.kv_cache_dtype, self.swap_space
+            ),
+            parallel_config=ParallelConfig(self.tensor_parallel_size),
+        )
+
+
+@dataclasses.dataclass
+class AsyncEngineArgs(EngineArgs):
+    disable_log_requests: bool = False
+
+    @staticmethod
+    def add_cli_args(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+        parser = EngineArgs.add_cli_args(parser)
+        parser.add_argument("--disable-log-requests", action="store_true")
+        return parser

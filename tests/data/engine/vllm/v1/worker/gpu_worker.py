@@ -1,0 +1,63 @@
+"""V1's GPU worker: the memory it may use, and what is left for the KV cache.
+
+vllm/v1/worker/gpu_worker.py@v0.9.1: at start, ``requested_memory = total x
+gpu_memory_utilization`` and a GPU with less free memory than that is refused
+(gpu_worker.py:136-147); after profiling, ``available_kv_cache_memory = requested_memory -
+non_kv_cache_memory`` (gpu_worker.py:218), returned as an int. ``kv_cache_spec`` is one
+full-attention spec per layer, as the model runner's ``get_kv_cache_spec`` gives for a plain
+decoder (the cache dtype is the model's under "auto").
+"""
+
+from __future__ import annotations
+
+from vllm import _fake
+from vllm._fake import GiB_bytes
+from vllm.config import VllmConfig
+from vllm.v1.kv_cache_interface import FullAttentionSpec
+
+
+class Worker:
+    def __init__(self, vllm_config: VllmConfig) -> None:
+        self.vllm_config = vllm_config
+        self.cache_config = vllm_config.cache_config
+        self.model_config = vllm_config.model_config
+
+    def init_device(self) -> None:
+        total_memory = _fake.total_gpu_memory()
+        free_memory = _fake.free_gpu_memory()
+        self.requested_memory = total_memory * self.cache_config.gpu_memory_utilization
+        if free_memory < self.requested_memory:
+
+            def gib(b: float) -> float:
+                return round(b / GiB_bytes, 2)
+
+            raise ValueError(
+                f"Free memory on device "
+                f"({gib(free_memory)}/"
+                f"{gib(total_memory)} GiB) on startup "
+                f"is less than desired GPU memory utilization "
+                f"({self.cache_config.gpu_memory_utilization}, "
+                f"{gib(self.requested_memory)} GiB). Decrease GPU memory "
+                f"utilization or reduce GPU memory used by other processes."
+            )
+
+    def determine_available_memory(self) -> int:
+        non_kv_cache_memory = _fake.peak_memory()
+        available_kv_cache_memory = self.requested_memory - non_kv_cache_memory
+        return int(available_kv_cache_memory)
+
+    def get_kv_cache_spec(self) -> dict[str, FullAttentionSpec]:
+        model_config = self.model_config
+        parallel_config = self.vllm_config.parallel_config
+        dtype = self.cache_config.cache_dtype
+        if dtype == "auto":
+            dtype = model_config.dtype
+        return {
+            f"model.layers.{i}.self_attn.attn": FullAttentionSpec(
+                block_size=self.cache_config.block_size,
+                num_kv_heads=model_config.get_num_kv_heads(parallel_config),
+                head_size=model_config.get_head_size(),
+                dtype=dtype,
+            )
+            for i in range(model_config.get_num_attention_layers(parallel_config))
+        }

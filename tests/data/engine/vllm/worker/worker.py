@@ -1,0 +1,66 @@
+"""The V0 GPU worker: how many KV-cache blocks fit, and the check that raises.
+
+``determine_num_available_blocks`` is vllm/worker/worker.py:204@v0.6.0: after the profiling
+run, ``num_gpu_blocks = int((total_gpu_memory * gpu_memory_utilization - peak_memory) //
+cache_block_size)`` (worker.py:238), then ``max(num_gpu_blocks, 0)`` (worker.py:243), so a
+profile that leaves nothing gives zero blocks, never a negative count. The GPU's total and the
+profiled peak come from :mod:`vllm._fake`. ``raise_if_cache_size_invalid`` is worker.py:468,
+its two messages word for word.
+"""
+
+from __future__ import annotations
+
+from vllm import _fake
+from vllm.config import CacheConfig, ModelConfig, ParallelConfig
+from vllm.worker.cache_engine import CacheEngine
+
+
+class Worker:
+    def __init__(
+        self, model_config: ModelConfig, cache_config: CacheConfig, parallel_config: ParallelConfig
+    ) -> None:
+        self.model_config = model_config
+        self.cache_config = cache_config
+        self.parallel_config = parallel_config
+
+    def get_cache_block_size_bytes(self) -> int:
+        return CacheEngine.get_cache_block_size(
+            self.cache_config, self.model_config, self.parallel_config
+        )
+
+    def determine_num_available_blocks(self) -> tuple[int, int]:
+        total_gpu_memory = _fake.total_gpu_memory()
+        peak_memory = _fake.peak_memory()
+        cache_block_size = self.get_cache_block_size_bytes()
+        num_gpu_blocks = int(
+            (total_gpu_memory * self.cache_config.gpu_memory_utilization - peak_memory)
+            // cache_block_size
+        )
+        num_cpu_blocks = int(self.cache_config.swap_space_bytes // cache_block_size)
+        num_gpu_blocks = max(num_gpu_blocks, 0)
+        num_cpu_blocks = max(num_cpu_blocks, 0)
+        return num_gpu_blocks, num_cpu_blocks
+
+    def initialize_cache(self, num_gpu_blocks: int, num_cpu_blocks: int) -> None:
+        del num_cpu_blocks
+        raise_if_cache_size_invalid(
+            num_gpu_blocks, self.cache_config.block_size, self.model_config.max_model_len
+        )
+
+
+def raise_if_cache_size_invalid(num_gpu_blocks: int, block_size: int, max_model_len: int) -> None:
+    if num_gpu_blocks <= 0:
+        raise ValueError(
+            "No available memory for the cache blocks. "
+            "Try increasing `gpu_memory_utilization` when "
+            "initializing the engine."
+        )
+    max_seq_len = block_size * num_gpu_blocks
+    if max_model_len > max_seq_len:
+        raise ValueError(
+            f"The model's max seq len ({max_model_len}) "
+            "is larger than the maximum number of tokens that can be "
+            f"stored in KV cache ({max_seq_len}). Try increasing "
+            "`gpu_memory_utilization` or decreasing `max_model_len` when "
+            "initializing the engine."
+        )
