@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 from helpers import run_cli
 
+from errkb._patterns import compile_pattern
+from errkb.match import Matcher
 from errkb.records import load_paths
 from errkb.registry import builtin_records_dir
 from errkb.validate import check_published, check_ranking
@@ -112,3 +114,70 @@ def test_docs_index_counts_by_library():
     text = index.read_text()
     for library, count in Counter(r.library for r in RECORDS.records).items():
         assert f"| [{library}](#{library}) | {count} |" in text
+
+
+# --- Cut messages: a message's first sentence identifies its record -------------------------------
+
+#: A sentence ends at ".", "!" or "?" followed by whitespace or the end of the text.
+SENTENCE_END = re.compile(r"[.!?](?=\s|$)")
+#: The first sentence tested holds at least this many characters (else it runs on to the next
+#: sentence end) and at most this many (about a log line's or an issue title's worth).
+FIRST_SENTENCE = (30, 60)
+LIVE = [r for r in RECORDS.records if not r.retired]
+
+
+@pytest.fixture(scope="module")
+def matcher():
+    """One matcher over the shipped records, as the hook and the CLI build it."""
+    return Matcher(RECORDS.records)
+
+
+def _shortest_prefix(example: str, start: int) -> int:
+    """Where the shortest prefix tested ends: the wrapper, then the message's first sentence."""
+    least, most = FIRST_SENTENCE
+    end = len(example) - start
+    for found in SENTENCE_END.finditer(example, start):
+        if found.end() - start >= least:
+            end = found.end() - start
+            break
+    return start + min(end, most)
+
+
+@pytest.mark.parametrize("record", LIVE, ids=lambda r: r.id)
+def test_every_prefix_that_keeps_the_first_sentence_finds_the_record(matcher, record):
+    """A message cut anywhere after its first sentence still finds its record among the best.
+
+    For every example: text before the pattern's match is a wrapper (pydantic's "1 validation
+    error for ...", a Ray prefix) and is kept whole; the message then keeps at least its first
+    sentence (30 characters at least, 60 at most), and every longer prefix is tried. The record
+    must be among the matches with the top score, given its own class; a vendored twin
+    (``variantOf``) may rank below its original, which wins without traceback evidence.
+    """
+    failures = []
+    for i, example in enumerate(record.examples):
+        start = compile_pattern(record.message_pattern).search(example).start()
+        for n in range(_shortest_prefix(example, start), len(example) + 1):
+            found = matcher.match(example[:n], record.error_class)
+            best = [m for m in found if m.score == found[0].score]
+            if {record.id, record.variant_of} & {m.record.id for m in best}:
+                continue
+            own = next((m.score for m in found if m.record.id == record.id), None)
+            above = ", ".join(f"{m.record.id} ({m.score})" for m in best)
+            verdict = "not found" if own is None else f"score {own}"
+            failures.append(
+                f"{record.id}: example {i} cut to {n} of {len(example)} characters "
+                f"(...{example[max(start, n - 30) : n]!r}): {verdict}; "
+                f"{'best: ' + above if above else 'no record matches'}"
+            )
+    assert [] == failures
+
+
+@pytest.mark.parametrize("record", LIVE, ids=lambda r: r.id)
+def test_no_counterexample_matches_its_record_whole_or_cut(matcher, record):
+    """A near miss stays a miss, also as a message cut short (the cut rule's partial match)."""
+    assert [] == [
+        f"{record.id}: counterexample {i} matches ({m.score}): {text[:80]!r}"
+        for i, text in enumerate(record.counterexamples)
+        for m in matcher.match(text, record.error_class)
+        if m.record.id == record.id
+    ]
