@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from pathlib import Path
@@ -181,3 +182,15 @@ def test_no_counterexample_matches_its_record_whole_or_cut(matcher, record):
         for m in matcher.match(text, record.error_class)
         if m.record.id == record.id
     ]
+
+
+def test_pickle_unpickling_error_as_printed_finds_the_weights_only_record_in_a_fresh_process():
+    """'pickle.UnpicklingError: ...' where pickle is not imported (a fresh `errkb explain`): the
+    name stays unresolved, pickle is _pickle's alias, and the torch.load record comes first."""
+    record = BY_ID["torch-weights-only-unsupported-global"]
+    message = f"pickle.UnpicklingError: {record.examples[2]}"
+    proc = run_cli("explain", "--no-probes", "--json", message)
+    assert 0 == proc.returncode, proc.stderr
+    data = json.loads(proc.stdout.decode())
+    assert "pickle.UnpicklingError" == data["exceptions"][0]["class"]
+    assert record.id == data["matches"][0]["id"]

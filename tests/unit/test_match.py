@@ -1,9 +1,14 @@
 from __future__ import annotations
 
+import itertools
+
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from errkb.match import ClassSpec, Matcher, typed
+from errkb.match import MODULE_ALIASES, ClassSpec, Matcher, typed
+from errkb.records import load_paths
+from errkb.registry import builtin_records_dir
 from errkb.testing import record_dict, registry_from_dicts
 
 
@@ -145,3 +150,106 @@ def test_typed_never_raises(text):
     """Any text gives a value: a number or the text itself."""
     value = typed(text)
     assert isinstance(value, (int, float, str))
+
+
+# --- Classes as tracebacks print them, against the shipped records --------------------------------
+
+SHIPPED = [r for r in load_paths([builtin_records_dir()]).records if not r.retired]
+SHIPPED_BY_ID = {r.id: r for r in SHIPPED}
+WITH_CLASS = [r for r in SHIPPED if r.error_class]
+#: A class no process can resolve: it must never hide a record whose message matches.
+UNKNOWN_CLASS = "nosuchpkg.SomeError"
+#: How a class name relates to a record's class, worst to best (see errkb.match).
+TIERS = ("unresolved", "base", "alias", "exact")
+
+
+@pytest.fixture(scope="module")
+def shipped():
+    """One matcher over the shipped records."""
+    return Matcher(SHIPPED)
+
+
+def _class_names(record) -> dict[str, str]:
+    """Every name a traceback may print for the record's class, with the tier it must rank at.
+
+    The short name and the qualified name are exact; a module alias from MODULE_ALIASES
+    (``torch.cuda.OutOfMemoryError`` for ``torch.OutOfMemoryError``, ``safetensors_rust`` for
+    ``safetensors._safetensors_rust``, ``pickle`` for ``_pickle``) is an alias, unless this
+    process has imported the module, which resolves the name to the class itself (exact); a
+    class the record lists in ``errorClasses`` is base; an unknown name is unresolved.
+    """
+    module, _, name = record.error_class.rpartition(".")
+    names = {name: "exact", f"{module or 'builtins'}.{name}": "exact"}
+    for printed, canonical in MODULE_ALIASES.items():
+        if module == canonical:
+            names.setdefault(f"{printed}.{name}", "alias")
+        elif module == printed or module.startswith(printed + "."):
+            names.setdefault(f"{canonical}{module[len(printed) :]}.{name}", "alias")
+    for other in record.error_classes:
+        names.setdefault(other, "base")
+    names[UNKNOWN_CLASS] = "unresolved"
+    return {
+        n: "exact" if tier == "alias" and ClassSpec.of(n).resolved else tier
+        for n, tier in names.items()
+    }
+
+
+def _own_score(matcher, message, error_class, record_id):
+    return next(
+        (m.score for m in matcher.match(message, error_class) if m.record.id == record_id), None
+    )
+
+
+@pytest.mark.parametrize("record", WITH_CLASS, ids=lambda r: r.id)
+def test_a_class_name_never_loses_a_match_the_message_alone_finds(shipped, record):
+    """Short, qualified, aliased, declared or unknown: naming the class keeps the record found."""
+    assert [] == [
+        f"{record.id}: example {i} is lost with class {name!r}"
+        for i, example in enumerate(record.examples)
+        if _own_score(shipped, example, None, record.id) is not None
+        for name in _class_names(record)
+        if _own_score(shipped, example, name, record.id) is None
+    ]
+
+
+@pytest.mark.parametrize("record", WITH_CLASS, ids=lambda r: r.id)
+def test_class_names_rank_exact_over_alias_over_base_over_unresolved(shipped, record):
+    """The same record on the same message scores by how the printed class relates to its own."""
+    names = _class_names(record)
+    problems = []
+    for i, example in enumerate(record.examples):
+        scores: dict[str, set[float | None]] = {}
+        for name, tier in names.items():
+            scores.setdefault(tier, set()).add(_own_score(shipped, example, name, record.id))
+        present = [tier for tier in TIERS if tier in scores]
+        problems += [
+            f"example {i}: {tier} names score differently: {sorted(scores[tier], key=str)}"
+            for tier in present
+            if len(scores[tier]) != 1 or None in scores[tier]
+        ]
+        problems += [
+            f"example {i}: {worse} {scores[worse]} does not rank below {better} {scores[better]}"
+            for worse, better in itertools.pairwise(present)
+            if None not in scores[worse] | scores[better]
+            and not max(scores[worse]) < min(scores[better])
+        ]
+    assert [] == problems, f"{record.id}: {names}"
+
+
+@pytest.mark.parametrize(
+    ("printed", "record_id"),
+    [
+        ("safetensors_rust.SafetensorError", "safetensors-header-too-large"),
+        ("DistBackendError", "torch-nccl-error"),
+        ("GatedRepoError", "huggingface-hub-gated-repo"),
+        ("LocalEntryNotFoundError", "huggingface-hub-local-files-only-cache-miss"),
+        ("LocalEntryNotFoundError", "huggingface-hub-local-entry-not-found-connection"),
+        ("HfHubHTTPError", "huggingface-hub-unauthorized-invalid-token"),
+        ("torch.cuda.OutOfMemoryError", "torch-cuda-out-of-memory"),
+        ("RuntimeError", "torch-cuda-out-of-memory"),
+    ],
+)
+def test_classes_as_tracebacks_print_them_put_their_record_first(shipped, printed, record_id):
+    """Issue 13's cases: an old module name, a bare short name, or the pre-1.13 base class."""
+    for example in SHIPPED_BY_ID[record_id].examples:
+        assert record_id == shipped.match(example, printed)[0].record.id, (printed, example)
