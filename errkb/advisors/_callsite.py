@@ -1,25 +1,56 @@
-"""Finding the call that built an engine in the traceback, and rewriting it with new settings.
+"""Finding the call that built an engine in the traceback, and writing new settings into it.
 
-The source is parsed with :mod:`ast` (never run); edits are made on the original text at the
-nodes' positions, so the user's own formatting, comments and other arguments stay as they are.
+Two steps. :func:`find_engine_call` reads the frames with :mod:`ast` (cheap, never run) and
+names the outermost call that builds an engine. :func:`rewrite_settings` then edits the user's
+file with LibCST, a concrete syntax tree that keeps every byte it is not told to change (commas,
+comments, tabs, the inside of strings), so the result is the user's own code with the new
+values in it. LibCST is imported there, never at ``import errkb``.
+
+A setting goes where the engine gets it from, never just onto the call in the frame:
+
+* into the call that accepts it: ``EngineArgs(...)`` inside ``from_engine_args(...)``, or the
+  ``engine_args = EngineArgs(...)`` assignment the call names;
+* where the value is written: the literal behind a name (``max_len = 131072``), the entry of the
+  dict passed as ``**kwargs``, or, through a function's parameter or its ``**kw``, the keyword
+  its caller passes (the caller's frame says which call that is);
+* as a new keyword only when none of these holds it.
+
+When the engine is built inside an installed library, its file is not edited:
+:func:`wrap_library_call` writes, before the user's call into the library, a few lines that give
+the engine the settings. When vLLM's own command line built it, the fix is the command line
+(:func:`rewrite_command`).
 """
 
 from __future__ import annotations
 
 import ast
+import json
 import linecache
-from typing import TYPE_CHECKING
+import os
+import shlex
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal, TypeVar, cast
 
 import attrs
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping, Sequence
+    from collections.abc import Iterator, Mapping, Sequence
+
+    import libcst as cst
+    from libcst.metadata import CodeRange
 
     from errkb.findings import FrameInfo
 
-__all__ = ["ENGINE_CALLS", "CallSite", "find_engine_call", "rewrite_call"]
-
-_Edit = tuple[int, int, int, int, bytes]  # line, column, end line, end column, new text
+__all__ = [
+    "ENGINE_CALLS",
+    "CallSite",
+    "Rewrite",
+    "engine_file",
+    "find_engine_call",
+    "rewrite_command",
+    "rewrite_settings",
+    "wrap_library_call",
+]
 
 #: Names of the calls that build an LLM engine (the last part of a dotted call).
 ENGINE_CALLS = frozenset(
@@ -34,11 +65,22 @@ ENGINE_CALLS = frozenset(
         "from_vllm_config",
     }
 )
+#: Calls whose keywords are the engine's settings (``LLM`` passes its ``**kwargs`` on).
+_ACCEPTING = frozenset({"LLM", "EngineArgs", "AsyncEngineArgs"})
+#: Calls that take an ``EngineArgs`` (their first argument, or this keyword).
+_TAKING_ARGS = {"from_engine_args": "engine_args", "from_vllm_config": "vllm_config"}
+#: How far a value is followed through names, dicts and callers.
+_MAX_HOPS = 6
+_N = TypeVar("_N", bound="cst.CSTNode")
 
 
 @attrs.frozen(kw_only=True)
 class CallSite:
-    """A call in a source file: where it is, its text, and the keywords it passes."""
+    """An engine-building call in a traceback frame: where it is, its text and keywords.
+
+    ``index`` is the frame's position in the frames given (outermost first); ``library`` says
+    the file is installed code, ``engine`` that it is the engine's own (vLLM's).
+    """
 
     file: str
     line: int
@@ -47,7 +89,24 @@ class CallSite:
     keywords: tuple[str, ...]
     has_double_star: bool
     library: bool
+    engine: bool = False
+    index: int = 0
     user_frame: FrameInfo | None
+
+
+@attrs.frozen(kw_only=True)
+class Rewrite:
+    """An edit of one file: the lines of ``before``, from line ``line`` on, become ``after``.
+
+    ``before`` and ``after`` are whole lines, without the last newline; every other byte of the
+    file stays as it was. ``notes`` say where a value was followed to, or what to check.
+    """
+
+    file: str
+    line: int
+    before: str
+    after: str
+    notes: tuple[str, ...] = ()
 
 
 def _name(func: ast.expr) -> str | None:
@@ -65,7 +124,12 @@ def _calls_at(tree: ast.AST, line: int) -> list[ast.Call]:
             end = node.end_lineno or node.lineno
             if node.lineno <= line <= end:
                 out.append(node)
-    return sorted(out, key=lambda n: (n.end_lineno or n.lineno) - n.lineno)
+    return sorted(out, key=lambda n: (n.lineno, -(n.end_lineno or n.lineno)))
+
+
+def _source(file: str) -> str | None:
+    lines = linecache.getlines(file)
+    return "".join(lines) if lines else None
 
 
 def _parse(file: str) -> tuple[list[str], ast.AST] | None:
@@ -78,11 +142,28 @@ def _parse(file: str) -> tuple[list[str], ast.AST] | None:
         return None
 
 
+def engine_file(path: str) -> bool:
+    """Whether ``path`` is a file of vLLM itself (a ``vllm`` package), not code that uses it.
+
+    A ``vllm`` folder counts when it is a package (its ``__init__.py`` exists) or, for a pasted
+    traceback whose files are not here, when it sits in site-packages or dist-packages.
+    """
+    parts = os.path.normcase(path).replace("\\", "/").split("/")
+    for i, part in enumerate(parts[:-1]):
+        if part != "vllm":
+            continue
+        if i > 0 and parts[i - 1] in ("site-packages", "dist-packages"):
+            return True
+        if Path("/".join([*parts[: i + 1], "__init__.py"])).is_file():
+            return True
+    return False
+
+
 def find_engine_call(frames: Sequence[FrameInfo]) -> CallSite | None:
     """The outermost frame whose current line is inside an engine-building call.
 
     Outermost first: when ``LLM(...)`` in the user's code calls ``LLMEngine.from_engine_args``
-    inside vLLM, the user's call is the one to rewrite.
+    inside vLLM, the user's call is the one to change.
     """
     for position, frame in enumerate(frames):
         parsed = _parse(frame.file)
@@ -94,7 +175,11 @@ def find_engine_call(frames: Sequence[FrameInfo]) -> CallSite | None:
             continue
         node = calls[0]
         end = node.end_lineno or node.lineno
-        user = next((f for f in reversed(frames[:position]) if not f.library), None)
+        engine = engine_file(frame.file)
+        user = next(
+            (f for f in reversed(frames[:position]) if not f.library and not engine_file(f.file)),
+            None,
+        )
         return CallSite(
             file=frame.file,
             line=node.lineno,
@@ -102,72 +187,756 @@ def find_engine_call(frames: Sequence[FrameInfo]) -> CallSite | None:
             text="".join(lines[node.lineno - 1 : end]).rstrip("\n"),
             keywords=tuple(k.arg for k in node.keywords if k.arg),
             has_double_star=any(k.arg is None for k in node.keywords),
-            library=frame.library,
-            user_frame=user if frame.library else None,
+            library=frame.library or engine,
+            engine=engine,
+            index=position,
+            user_frame=user if frame.library or engine else None,
         )
     return None
 
 
-def rewrite_call(site: CallSite, settings: Mapping[str, object]) -> str | None:
-    """The call's lines with ``settings`` set as keyword arguments; None if it can't be done."""
-    try:
-        tree = ast.parse(_dedented(site.text))
-    except SyntaxError:
-        return None
-    call = next(
-        (n for n in ast.walk(tree) if isinstance(n, ast.Call) and _name(n.func) in ENGINE_CALLS),
-        None,
+# --- LibCST: the user's file as a tree, and the edits to make in it --------------------------
+
+
+class _UnsupportedError(Exception):
+    """This code's shape is one the rewriter does not handle; no rewrite is offered."""
+
+
+class _Module:
+    """One parsed file: its tree, node positions and parents."""
+
+    def __init__(self, file: str, source: str) -> None:
+        import libcst as cst
+        from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider
+
+        self.file = file
+        self.source = source
+        try:
+            self.wrapper = MetadataWrapper(cst.parse_module(source))
+        except (cst.ParserSyntaxError, RecursionError, MemoryError) as exc:
+            raise _UnsupportedError(f"{file}: cannot be parsed") from exc
+        self.tree = self.wrapper.module
+        self.positions: Mapping[cst.CSTNode, CodeRange] = self.wrapper.resolve(PositionProvider)
+        self.parents: Mapping[cst.CSTNode, cst.CSTNode] = self.wrapper.resolve(ParentNodeProvider)
+
+    def nodes(self, root: cst.CSTNode | None = None) -> Iterator[cst.CSTNode]:
+        """Every node under ``root`` (the module by default), parents before children."""
+        stack: list[cst.CSTNode] = [root or self.tree]
+        while stack:
+            node = stack.pop()
+            yield node
+            stack.extend(reversed(node.children))
+
+    def start(self, node: cst.CSTNode) -> tuple[int, int]:
+        pos = self.positions[node].start
+        return pos.line, pos.column
+
+    def lines(self, node: cst.CSTNode) -> tuple[int, int]:
+        rng = self.positions[node]
+        return rng.start.line, rng.end.line
+
+    def ancestors(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+        while node in self.parents:
+            node = self.parents[node]
+            yield node
+
+    def scope(self, node: cst.CSTNode) -> cst.CSTNode:
+        """The function (or the module) whose body ``node`` is in."""
+        import libcst as cst
+
+        for parent in self.ancestors(node):
+            if isinstance(parent, (cst.FunctionDef, cst.Lambda)):
+                return parent
+        return self.tree
+
+    def calls_at(self, line: int, names: frozenset[str]) -> list[cst.Call]:
+        """Calls named one of ``names`` whose lines include ``line``, outermost first."""
+        import libcst as cst
+
+        found = []
+        for node in self.nodes():
+            if isinstance(node, cst.Call) and _func_name(node) in names:
+                first, last = self.lines(node)
+                if first <= line <= last:
+                    found.append(node)
+        return found
+
+    def statement(self, node: cst.CSTNode) -> cst.CSTNode:
+        """The innermost simple statement line holding ``node``, else ``node`` itself."""
+        import libcst as cst
+
+        for parent in self.ancestors(node):
+            if isinstance(parent, cst.SimpleStatementLine):
+                return parent
+            if isinstance(parent, cst.BaseCompoundStatement):
+                break
+        return node
+
+
+def _func_name(call: cst.Call) -> str | None:
+    import libcst as cst
+
+    func = call.func
+    if isinstance(func, cst.Name):
+        return func.value
+    if isinstance(func, cst.Attribute):
+        return func.attr.value
+    return None
+
+
+def _keyword(call: cst.Call, key: str) -> cst.Arg | None:
+    return next((a for a in call.args if a.keyword is not None and a.keyword.value == key), None)
+
+
+def _literal(value: object) -> str:
+    """``value`` as Python source: numbers as Python writes them, strings in double quotes."""
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, (bool, int, float)) or value is None:
+        return repr(value)
+    raise _UnsupportedError(f"no literal for {type(value).__name__}")
+
+
+def _is_literal(node: cst.BaseExpression) -> bool:
+    import libcst as cst
+
+    if isinstance(node, cst.UnaryOperation):
+        return _is_literal(node.expression)
+    return isinstance(node, (cst.Integer, cst.Float, cst.SimpleString, cst.Name)) and (
+        not isinstance(node, cst.Name) or node.value in ("True", "False", "None")
     )
-    if call is None:
-        return None
-    indent = len(site.text) - len(site.text.lstrip(" "))
-    lines = [line.encode() for line in _dedented(site.text).split("\n")]
-    edits: list[_Edit] = []
-    existing = {k.arg: k for k in call.keywords if k.arg}
-    additions = []
-    for key, value in settings.items():
-        text = repr(value).encode()
-        kw = existing.get(key)
-        if kw is not None:
-            v = kw.value
-            edits.append(
-                (v.lineno, v.col_offset, v.end_lineno or v.lineno, v.end_col_offset or 0, text)
+
+
+def _string_key(node: cst.BaseExpression | None) -> str | None:
+    import libcst as cst
+
+    if isinstance(node, cst.SimpleString):
+        value = node.evaluated_value
+        return value if isinstance(value, str) else None
+    return None
+
+
+@attrs.define
+class _Edits:
+    """What to change, by file: nodes replaced by new expressions, keywords added to calls."""
+
+    replace: dict[str, dict[cst.CSTNode, str]] = attrs.field(factory=dict)
+    add: dict[str, dict[cst.Call, list[tuple[str, str]]]] = attrs.field(factory=dict)
+    merge: dict[str, dict[cst.CSTNode, list[tuple[str, str]]]] = attrs.field(factory=dict)
+    shown: dict[str, list[tuple[int, int]]] = attrs.field(factory=dict)
+    notes: list[str] = attrs.field(factory=list)
+
+    def set_value(self, mod: _Module, node: cst.CSTNode, text: str) -> None:
+        self.replace.setdefault(mod.file, {})[node] = text
+        self.shown.setdefault(mod.file, []).append(mod.lines(mod.statement(node)))
+
+    def add_keyword(self, mod: _Module, call: cst.Call, key: str, text: str) -> None:
+        self.add.setdefault(mod.file, {}).setdefault(call, []).append((key, text))
+        self.shown.setdefault(mod.file, []).append(mod.lines(mod.statement(call)))
+
+    def merge_into(self, mod: _Module, mapping: cst.BaseExpression, key: str, text: str) -> None:
+        """``**mapping`` becomes ``**{**mapping, "key": text, ...}``."""
+        self.merge.setdefault(mod.file, {}).setdefault(mapping, []).append((key, text))
+        self.shown.setdefault(mod.file, []).append(mod.lines(mod.statement(mapping)))
+
+
+class _Rewriter:
+    """Places each setting where the engine takes it from (see the module's docstring)."""
+
+    def __init__(self, frames: Sequence[FrameInfo]) -> None:
+        self.frames = frames
+        self.modules: dict[str, _Module] = {}
+        self.edits = _Edits()
+
+    def module(self, index: int) -> _Module:
+        file = self.frames[index].file
+        if file not in self.modules:
+            source = _source(file)
+            if source is None:
+                raise _UnsupportedError(f"{file}: source not available")
+            self.modules[file] = _Module(file, source)
+        return self.modules[file]
+
+    # -- where the engine's settings are taken --
+
+    def accepting_call(
+        self, mod: _Module, call: cst.Call, index: int, hops: int = 0
+    ) -> tuple[_Module, cst.Call, int]:
+        """The call whose keywords are the engine's settings: ``call`` or its ``EngineArgs``."""
+        import libcst as cst
+
+        name = _func_name(call)
+        if name in _ACCEPTING:
+            return mod, call, index
+        if name not in _TAKING_ARGS or hops > _MAX_HOPS:
+            raise _UnsupportedError(f"{name}(...) does not take the engine's settings")
+        arg = _keyword(call, _TAKING_ARGS[name]) or next(
+            (a for a in call.args if a.keyword is None and not a.star), None
+        )
+        if arg is None:
+            raise _UnsupportedError(f"{name}(...) is given no engine arguments")
+        found = self.definition(mod, arg.value, index)
+        if found is None:
+            raise _UnsupportedError(f"cannot see where {name}(...)'s arguments are made")
+        mod, expr, index = found
+        if isinstance(expr, cst.Call) and _func_name(expr) in _ACCEPTING:
+            return mod, expr, index
+        if (
+            name == "from_vllm_config"
+            and isinstance(expr, cst.Call)
+            and isinstance(expr.func, cst.Attribute)
+            and expr.func.attr.value == "create_engine_config"
+        ):
+            # vllm_config = engine_args.create_engine_config(): the settings are engine_args'.
+            inner = self.definition(mod, expr.func.value, index)
+            if inner is not None and isinstance(inner[1], cst.Call):
+                return self.accepting_call(inner[0], inner[1], inner[2], hops + 1)
+        raise _UnsupportedError(f"cannot see where {name}(...)'s arguments are made")
+
+    def definition(
+        self, mod: _Module, expr: cst.BaseExpression, index: int, hops: int = 0
+    ) -> tuple[_Module, cst.BaseExpression, int] | None:
+        """The expression a name stands for at ``expr``, followed through names and callers.
+
+        A name's last assignment above its use in the same function; a parameter's argument in
+        the caller's call (the frame before ``index``). None when neither can be seen.
+        """
+        import libcst as cst
+
+        if not isinstance(expr, cst.Name) or hops > _MAX_HOPS:
+            return mod, expr, index
+        assigned = self.assignment(mod, expr)
+        if assigned is not None:
+            return self.definition(mod, assigned, index, hops + 1)
+        caller = self.parameter_argument(mod, expr, index)
+        if caller is None:
+            return None
+        cmod, cexpr, cindex = caller
+        return self.definition(cmod, cexpr, cindex, hops + 1)
+
+    def assignment(self, mod: _Module, name: cst.Name) -> cst.BaseExpression | None:
+        """The value last assigned to ``name`` above it, in the same function (or module)."""
+        import libcst as cst
+
+        use = mod.start(name)
+        scope = mod.scope(name)
+        best: tuple[tuple[int, int], cst.BaseExpression] | None = None
+        for node in self.own_nodes(scope):
+            if not isinstance(node, (cst.Assign, cst.AnnAssign)) or node.value is None:
+                continue
+            targets = (
+                [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
             )
+            if not any(isinstance(t, cst.Name) and t.value == name.value for t in targets):
+                continue
+            at = mod.start(node)
+            if at < use and (best is None or at > best[0]):
+                best = (at, node.value)
+        return None if best is None else best[1]
+
+    def own_nodes(self, scope: cst.CSTNode) -> Iterator[cst.CSTNode]:
+        """The nodes of ``scope``'s body, not those of functions or classes defined in it."""
+        import libcst as cst
+
+        stack = list(reversed(scope.children))
+        while stack:
+            node = stack.pop()
+            yield node
+            if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+                continue
+            stack.extend(reversed(node.children))
+
+    def parameter(self, mod: _Module, name: cst.Name) -> tuple[cst.FunctionDef, cst.Param] | None:
+        import libcst as cst
+
+        scope = mod.scope(name)
+        if not isinstance(scope, cst.FunctionDef):
+            return None
+        p = scope.params
+        for param in [*p.posonly_params, *p.params, *p.kwonly_params]:
+            if param.name.value == name.value:
+                return scope, param
+        for star in (p.star_arg, p.star_kwarg):
+            if isinstance(star, cst.Param) and star.name.value == name.value:
+                return scope, star
+        return None
+
+    def caller_call(self, func: cst.FunctionDef, index: int) -> tuple[_Module, cst.Call, int]:
+        """The call of ``func`` on the line of the frame that called it (frame ``index - 1``)."""
+        if index == 0 or self.frames[index - 1].library or engine_file(self.frames[index - 1].file):
+            raise _UnsupportedError(f"no caller of {func.name.value}() in your code")
+        cmod = self.module(index - 1)
+        calls = cmod.calls_at(self.frames[index - 1].line, frozenset({func.name.value}))
+        if not calls:
+            raise _UnsupportedError(f"no call of {func.name.value}() on the caller's line")
+        return cmod, calls[-1], index - 1
+
+    def parameter_argument(
+        self, mod: _Module, name: cst.Name, index: int
+    ) -> tuple[_Module, cst.BaseExpression, int] | None:
+        """The caller's argument for the parameter ``name``, if it passes one."""
+        found = self.parameter(mod, name)
+        if found is None:
+            return None
+        func = found[0]
+        try:
+            cmod, call, cindex = self.caller_call(func, index)
+        except _UnsupportedError:
+            return None
+        arg = _keyword(call, name.value)
+        if arg is None:
+            positional = [a for a in call.args if a.keyword is None and not a.star]
+            params = [*func.params.posonly_params, *func.params.params]
+            offset = 1 if params and params[0].name.value in ("self", "cls") else 0
+            names = [q.name.value for q in params[offset:]]
+            if name.value in names and names.index(name.value) < len(positional):
+                arg = positional[names.index(name.value)]
+        return None if arg is None else (cmod, arg.value, cindex)
+
+    # -- setting one keyword --
+
+    def set_keyword(
+        self, mod: _Module, call: cst.Call, key: str, text: str, index: int, hops: int = 0
+    ) -> None:
+        """Make ``call`` pass ``key=text`` to the engine, changing it where it is written."""
+        import libcst as cst
+
+        if hops > _MAX_HOPS:
+            raise _UnsupportedError("the value is passed along too many times")
+        arg = _keyword(call, key)
+        if arg is not None:
+            self.set_value(mod, arg.value, text, index)
+            return
+        unseen = None
+        for star in (a for a in call.args if a.star == "**"):
+            seen = self.set_in_mapping(mod, star.value, key, text, index)
+            if seen is True:
+                return
+            if isinstance(star.value, cst.Name):
+                found = self.parameter(mod, star.value)
+                if found is not None and found[1] is found[0].params.star_kwarg:
+                    # def build(path, **kw): LLM(model=path, **kw): the caller's keyword.
+                    cmod, ccall, cindex = self.caller_call(found[0], index)
+                    self.set_keyword(cmod, ccall, key, text, cindex, hops + 1)
+                    return
+            if seen is None:
+                unseen = star
+        if unseen is not None:
+            # What **x holds cannot be seen: pass {**x, "key": value}, which wins either way.
+            self.edits.merge_into(mod, unseen.value, key, text)
+            return
+        self.edits.add_keyword(mod, call, key, text)
+
+    def set_in_mapping(
+        self, mod: _Module, expr: cst.BaseExpression, key: str, text: str, index: int
+    ) -> bool | None:
+        """Set ``key`` where the dict behind ``**expr`` writes it.
+
+        True when set; False when the dict is seen and has no such key; None when what the
+        dict holds cannot be seen. The last write above the call wins: ``d = {...}`` (or
+        ``dict(...)``), then ``d["key"] = value`` lines, in the same function.
+        """
+        import libcst as cst
+
+        if isinstance(expr, cst.Name):
+            writes = self.item_writes(mod, expr, key)
+            if writes is None:
+                return None
+            if writes:
+                self.set_value(mod, writes, text, index)
+                return True
+            return False
+        if isinstance(expr, cst.Dict):
+            if any(isinstance(e, cst.StarredDictElement) for e in expr.elements):
+                return None
+            for element in expr.elements:
+                if isinstance(element, cst.DictElement) and _string_key(element.key) == key:
+                    self.set_value(mod, element.value, text, index)
+                    return True
+            return False
+        if isinstance(expr, cst.Call) and _func_name(expr) == "dict":
+            if any(a.star or a.keyword is None for a in expr.args):
+                return None
+            arg = _keyword(expr, key)
+            if arg is not None:
+                self.set_value(mod, arg.value, text, index)
+                return True
+            return False
+        return None
+
+    def item_writes(
+        self, mod: _Module, name: cst.Name, key: str
+    ) -> cst.BaseExpression | Literal[False] | None:
+        """The value last written for ``name[key]`` above ``name``'s use.
+
+        False when ``name`` is a dict made above without that key; None when what it holds
+        cannot be seen (a parameter, a dict read from elsewhere).
+        """
+        import libcst as cst
+
+        use = mod.start(name)
+        made = False
+        writes: list[tuple[tuple[int, int], cst.BaseExpression | None]] = []
+        for node in self.own_nodes(mod.scope(name)):
+            if not isinstance(node, cst.Assign) or mod.start(node) >= use:
+                continue
+            for target in (t.target for t in node.targets):
+                if isinstance(target, cst.Name) and target.value == name.value:
+                    # A new mapping: its entry for key, or none (a later write may add one).
+                    value: cst.BaseExpression | None = None
+                    if isinstance(node.value, cst.Dict) and not any(
+                        isinstance(e, cst.StarredDictElement) for e in node.value.elements
+                    ):
+                        value = next(
+                            (
+                                e.value
+                                for e in node.value.elements
+                                if isinstance(e, cst.DictElement) and _string_key(e.key) == key
+                            ),
+                            None,
+                        )
+                    elif (
+                        isinstance(node.value, cst.Call)
+                        and _func_name(node.value) == "dict"
+                        and all(a.keyword is not None for a in node.value.args)
+                    ):
+                        arg = _keyword(node.value, key)
+                        value = arg.value if arg is not None else None
+                    else:
+                        made = False
+                        writes.clear()
+                        continue
+                    made = True
+                    writes.append((mod.start(node), value))
+                elif (
+                    isinstance(target, cst.Subscript)
+                    and isinstance(target.value, cst.Name)
+                    and target.value.value == name.value
+                    and len(target.slice) == 1
+                    and isinstance(target.slice[0].slice, cst.Index)
+                    and _string_key(target.slice[0].slice.value) == key
+                ):
+                    writes.append((mod.start(node), node.value))
+        if not made:
+            return None
+        last = max(writes, key=lambda w: w[0])[1]
+        return False if last is None else last
+
+    def set_value(self, mod: _Module, node: cst.BaseExpression, text: str, index: int) -> None:
+        """Replace the value ``node``, or the literal it names (a variable, a parameter)."""
+        import libcst as cst
+
+        if isinstance(node, cst.Name) and not _is_literal(node):
+            assigned = self.assignment(mod, node)
+            if assigned is not None and _is_literal(assigned):
+                self.edits.set_value(mod, assigned, text)
+                self.edits.notes.append(
+                    f"{node.value} is set above its use: changed where it is assigned"
+                )
+                return
+            found = self.parameter(mod, node) if assigned is None else None
+            if found is not None and found[1].star == "":
+                passed = self.parameter_argument(mod, node, index)
+                if passed is not None:
+                    # The caller's argument for this parameter, positional or keyword.
+                    self.set_value(passed[0], passed[1], text, passed[2])
+                    return
+                try:
+                    cmod, call, cindex = self.caller_call(found[0], index)
+                except _UnsupportedError:
+                    pass
+                else:
+                    # The caller leaves the parameter at its default: it passes it now.
+                    self.set_keyword(cmod, call, node.value, text, cindex)
+                    return
+        self.edits.set_value(mod, node, text)
+
+
+def _with_keywords(call: cst.Call, new: Sequence[tuple[str, str]]) -> cst.Call:
+    """``call`` with ``key=value`` arguments added after its last, laid out as it lays its own.
+
+    One argument a line stays one a line (a comment after the old last argument stays on its
+    line); a trailing comma stays trailing; a one-line call stays on one line.
+    """
+    import libcst as cst
+
+    def plain(ws: cst.ParenthesizedWhitespace) -> cst.ParenthesizedWhitespace:
+        return cst.ParenthesizedWhitespace(indent=ws.indent, last_line=ws.last_line)
+
+    nothing = cst.SimpleWhitespace("")
+    added = [
+        cst.Arg(
+            keyword=cst.Name(key),
+            value=cst.parse_expression(value),
+            equal=cst.AssignEqual(whitespace_before=nothing, whitespace_after=nothing),
+        )
+        for key, value in new
+    ]
+    args = list(call.args)
+    if not args:
+        spaced = [
+            a.with_changes(comma=cst.Comma(whitespace_after=cst.SimpleWhitespace(" ")))
+            for a in added[:-1]
+        ]
+        return call.with_changes(args=[*spaced, added[-1]])
+    before_arg = call.whitespace_before_args
+    if len(args) >= 2 and isinstance(args[-2].comma, cst.Comma):
+        before_arg = args[-2].comma.whitespace_after
+    last = args[-1]
+    trailing = isinstance(last.comma, cst.Comma)
+    closing = (
+        last.comma.whitespace_after
+        if isinstance(last.comma, cst.Comma)
+        else last.whitespace_after_arg
+    )
+    between: cst.BaseParenthesizableWhitespace
+    step: cst.BaseParenthesizableWhitespace
+    end: cst.BaseParenthesizableWhitespace = closing
+    if isinstance(before_arg, cst.ParenthesizedWhitespace):
+        step = plain(before_arg)
+        if isinstance(closing, cst.ParenthesizedWhitespace):
+            # The old last line keeps its comment; the closing parenthesis keeps its indent.
+            between = cst.ParenthesizedWhitespace(
+                first_line=closing.first_line,
+                empty_lines=closing.empty_lines,
+                indent=step.indent,
+                last_line=step.last_line,
+            )
+            end = plain(closing)
         else:
-            additions.append(f"{key}={text.decode()}".encode())
-    if additions:
-        edits.extend(_insertion(call, lines, additions))
-    for line, col, end_line, end_col, new in sorted(edits, reverse=True):
-        head, tail = lines[line - 1][:col], lines[end_line - 1][end_col:]
-        replacement = (head + new + tail).split(b"\n")
-        lines[line - 1 : end_line] = replacement
-    out = b"\n".join(lines).decode()
-    return "\n".join((" " * indent + ln) if ln else ln for ln in out.split("\n"))
+            between = step
+    elif (
+        isinstance(closing, cst.ParenthesizedWhitespace) and closing.first_line.comment is not None
+    ):
+        raise _UnsupportedError("a comment after the last argument of a call laid out on one line")
+    else:
+        between = step = cst.SimpleWhitespace(" ")
+    if isinstance(last.comma, cst.Comma):
+        last = last.with_changes(comma=last.comma.with_changes(whitespace_after=between))
+    else:
+        last = last.with_changes(
+            comma=cst.Comma(whitespace_before=nothing, whitespace_after=between),
+            whitespace_after_arg=nothing,
+        )
+    middle = [a.with_changes(comma=cst.Comma(whitespace_after=step)) for a in added[:-1]]
+    final = added[-1]
+    if trailing:
+        final = final.with_changes(comma=cst.Comma(whitespace_after=end))
+    else:
+        final = final.with_changes(whitespace_after_arg=end)
+    return call.with_changes(args=[*args[:-1], last, *middle, final])
 
 
-def _insertion(call: ast.Call, lines: list[bytes], additions: list[bytes]) -> list[_Edit]:
-    """The edits that add keywords: before the closing parenthesis, or on new lines."""
-    end_line, end_col = call.end_lineno or call.lineno, (call.end_col_offset or 1) - 1
-    args: list[ast.AST] = [*call.args, *call.keywords]
-    last = args[-1] if args else None
-    last_line = getattr(last, "end_lineno", None) or 0
-    if last is None or last_line >= end_line:
-        sep = b", " if args else b""
-        return [(end_line, end_col, end_line, end_col, sep + b", ".join(additions))]
-    # One argument per line: ours go on new lines, indented like the last argument, after any
-    # comment on its line; the last argument gets a comma if it had none.
-    last_end = getattr(last, "end_col_offset", 0) or 0
-    text = lines[last_line - 1]
-    first = lines[(getattr(last, "lineno", None) or last_line) - 1]
-    indent = first[: len(first) - len(first.lstrip())]
-    edits: list[_Edit] = []
-    if not text[last_end:].lstrip().startswith(b","):
-        edits.append((last_line, last_end, last_line, last_end, b","))
-    new = b"".join(b"\n" + indent + a + b"," for a in additions)
-    edits.append((last_line, len(text), last_line, len(text), new))
-    return edits
+def _apply(mod: _Module, edits: _Edits) -> str:
+    """The file's new text with ``edits`` made."""
+    import libcst as cst
+
+    replace = edits.replace.get(mod.file, {})
+    add = edits.add.get(mod.file, {})
+    merge = edits.merge.get(mod.file, {})
+
+    def changed(original: cst.CSTNode, updated: cst.CSTNode) -> cst.CSTNode:
+        if original in replace:
+            return cst.parse_expression(replace[original])
+        if original in merge:
+            items = ", ".join(f"{json.dumps(k)}: {v}" for k, v in merge[original])
+            return cst.parse_expression(f"{{**{mod.tree.code_for_node(original)}, {items}}}")
+        if isinstance(original, cst.Call) and original in add and isinstance(updated, cst.Call):
+            return _with_keywords(updated, add[original])
+        return updated
+
+    class _Apply(cst.CSTTransformer):
+        def on_leave(self, original_node: _N, updated_node: _N) -> _N:
+            # An expression is replaced by an expression: the parent's field takes either.
+            return cast("_N", changed(original_node, updated_node))
+
+    return mod.tree.visit(_Apply()).code
 
 
-def _dedented(text: str) -> str:
-    indent = len(text) - len(text.lstrip(" "))
-    return "\n".join(ln[indent:] if ln[:indent].strip() == "" else ln for ln in text.split("\n"))
+def _region(mod: _Module, edits: _Edits) -> Rewrite:
+    """The lines that changed, widened to the statements they belong to."""
+    new = _apply(mod, edits)
+    old_lines = mod.source.split("\n")
+    new_lines = new.split("\n")
+    spans = edits.shown[mod.file]
+    first = min(s for s, _ in spans)
+    last = max(e for _, e in spans)
+    tail = len(old_lines) - last
+    if (
+        old_lines[: first - 1] != new_lines[: first - 1]
+        or old_lines[last:] != new_lines[len(new_lines) - tail :]
+    ):
+        raise _UnsupportedError("the edit reached outside the statements it was meant for")
+    return Rewrite(
+        file=mod.file,
+        line=first,
+        before="\n".join(old_lines[first - 1 : last]),
+        after="\n".join(new_lines[first - 1 : len(new_lines) - tail]),
+        notes=tuple(dict.fromkeys(edits.notes)),
+    )
+
+
+def rewrite_settings(
+    frames: Sequence[FrameInfo], index: int, settings: Mapping[str, object]
+) -> Rewrite | None:
+    """Write ``settings`` into the user's code where frame ``index``'s engine call takes them.
+
+    None when the code's shape is one this does not handle (the source is gone, the settings
+    would land in two files, a name's value cannot be seen): no fix beats a wrong one.
+    """
+    rewriter = _Rewriter(frames)
+    try:
+        mod = rewriter.module(index)
+        calls = mod.calls_at(frames[index].line, ENGINE_CALLS)
+        if not calls:
+            return None
+        target_mod, target, target_index = rewriter.accepting_call(mod, calls[0], index)
+        for key, value in settings.items():
+            rewriter.set_keyword(target_mod, target, key, _literal(value), target_index)
+        files = set(rewriter.edits.shown)
+        if len(files) != 1:
+            return None
+        return _region(rewriter.modules[files.pop()], rewriter.edits)
+    except _UnsupportedError:
+        return None
+
+
+# --- An engine built inside an installed library ------------------------------------------
+
+
+def _module_name(path: str) -> str | None:
+    """The import name of an installed file (``.../site-packages/a/b.py`` -> ``a.b``)."""
+    parts = os.path.normcase(path).replace("\\", "/").split("/")
+    root = max(
+        (i for i, p in enumerate(parts) if p in ("site-packages", "dist-packages")), default=None
+    )
+    if root is None or not parts[-1].endswith(".py"):
+        return None
+    names = [*parts[root + 1 : -1], parts[-1][:-3]]
+    if names[-1] == "__init__":
+        names.pop()
+    return ".".join(names) if names and all(n.isidentifier() for n in names) else None
+
+
+def _engine_binding(site: CallSite) -> tuple[str, str] | None:
+    """Where the library looks its engine up: (module, attribute) to wrap, or None.
+
+    ``from vllm import LLM`` inside the function that calls it: ``vllm.LLM`` is looked up at
+    each call. Otherwise the name is the library module's own global.
+    """
+    parsed = _parse(site.file)
+    if parsed is None:
+        return None
+    module = _module_name(site.file)
+    tree = parsed[1]
+    call = next(iter(_calls_at(tree, site.line)), None)
+    if module is None or call is None or not isinstance(call.func, ast.Name):
+        return None
+    name = call.func.id
+    package = module if site.file.endswith("__init__.py") else module.rpartition(".")[0]
+    for func in ast.walk(tree):
+        if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        if not func.lineno <= call.lineno <= (func.end_lineno or func.lineno):
+            continue
+        for node in ast.walk(func):
+            if isinstance(node, ast.ImportFrom) and node.lineno < call.lineno:
+                for alias in node.names:
+                    if (alias.asname or alias.name) == name:
+                        base = package.split(".")
+                        if node.level:
+                            base = base[: len(base) - node.level + 1]
+                            source = ".".join([*base, *([node.module] if node.module else [])])
+                        else:
+                            source = node.module or ""
+                        return (source, alias.name) if source else None
+    return module, name
+
+
+def _statement_at(mod: _Module, line: int) -> cst.CSTNode | None:
+    """The innermost statement whose lines include ``line``."""
+    import libcst as cst
+
+    best = None
+    for node in mod.nodes():
+        if isinstance(node, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
+            first, last = mod.lines(node)
+            if first <= line <= last:
+                best = node
+    return best
+
+
+def wrap_library_call(site: CallSite, settings: Mapping[str, object]) -> Rewrite | None:
+    """Give an engine built inside a library ``settings``, from the user's file.
+
+    The library's file is never edited. Before the user's statement that calls into the
+    library, a few lines replace the engine class the library calls with one that passes the
+    settings, so this run of the library builds its engine with them. None when the user's call
+    or the library's lookup cannot be seen.
+    """
+    user = site.user_frame
+    binding = _engine_binding(site)
+    if user is None or binding is None:
+        return None
+    source = _source(user.file)
+    if source is None:
+        return None
+    try:
+        mod = _Module(user.file, source)
+        values = ", ".join(f"{json.dumps(k)}: {_literal(v)}" for k, v in settings.items())
+    except _UnsupportedError:
+        return None
+    statement = _statement_at(mod, user.line)
+    if statement is None:
+        return None
+    first, last = mod.lines(statement)
+    import libcst as cst
+
+    if isinstance(statement, cst.BaseCompoundStatement):
+        last = first
+    lines = source.split("\n")
+    indent = lines[first - 1][: len(lines[first - 1]) - len(lines[first - 1].lstrip())]
+    module, attr = binding
+    where = f"{Path(site.file).name}:{site.line}"
+    wrapper = [
+        f"import {module} as _engine_home  # the engine {attr}() is built inside a library ({where})",
+        f"_build_engine = _engine_home.{attr}",
+        f"_engine_home.{attr} = lambda *args, **kwargs: _build_engine(*args, **{{**kwargs, {values}}})",
+    ]
+    before = "\n".join(lines[first - 1 : last])
+    return Rewrite(
+        file=user.file,
+        line=first,
+        before=before,
+        after="\n".join([*(indent + w for w in wrapper), before]),
+    )
+
+
+# --- vLLM's own command line ----------------------------------------------------------------
+
+
+def rewrite_command(argv: Sequence[str], settings: Mapping[str, object]) -> tuple[str, str]:
+    """The command line ``argv`` with ``settings`` as flags: ``(before, after)``.
+
+    ``--max-model-len 131072`` or ``--max-model-len=131072`` get the new value; a flag not
+    given is added at the end. The program is shown as it is typed (``vllm``), not its path.
+    """
+    program = Path(argv[0]).name if argv else "vllm"
+    if program.endswith(".py"):
+        program = "python " + argv[0]
+    args = list(argv[1:])
+    for key, value in settings.items():
+        flag = "--" + key.replace("_", "-")
+        text = str(value)
+        for i, arg in enumerate(args):
+            if arg == flag and i + 1 < len(args):
+                args[i + 1] = text
+                break
+            if arg.startswith(flag + "="):
+                args[i] = f"{flag}={text}"
+                break
+        else:
+            args.extend([flag, text])
+    before = " ".join([program, shlex.join(argv[1:])]).strip()
+    after = " ".join([program, shlex.join(args)]).strip()
+    return before, after

@@ -1,13 +1,21 @@
-"""The example fix of a computed solution: the user's own call rewritten, or the record's example.
+"""The example fix of a computed solution: the user's own code changed, or the record's example.
 
 Advisors compute settings (``max_model_len=20480``); this module shows them where the user will
-use them. First choice, the call that built the engine, found in the traceback and rewritten
-(:mod:`errkb.advisors._callsite`); else, for settings that are environment variables, the
-command line; else the record's own example with the computed values put in.
+use them, in this order:
+
+* settings that are environment variables: the command line with them set;
+* the engine built by the user's code: that code, rewritten where the engine takes the settings
+  (:func:`errkb.advisors._callsite.rewrite_settings`), with every other byte kept;
+* the engine built inside an installed library: never an edit of the library, but lines for the
+  user's file, before their call, that hand the engine the settings;
+* the engine built by vLLM's own command line (``vllm serve``): the command line with the flags;
+* else the record's own example, its numbers replaced by the computed ones wherever it writes
+  them (``key=N``, ``--flag N``, ``"key": N``); it says which settings it does not show.
 """
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING
 
 import regex
@@ -15,16 +23,17 @@ import regex
 from errkb.findings import ExampleFix
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Mapping, Sequence
 
+    from errkb.advisors._callsite import CallSite
     from errkb.evidence import Evidence
+    from errkb.findings import FrameInfo
     from errkb.match import Match
 
 __all__ = ["example_fix"]
 
-_NUMBER_SETTING = regex.compile(
-    r"\b(max_model_len|gpu_memory_utilization|tensor_parallel_size)\s*=\s*[\d.]+"
-)
+_NUMBER = r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?"
+_MARKER = regex.compile(r"#\s*(before|after)\b(?:\s*:|\s*\(.*\)\s*:?)?\s*", regex.IGNORECASE)
 
 
 def example_fix(
@@ -38,11 +47,9 @@ def example_fix(
     ``current`` holds this run's values of settings the record's example may show, so that
     what the fix leaves alone keeps the value it had.
     """
-    from errkb.advisors._callsite import find_engine_call, rewrite_call
-
-    engine_settings = {k: v for k, v in settings.items() if not k.isupper()}
     if not settings:
         return None
+    engine_settings = {k: v for k, v in settings.items() if not k.isupper()}
     if not engine_settings:
         env = " ".join(f"{k}={v}" for k, v in settings.items())
         return ExampleFix(
@@ -50,41 +57,186 @@ def example_fix(
             after=f"{env} python your_app.py",
             note="set in the environment of the engine's process",
         )
+    live = next(iter(evidence.frames()), None) is not None
     for info in evidence.infos:
-        site = find_engine_call(info.frames)
-        if site is None:
-            continue
-        after = rewrite_call(site, engine_settings)
-        if after is None:
-            continue
-        note = None
-        if site.library:
-            note = f"this call is inside an installed library ({site.file}:{site.line}); its callers cannot pass these settings"
-            if site.user_frame is not None:
-                note += f"; your code reached it from {site.user_frame.file}:{site.user_frame.line}"
-        if site.has_double_star:
-            note = (
-                note + "; " if note else ""
-            ) + "the call also passes **kwargs: make sure they do not set these too"
+        fix = _from_frames(info.frames, engine_settings, sys.argv if live else None)
+        if fix is not None:
+            return fix
+    return _from_record(match, settings, current)
+
+
+def _from_frames(
+    frames: Sequence[FrameInfo], settings: Mapping[str, object], argv: Sequence[str] | None
+) -> ExampleFix | None:
+    from errkb.advisors._callsite import find_engine_call, rewrite_settings
+
+    site = find_engine_call(frames)
+    if site is None:
+        return None
+    if site.engine:
+        return _command_line(site, settings, argv)
+    if site.library:
+        return _library(site, settings)
+    rewrite = rewrite_settings(frames, site.index, settings)
+    if rewrite is None:
+        return None
+    return ExampleFix(
+        before=rewrite.before,
+        after=rewrite.after,
+        location=f"{rewrite.file}:{rewrite.line}",
+        note="; ".join(rewrite.notes) or None,
+    )
+
+
+def _keywords(settings: Mapping[str, object]) -> str:
+    return ", ".join(f"{k}={v!r}" for k, v in settings.items())
+
+
+def _library(site: CallSite, settings: Mapping[str, object]) -> ExampleFix:
+    from errkb.advisors._callsite import wrap_library_call
+
+    where = f"{site.file}:{site.line}"
+    rewrite = wrap_library_call(site, settings)
+    if rewrite is not None:
         return ExampleFix(
-            before=site.text, after=after, location=f"{site.file}:{site.line}", note=note
+            before=rewrite.before,
+            after=rewrite.after,
+            location=f"{rewrite.file}:{rewrite.line}",
+            note=f"the engine is built inside an installed library ({where}), whose files errkb "
+            "leaves alone: the lines above your call make that engine get these settings",
         )
+    note = (
+        f"the engine is built inside an installed library ({where}), whose files errkb leaves "
+        "alone, and errkb cannot see how to reach it from your code: give the engine these "
+        "settings through the library's own options"
+    )
+    if site.user_frame is not None:
+        note += f"; your code reached it from {site.user_frame.file}:{site.user_frame.line}"
+    return ExampleFix(before=None, after=_keywords(settings), note=note)
+
+
+def _program(argv: Sequence[str]) -> str | None:
+    """How the command that started vLLM is typed: ``vllm``, or ``python -m <module>``."""
+    from pathlib import Path
+
+    from errkb.advisors._callsite import engine_file
+
+    if not argv:
+        return None
+    name = Path(argv[0]).name
+    if name == "vllm":
+        return "vllm"
+    if name.endswith(".py") and engine_file(argv[0]):
+        parts = Path(argv[0]).with_suffix("").parts
+        return "python -m " + ".".join(parts[len(parts) - parts[::-1].index("vllm") - 1 :])
+    return None
+
+
+def _command_line(
+    site: CallSite, settings: Mapping[str, object], argv: Sequence[str] | None
+) -> ExampleFix:
+    from errkb.advisors._callsite import rewrite_command
+
+    where = f"{site.file}:{site.line}"
+    program = _program(argv) if argv is not None else None
+    if argv is not None and program is not None:
+        before, after = rewrite_command([program, *argv[1:]], settings)
+        return ExampleFix(
+            before=before,
+            after=after,
+            note=f"vLLM's own server built the engine ({where}): change the command line, "
+            "not vLLM's files",
+        )
+    flags = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in settings.items())
+    return ExampleFix(
+        before=None,
+        after=flags,
+        note=f"vLLM's own code built the engine ({where}): add these flags to the command "
+        "that started it (vllm serve ...), or pass the settings to the engine you build",
+    )
+
+
+# --- The record's example, with the computed values put in ------------------------------
+
+
+def _split_record(text: str) -> tuple[str | None, str]:
+    """The record's example cut at its ``# before`` / ``# after`` lines, which are dropped.
+
+    A marker line may carry a remark: ``# after (the error said ...)``.
+    """
+    lines = text.strip("\n").split("\n")
+    marks = [
+        (i, m.group(1).lower())
+        for i, ln in enumerate(lines)
+        if (m := _MARKER.fullmatch(ln.strip()))
+    ]
+    after_at = next((i for i, kind in marks if kind == "after"), None)
+    if after_at is None:
+        return None, text.strip("\n")
+    before = [ln for i, ln in enumerate(lines[:after_at]) if (i, "before") not in marks]
+    return "\n".join(before).strip("\n"), "\n".join(lines[after_at + 1 :]).strip("\n")
+
+
+def _patterns(key: str) -> list[regex.Pattern[str]]:
+    """Where an example writes ``key``'s value: the value is the group ``v``."""
+    k = regex.escape(key)
+    flag = regex.escape("--" + key.replace("_", "-"))
+    value = rf"(?P<v>{_NUMBER}|\"[^\"\n]*\"|'[^'\n]*')"
+    return [
+        regex.compile(rf"(?<![\w-]){k}\s*=\s*{value}"),  # key=1 (code), KEY=1 (shell)
+        regex.compile(rf"(?<![\w-]){flag}(?:\s+|=)(?P<v>[^\s\"']+)"),  # --key-name 1
+        regex.compile(rf"([\"']){k}\1\s*[:,]\s*{value}"),  # "key": 1, setdefault("key", 1)
+        regex.compile(rf"\[([\"']){k}\1\]\s*=\s*{value}"),  # d["key"] = 1
+    ]
+
+
+def _put(text: str, key: str, value: object) -> tuple[str, bool]:
+    """``text`` with every value written for ``key`` replaced by ``value``; whether any was."""
+    found = False
+    for pattern in _patterns(key):
+
+        def swap(m: regex.Match[str]) -> str:
+            nonlocal found
+            found = True
+            old = m.group("v")
+            quote = old[0] if isinstance(value, str) and old[:1] in "\"'" else ""
+            new = f"{quote}{value}{quote}"
+            start, end = m.span("v")
+            return m.group(0)[: start - m.start()] + new + m.group(0)[end - m.start() :]
+
+        text = pattern.sub(swap, text)
+    return text, found
+
+
+def _from_record(
+    match: Match, settings: Mapping[str, object], current: Mapping[str, object]
+) -> ExampleFix | None:
     text = match.record.example_fix
     if not text:
         return None
-    base = ExampleFix.from_record_text(text)
-
+    before, after = _split_record(text)
     # The record's "after" shows the settings of the best solution; what it leaves alone keeps
     # the value this run had (the requested length stays when the utilization is what changes).
-    values: dict[str, object] = {**current, **settings}
-
-    def put(m: regex.Match[str]) -> str:
-        key = m.group(1)
-        return f"{key}={values[key]}" if values.get(key) is not None else m.group(0)
-
-    after = _NUMBER_SETTING.sub(put, base.after)
-    return ExampleFix(
-        before=base.before,
-        after=after,
-        note="the record's example, with the computed values put in",
-    )
+    for key, value in current.items():
+        if value is not None and key not in settings:
+            after, _ = _put(after, key, value)
+    missing = {}
+    for key, value in settings.items():
+        after, found = _put(after, key, value)
+        if not found:
+            missing[key] = value
+    if missing:
+        # A command line in the example takes the flags it lacks.
+        lines = after.split("\n")
+        serve = [i for i, ln in enumerate(lines) if regex.match(r"\s*vllm\s+serve\b", ln)]
+        if serve and all(not k.isupper() for k in missing):
+            flags = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in missing.items())
+            lines[serve[-1]] = f"{lines[serve[-1]].rstrip()} {flags}"
+            after, missing = "\n".join(lines), {}
+    note = "the record's example, with the computed values put in"
+    if missing:
+        note = (
+            "the record's example, with the computed values put in where it shows them; "
+            f"it does not show {_keywords(missing)}: set these too"
+        )
+    return ExampleFix(before=before, after=after, note=note)

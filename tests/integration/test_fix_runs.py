@@ -1,0 +1,514 @@
+"""A computed fix that runs: errkb's example fix, put into the user's file, starts the engine.
+
+Each test writes a user script (or a ``vllm serve`` command) that fails in the stand-in engine
+(``tests/data/engine``: vLLM's messages and arithmetic, nothing of errkb's), runs it in a child
+process with errkb's hook installed and the same GPU injected into errkb and the engine, takes
+the diagnosis' ``example_fix``, splices ``after`` into the file in place of ``before`` at
+``location``, checks that the file parses and that nothing outside the edit changed, and runs it
+again: the engine must start.
+
+The GPU: 80 GiB, of which the profiling run found 70 GiB in use (weights and activations). The
+model: Llama-3-8B-shaped (32 layers, 8 KV heads of 128, bf16), so a block of 16 tokens takes
+16 x 2 x 32 x 8 x 128 x 2 = 2 MiB. At the default utilization 0.9 the cache gets 72 - 70 = 2 GiB,
+1024 blocks, 16384 tokens; 32768 need 2 GiB more: 0.9 + 2/80 = 0.925, so 0.93. With 74 GiB in
+use at 0.94, 1.2 GiB remain (614 blocks, 9824 tokens), and 131072 tokens would need a
+utilization above 1: the length is what changes, to 9824.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from helpers import DATA, LLAMA, _child_env
+
+GIB = 1 << 30
+ENGINE = DATA / "engine"
+
+#: The hook, installed in every child by a ``sitecustomize`` module, as errkb's own autostart
+#: does, with the GPU the engine sees injected; its diagnosis is also written out as JSON.
+SITECUSTOMIZE = """
+import json, os, sys
+import errkb
+from errkb import Options
+from errkb.testing import FakeGpu, FakeMeasurements
+
+total = int(os.environ["FAKE_GPU_TOTAL_BYTES"])
+free = int(os.environ.get("FAKE_GPU_FREE_BYTES", total))
+gpu = FakeGpu(total_bytes=total, free_bytes=free)
+options = Options(probes=False, measurements=FakeMeasurements(gpus=[gpu]))
+errkb.install(options)
+_hook = sys.excepthook
+
+
+def _hook_and_keep(etype, value, tb):
+    _hook(etype, value, tb)
+    with open(os.environ["DIAGNOSIS_JSON"], "w") as out:
+        json.dump(errkb.diagnose(value, options=options).to_dict(), out)
+
+
+sys.excepthook = _hook_and_keep
+"""
+
+#: 80 GiB, 70 GiB used by the model: the default 0.9 leaves 2 GiB, 16384 tokens.
+ROOMY = {"FAKE_GPU_TOTAL_BYTES": str(80 * GIB), "FAKE_PEAK_BYTES": str(70 * GIB)}
+#: 74 GiB used: at 0.94, 9824 tokens fit, and 131072 cannot at any utilization.
+TIGHT = {"FAKE_GPU_TOTAL_BYTES": str(80 * GIB), "FAKE_PEAK_BYTES": str(74 * GIB)}
+
+
+class Harness:
+    """One user's project: the engine installed in a site-packages folder, a model, scripts."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.site = root / "venv" / "lib" / "python3" / "site-packages"
+        for package in ("vllm", "chatlib"):
+            shutil.copytree(ENGINE / package, self.site / package)
+        self.bin = root / "venv" / "bin"
+        self.bin.mkdir(parents=True)
+        shutil.copy(ENGINE / "bin" / "vllm", self.bin / "vllm")
+        self.model = root / "llama"
+        self.model.mkdir()
+        (self.model / "config.json").write_text(json.dumps(LLAMA))
+        self.diagnosis_file = root / "diagnosis.json"
+        self.hook = root / "hook"
+        self.hook.mkdir()
+        (self.hook / "sitecustomize.py").write_text(SITECUSTOMIZE)
+
+    def script(self, source: str, name: str = "serve.py") -> Path:
+        """Write a user script; ``MODEL`` in it becomes the model folder's path, quoted."""
+        path = self.root / name
+        path.write_text(source.replace("MODEL", json.dumps(str(self.model))))
+        return path
+
+    def run(self, *args: str, env: dict[str, str]):
+        """Run ``python ARGS`` (a script and its arguments, or ``-m module ...``) under the hook."""
+        self.diagnosis_file.unlink(missing_ok=True)
+        paths = [str(self.hook), str(self.site), *(str(Path(p).resolve()) for p in sys.path if p)]
+        child = {**env, "PYTHONPATH": os.pathsep.join(paths), "NO_COLOR": "1"}
+        child["DIAGNOSIS_JSON"] = str(self.diagnosis_file)
+        return subprocess.run(
+            [sys.executable, *args],
+            capture_output=True,
+            env=_child_env(child),
+            cwd=self.root,
+            timeout=120,
+            check=False,
+        )
+
+    def fails(self, *args: str, env: dict[str, str]) -> dict:
+        """Run, expect the engine to refuse to start, and give the diagnosis' example fix."""
+        proc = self.run(*args, env=env)
+        assert 1 == proc.returncode, proc.stderr.decode()
+        assert b"engine started" not in proc.stdout
+        diagnosis = json.loads(self.diagnosis_file.read_text())
+        fix = diagnosis["example_fix"]
+        assert fix is not None, proc.stderr.decode()
+        return fix
+
+    def starts(self, *args: str, env: dict[str, str]) -> None:
+        """Run, and expect the engine to start."""
+        proc = self.run(*args, env=env)
+        assert 0 == proc.returncode, proc.stderr.decode()
+        assert b"engine started" in proc.stdout
+
+
+@pytest.fixture
+def harness(tmp_path) -> Harness:
+    return Harness(tmp_path)
+
+
+def splice(path: Path, fix: dict) -> str:
+    """Put ``fix["after"]`` in place of ``fix["before"]`` at ``fix["location"]``; the new text.
+
+    Fails unless the location is this file, ``before`` is what the file holds there, and the
+    new file parses; the bytes before and after the edit are the file's own.
+    """
+    file, _, line = fix["location"].rpartition(":")
+    assert str(path) == file
+    old = path.read_bytes()
+    lines = old.split(b"\n")
+    start = int(line) - 1
+    before = fix["before"].encode().split(b"\n")
+    assert before == lines[start : start + len(before)], "before is not what the file holds"
+    new_lines = [*lines[:start], *fix["after"].encode().split(b"\n"), *lines[start + len(before) :]]
+    new = b"\n".join(new_lines)
+    head, tail = b"\n".join(lines[:start]), b"\n".join(lines[start + len(before) :])
+    assert new.startswith(head)
+    assert new.endswith(tail)
+    ast.parse(new)
+    path.write_bytes(new)
+    return new.decode()
+
+
+def fix_and_rerun(harness: Harness, path: Path, env: dict[str, str]) -> dict:
+    """The whole check for a script: it fails, the fix is spliced in, and it starts."""
+    fix = harness.fails(str(path), env=env)
+    splice(path, fix)
+    harness.starts(str(path), env=env)
+    return fix
+
+
+# --- Calls as people write them ---------------------------------------------------------------
+
+
+def test_multi_line_call_without_trailing_comma(harness):
+    """LLM(\\n    model=...,\\n    max_model_len=32768\\n): a comma after the old last argument, none doubled."""
+    path = harness.script(
+        textwrap.dedent(
+            """\
+            from vllm import LLM
+
+            llm = LLM(
+                model=MODEL,
+                max_model_len=32768
+            )
+            """
+        )
+    )
+    fix = fix_and_rerun(harness, path, ROOMY)
+    assert f"{path}:3" == fix["location"]
+    assert fix["after"].endswith("    max_model_len=32768,\n    gpu_memory_utilization=0.93\n)")
+
+
+def test_modal_from_engine_args_goes_into_the_engine_args(harness):
+    """Modal's layout: the keyword goes into AsyncEngineArgs(...), never onto from_engine_args."""
+    path = harness.script(
+        textwrap.dedent(
+            """\
+            from vllm import AsyncEngineArgs, AsyncLLMEngine
+            from vllm.usage.usage_lib import UsageContext
+
+            engine_args = AsyncEngineArgs(
+                model=MODEL,
+                max_model_len=32768,
+                enforce_eager=True
+            )
+            engine = AsyncLLMEngine.from_engine_args(
+                engine_args,
+                usage_context=UsageContext.OPENAI_API_SERVER
+            )
+            """
+        )
+    )
+    fix = fix_and_rerun(harness, path, ROOMY)
+    assert f"{path}:4" == fix["location"]
+    assert fix["after"].startswith("engine_args = AsyncEngineArgs(")
+    assert "    enforce_eager=True,\n    gpu_memory_utilization=0.93\n)" in fix["after"]
+    assert "usage_context=UsageContext.OPENAI_API_SERVER\n)" in path.read_text()
+
+
+def test_one_line_call_with_trailing_comma(harness):
+    """LLM(model=..., max_model_len=32768,): the keyword before the trailing comma, one comma each."""
+    path = harness.script("from vllm import LLM\n\nllm = LLM(model=MODEL, max_model_len=32768,)\n")
+    fix = fix_and_rerun(harness, path, ROOMY)
+    assert fix["after"].endswith(", max_model_len=32768, gpu_memory_utilization=0.93,)")
+
+
+def test_comment_after_the_last_argument_stays_on_its_line(harness):
+    """A comment after the last argument stays beside it; the new keyword gets a line of its own."""
+    path = harness.script(
+        textwrap.dedent(
+            """\
+            from vllm import LLM
+
+            llm = LLM(  # the 8B model
+                model=MODEL,
+                max_model_len=32768  # the context we need
+            )
+            """
+        )
+    )
+    fix = fix_and_rerun(harness, path, ROOMY)
+    assert fix["after"].endswith(
+        "    max_model_len=32768,  # the context we need\n    gpu_memory_utilization=0.93\n)"
+    )
+
+
+def test_nested_engine_args_get_the_keyword(harness):
+    """LLMEngine.from_engine_args(EngineArgs(...)): the inner call takes the keyword."""
+    path = harness.script(
+        textwrap.dedent(
+            """\
+            from vllm import EngineArgs, LLMEngine
+
+            engine = LLMEngine.from_engine_args(EngineArgs(model=MODEL, max_model_len=32768))
+            """
+        )
+    )
+    fix = fix_and_rerun(harness, path, ROOMY)
+    assert "max_model_len=32768, gpu_memory_utilization=0.93))" in fix["after"]
+
+
+def test_split_engine_args_assignment_gets_the_keyword(harness):
+    """engine_args = EngineArgs(...) above from_engine_args(engine_args): the assignment changes."""
+    path = harness.script(
+        textwrap.dedent(
+            """\
+            from vllm import EngineArgs, LLMEngine
+
+
+            def main():
+                engine_args = EngineArgs(model=MODEL, max_model_len=32768)
+                print("building the engine")
+                return LLMEngine.from_engine_args(engine_args)
+
+
+            main()
+            """
+        )
+    )
+    fix = fix_and_rerun(harness, path, ROOMY)
+    assert f"{path}:5" == fix["location"]
+    assert fix["after"].endswith("max_model_len=32768, gpu_memory_utilization=0.93)")
+    assert fix["before"].startswith("    engine_args = EngineArgs(")
+
+
+def test_async_engine_nested_multi_line(harness):
+    """AsyncLLMEngine.from_engine_args(AsyncEngineArgs(...)) over several lines."""
+    path = harness.script(
+        textwrap.dedent(
+            """\
+            from vllm import AsyncEngineArgs, AsyncLLMEngine
+
+            engine = AsyncLLMEngine.from_engine_args(
+                AsyncEngineArgs(
+                    model=MODEL,
+                    max_model_len=32768,
+                ),
+            )
+            """
+        )
+    )
+    fix = fix_and_rerun(harness, path, ROOMY)
+    assert (
+        "        max_model_len=32768,\n        gpu_memory_utilization=0.93,\n    )," in fix["after"]
+    )
+
+
+def test_kwargs_dict_literal_changes_where_the_value_is_written(harness):
+    """LLM(**kwargs) with kwargs a dict above: its "max_model_len" entry changes, no second value."""
+    path = harness.script(
+        textwrap.dedent(
+            """\
+            from vllm import LLM
+
+            kwargs = {
+                "model": MODEL,
+                "max_model_len": 131072,
+                "gpu_memory_utilization": 0.94,
+            }
+            llm = LLM(**kwargs)
+            """
+        )
+    )
+    fix = fix_and_rerun(harness, path, TIGHT)
+    assert f"{path}:3" == fix["location"]
+    assert '    "max_model_len": 9824,' in fix["after"]
+    assert "llm = LLM(**kwargs)" in path.read_text()
+
+
+def test_kwargs_set_by_item_above_the_call(harness):
+    """kwargs = dict(...) then kwargs["max_model_len"] = 131072: the item assignment changes."""
+    path = harness.script(
+        textwrap.dedent(
+            """\
+            from vllm import LLM
+
+            kwargs = dict(model=MODEL, gpu_memory_utilization=0.94)
+            kwargs["max_model_len"] = 131072
+            llm = LLM(**kwargs)
+            """
+        )
+    )
+    fix = fix_and_rerun(harness, path, TIGHT)
+    assert 'kwargs["max_model_len"] = 9824' == fix["after"]
+
+
+def test_wrapper_with_double_star_changes_the_callers_keyword(harness):
+    """build(path, **kw) called as build(..., max_model_len=131072): the caller's keyword changes."""
+    path = harness.script(
+        textwrap.dedent(
+            """\
+            from vllm import LLM
+
+
+            def build(path, **kw):
+                return LLM(model=path, **kw)
+
+
+            llm = build(MODEL, gpu_memory_utilization=0.94, max_model_len=131072)
+            """
+        )
+    )
+    fix = fix_and_rerun(harness, path, TIGHT)
+    assert f"{path}:8" == fix["location"]
+    assert fix["after"].endswith("gpu_memory_utilization=0.94, max_model_len=9824)")
+    assert "    return LLM(model=path, **kw)" in path.read_text()
+
+
+def test_value_named_above_the_call_changes_where_it_is_assigned(harness):
+    """max_len = 131072 ... LLM(max_model_len=max_len): the assignment changes."""
+    path = harness.script(
+        textwrap.dedent(
+            """\
+            from vllm import LLM
+
+            MAX_LEN = 131072  # the longest prompt we serve
+            llm = LLM(model=MODEL, max_model_len=MAX_LEN, gpu_memory_utilization=0.94)
+            """
+        )
+    )
+    fix = fix_and_rerun(harness, path, TIGHT)
+    assert "MAX_LEN = 9824  # the longest prompt we serve" == fix["after"]
+
+
+def test_unseen_double_star_mapping_gets_the_value_merged_in(harness):
+    """LLM(**settings) with settings read from a file: {**settings, key: value} wins either way."""
+    harness.root.joinpath("settings.json").write_text(
+        json.dumps({"model": str(harness.model), "max_model_len": 32768})
+    )
+    path = harness.script(
+        textwrap.dedent(
+            """\
+            import json
+            from pathlib import Path
+
+            from vllm import LLM
+
+            settings = json.loads((Path(__file__).parent / "settings.json").read_text())
+            llm = LLM(**settings)
+            """
+        )
+    )
+    fix = fix_and_rerun(harness, path, ROOMY)
+    assert 'llm = LLM(**{**settings, "gpu_memory_utilization": 0.93})' == fix["after"]
+
+
+def test_tab_indented_file(harness):
+    """A file indented with tabs gets a rewrite, indented with tabs."""
+    path = harness.script(
+        "from vllm import LLM\n\n\ndef main():\n\tllm = LLM(\n\t\tmodel=MODEL,\n"
+        "\t\tmax_model_len=32768,\n\t)\n\treturn llm\n\n\nmain()\n"
+    )
+    fix = fix_and_rerun(harness, path, ROOMY)
+    assert "\t\tmax_model_len=32768,\n\t\tgpu_memory_utilization=0.93,\n\t)" in fix["after"]
+
+
+def test_triple_quoted_string_in_an_indented_call_keeps_its_content(harness):
+    """A multi-line string inside the call comes back byte for byte: the value is unchanged."""
+    source = textwrap.dedent(
+        '''\
+        from vllm import LLM
+
+
+        def main():
+            return LLM(
+                model=MODEL,
+                served_model_name="""llama
+          served with a long context
+        """,
+                max_model_len=32768,
+            )
+
+
+        main()
+        '''
+    )
+    path = harness.script(source)
+
+    def name(text: str) -> str:
+        keywords = [n for n in ast.walk(ast.parse(text)) if isinstance(n, ast.keyword)]
+        return next(k.value.value for k in keywords if k.arg == "served_model_name")
+
+    original = name(path.read_text())
+    fix_and_rerun(harness, path, ROOMY)
+    assert original == name(path.read_text())
+
+
+def test_v1_engine_multi_line_call(harness):
+    """V1 (0.9.1 wording): 4 GiB needed, 2 GiB available: 0.93 gives the cache 4.4 GiB."""
+    path = harness.script(
+        "from vllm import LLM\n\nllm = LLM(\n    model=MODEL,\n    max_model_len=32768\n)\n"
+    )
+    fix = fix_and_rerun(harness, path, {**ROOMY, "VLLM_USE_V1": "1"})
+    assert fix["after"].endswith("    max_model_len=32768,\n    gpu_memory_utilization=0.93\n)")
+
+
+@pytest.mark.parametrize("version", ["0.7.3", "0.8.3", "0.8.4"])
+def test_v1_engine_older_wordings(harness, version):
+    """V1's earlier messages ("GB", no estimate, the cut-off estimate) give a fix that runs too."""
+    path = harness.script("from vllm import LLM\n\nllm = LLM(model=MODEL, max_model_len=32768)\n")
+    env = {**ROOMY, "VLLM_USE_V1": "1", "FAKE_VLLM_VERSION": version}
+    fix = fix_and_rerun(harness, path, env)
+    assert fix["after"].endswith("max_model_len=32768, gpu_memory_utilization=0.93)")
+
+
+# --- Where the engine is not built by the user's own call -------------------------------------
+
+
+def test_vllm_serve_command_line(harness):
+    """vllm serve MODEL --max-model-len 131072: the fix is the command line, not vLLM's files."""
+    vllm = str(harness.bin / "vllm")
+    args = ["serve", str(harness.model), "--max-model-len", "131072"]
+    args += ["--gpu-memory-utilization", "0.94"]
+    before = {p: p.read_bytes() for p in harness.site.rglob("*.py")}
+    fix = harness.fails(vllm, *args, env=TIGHT)
+    assert fix["location"] is None
+    assert shlex.join(["vllm", *args]) == fix["before"]
+    expected = ["vllm", *args]
+    expected[expected.index("131072")] = "9824"
+    assert shlex.join(expected) == fix["after"]
+    assert before == {p: p.read_bytes() for p in harness.site.rglob("*.py")}
+    command = shlex.split(fix["after"])
+    harness.starts(vllm, *command[1:], env=TIGHT)
+
+
+def test_api_server_module_command_line(harness):
+    """python -m vllm.entrypoints.openai.api_server ...: the same command, the flag added."""
+    module = "vllm.entrypoints.openai.api_server"
+    fix = harness.fails(
+        "-m", module, "--model", str(harness.model), "--max-model-len", "32768", env=ROOMY
+    )
+    assert fix["after"].startswith(f"python -m {module} --model ")
+    assert fix["after"].endswith("--max-model-len 32768 --gpu-memory-utilization 0.93")
+    command = shlex.split(fix["after"])
+    assert ["python", "-m", module] == command[:3]
+    harness.starts("-m", *command[2:], env=ROOMY)
+
+
+def test_engine_built_inside_a_library_is_reached_from_the_users_file(harness):
+    """chatlib builds LLM(...) itself: lines before the user's call give it 0.93; chatlib is untouched."""
+    path = harness.script(
+        textwrap.dedent(
+            """\
+            import chatlib
+
+
+            def main():
+                chat = chatlib.Chat()
+                chat.load(MODEL)
+
+
+            main()
+            """
+        )
+    )
+    library = (harness.site / "chatlib" / "core.py").read_bytes()
+    fix = fix_and_rerun(harness, path, ROOMY)
+    assert f"{path}:6" == fix["location"]
+    assert "installed library" in fix["note"]
+    assert fix["after"].startswith("    import vllm as _engine_home")
+    assert '"gpu_memory_utilization": 0.93' in fix["after"]
+    assert fix["after"].endswith(
+        "\n    chat.load(MODEL)".replace("MODEL", json.dumps(str(harness.model)))
+    )
+    assert library == (harness.site / "chatlib" / "core.py").read_bytes()
