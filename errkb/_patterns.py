@@ -114,8 +114,14 @@ def head_pattern(pattern: str) -> str | None:
         nxt = atoms[i + 1][0] if i + 1 < len(atoms) else ""
         sentence_end = text == r"\." and (nxt.startswith(" ") or not nxt)
         if (sentence_end and count >= HEAD_SENTENCE) or count >= HEAD_LITERALS:
+            if i + 1 == len(atoms):
+                return None
             head = "".join(t for t, _ in atoms[: i + 1])
-            return head if i + 1 < len(atoms) else None
+            # A word's trailing space is not needed to know the message: "... undefined" cut
+            # before the space after it is still recognised.
+            while head.endswith(" ") and not head.endswith("\\ "):
+                head = head[:-1]
+            return head
     return None
 
 
@@ -142,7 +148,9 @@ def _top_level(pattern: str) -> list[tuple[str, int]] | None:
             if depth:
                 return None
             text = "".join(t for _, t in tokens[i:j])
-            literal = specificity(text) if not text.startswith(_NON_CONSUMING) else 0
+            # An alternation counts its shortest branch's literals (any-of sets count too).
+            sets = literal_sets(text) if not text.startswith(_NON_CONSUMING) else None
+            literal = sum(min(len(x) for x in s) for s in sets) if sets else 0
             if _FLAG_GROUP.fullmatch(tokens[i][1]) and not text.endswith(":)"):
                 return None  # inline flags change how everything after reads
             i = j
