@@ -6,6 +6,10 @@ Knows the shapes of ChatTTS's vendored engine (``LLMEngine._init_cache``: ``self
 ``check_enough_kv_cache_memory`` (``vllm_config``, ``kv_cache_spec``, ``available_memory``).
 Attributes differ across versions, so every read is defensive, and a setting the engine in the
 traceback does not have (ChatTTS's engine has no KV-cache dtype) is recorded as missing.
+
+A V1 ``kv_cache_spec`` is kept layer by layer (:class:`SpecLayer`): a sliding-window layer
+needs far less than a full-attention one (``SlidingWindowSpec.max_memory_usage_bytes``,
+vllm/v1/kv_cache_interface.py:138-154@v0.9.1), so summing bytes per token would be wrong.
 """
 
 from __future__ import annotations
@@ -19,9 +23,25 @@ from errkb._traceback import safe_getattr
 if TYPE_CHECKING:
     from errkb.evidence import Evidence
 
-__all__ = ["EngineReading", "read_engine"]
+__all__ = ["EngineReading", "SpecLayer", "installed_version", "read_engine"]
 
 _UNSET: Any = object()
+
+
+@attrs.frozen(kw_only=True)
+class SpecLayer:
+    """One layer of a V1 ``kv_cache_spec``: its kind, block size and page size in bytes.
+
+    ``kind`` is ``full`` (full attention and MLA), ``sliding`` (a window of
+    ``sliding_window`` tokens), ``state`` (Mamba: one page whatever the length) or ``none``
+    (encoder-only layers, which cache nothing).
+    """
+
+    kind: str
+    block_size: int
+    page_bytes: int
+    sliding_window: int | None = None
+    spec: str = ""
 
 
 @attrs.frozen(kw_only=True)
@@ -37,11 +57,14 @@ class EngineReading:
     cache_dtype: str | None = None
     has_cache_dtype: bool = False
     tensor_parallel_size: int | None = None
+    pipeline_parallel_size: int | None = None
+    max_num_batched_tokens: int | None = None
     model_dtype: str | None = None
+    use_mla: bool | None = None
     hf_config: Any = attrs.field(default=None, repr=False)
     available_memory: int | None = None
     needed_memory: int | None = None
-    spec_bytes_per_token: int | None = None
+    spec_layers: tuple[SpecLayer, ...] | None = None
     spec_block_size: int | None = None
 
 
@@ -51,20 +74,38 @@ def _number(value: Any, kind: type) -> Any:
     return kind(value)
 
 
-def _spec_totals(specs: Any) -> tuple[int | None, int | None]:
-    """KV bytes per token summed over the layers of a V1 ``kv_cache_spec``, and its block size."""
+def _spec_kind(name: str, window: int | None) -> str:
+    if "SlidingWindow" in name and window:
+        return "sliding"
+    if "Mamba" in name:
+        return "state"
+    if "EncoderOnly" in name:
+        return "none"
+    return "full"
+
+
+def _spec_layers(specs: Any) -> tuple[SpecLayer, ...] | None:
+    """The layers of a V1 ``kv_cache_spec`` (layer name -> spec), or None if unreadable."""
     if not isinstance(specs, dict) or not specs:
-        return None, None
-    total = 0.0
-    block = None
+        return None
+    out = []
     for spec in specs.values():
         size = _number(safe_getattr(spec, "block_size"), int)
         page = _number(safe_getattr(spec, "page_size_bytes"), int)
-        if not size or page is None:
-            return None, None
-        block = block or size
-        total += page / size
-    return round(total), block
+        if not size or size <= 0 or page is None or page < 0:
+            return None
+        name = type(spec).__name__
+        window = _number(safe_getattr(spec, "sliding_window"), int)
+        out.append(
+            SpecLayer(
+                kind=_spec_kind(name, window),
+                block_size=size,
+                page_bytes=page,
+                sliding_window=window,
+                spec=name,
+            )
+        )
+    return tuple(out)
 
 
 def _kind(files: list[str]) -> str:
@@ -90,7 +131,7 @@ def read_engine(evidence: Evidence) -> EngineReading | None:
         vllm_config = local("vllm_config")
         if vllm_config is None:
             vllm_config = safe_getattr(owner, "vllm_config")
-        for name in ("cache_config", "model_config", "parallel_config"):
+        for name in ("cache_config", "model_config", "parallel_config", "scheduler_config"):
             if name in found:
                 continue
             obj = local(name)
@@ -118,12 +159,14 @@ def read_engine(evidence: Evidence) -> EngineReading | None:
     if cache is None and model is None and "kv_cache_spec" not in found:
         return None
     parallel = found.get("parallel_config")
+    scheduler = found.get("scheduler_config")
     cache_dtype = safe_getattr(cache, "cache_dtype", _UNSET) if cache is not None else _UNSET
-    spec_bpt, spec_block = _spec_totals(found.get("kv_cache_spec"))
+    layers = _spec_layers(found.get("kv_cache_spec"))
     hf_config = None
     if model is not None:
         hf_config = safe_getattr(model, "hf_text_config") or safe_getattr(model, "hf_config")
     model_dtype = safe_getattr(model, "dtype") if model is not None else None
+    use_mla = safe_getattr(model, "use_mla") if model is not None else None
     return EngineReading(
         kind=_kind(files),
         frame=frame_at,
@@ -138,13 +181,29 @@ def read_engine(evidence: Evidence) -> EngineReading | None:
         cache_dtype=None if cache_dtype is _UNSET or cache_dtype is None else str(cache_dtype),
         has_cache_dtype=cache_dtype is not _UNSET,
         tensor_parallel_size=_number(safe_getattr(parallel, "tensor_parallel_size"), int),
+        pipeline_parallel_size=_number(safe_getattr(parallel, "pipeline_parallel_size"), int),
+        max_num_batched_tokens=_number(safe_getattr(scheduler, "max_num_batched_tokens"), int),
         model_dtype=str(model_dtype).removeprefix("torch.") if model_dtype is not None else None,
+        use_mla=use_mla if isinstance(use_mla, bool) else None,
         hf_config=hf_config,
         available_memory=_number(found.get("available_memory"), int),
         needed_memory=_number(found.get("needed_memory"), int),
-        spec_bytes_per_token=spec_bpt,
-        spec_block_size=spec_block,
+        spec_layers=layers,
+        spec_block_size=layers[0].block_size if layers else None,
     )
+
+
+def installed_version(distribution: str = "vllm") -> str | None:
+    """The version of an installed distribution (``importlib.metadata``), or None.
+
+    Reads the distribution's metadata only; the package itself is not imported.
+    """
+    from importlib import metadata
+
+    try:
+        return metadata.version(distribution)
+    except (metadata.PackageNotFoundError, ValueError):
+        return None
 
 
 def probe(evidence: Evidence, timeout: float) -> EngineReading | None:  # noqa: ARG001 - frames are read at once

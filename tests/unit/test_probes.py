@@ -8,47 +8,38 @@ import pytest
 from errkb.exceptions import UsageError
 from errkb.probes import run_bounded
 from errkb.probes.gpu import probe_gpus
-from errkb.probes.model import kv_bytes_per_token, model_shape, read_model_path
+from errkb.probes.model import model_shape, read_model_path
 
 transformers = pytest.importorskip("transformers")
 
 
-def _bpt(config, *, cache_bytes=2, tp=1):
-    shape = model_shape(config, origin="test")
-    return kv_bytes_per_token(shape, cache_dtype_bytes=cache_bytes, tensor_parallel_size=tp)
+def _shape(config):
+    return model_shape(config, origin="test")
 
 
-def test_llama_3_8b_shape_is_131072_bytes_per_token():
-    """32 layers x 8 KV heads x 128 x 2 (K, V) x 2 bytes = 131072."""
-    config = transformers.LlamaConfig(
-        num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=8, hidden_size=4096
+def test_llama_3_8b_shape():
+    """Llama-3-8B: 32 attention layers, 8 KV heads, head 4096 / 32 = 128."""
+    shape = _shape(
+        transformers.LlamaConfig(
+            num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=8, hidden_size=4096
+        )
     )
-    assert 2 * 32 * 8 * 128 * 2 == _bpt(config) == 131072
-
-
-def test_mistral_7b_shape():
-    """Mistral 7B: 32 layers, 8 KV heads, head 128: 131072 bytes per token."""
-    config = transformers.MistralConfig(
-        num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=8, hidden_size=4096
+    assert (32, 8, 128, ("full",) * 32) == (
+        shape.attention_layers,
+        shape.num_kv_heads,
+        shape.head_dim,
+        shape.layer_kinds,
     )
-    assert 131072 == _bpt(config)
-
-
-def test_qwen2_7b_shape():
-    """Qwen2 7B: 28 layers, 4 KV heads, head 3584/28 = 128: 2*28*4*128*2 = 57344."""
-    config = transformers.Qwen2Config(
-        num_hidden_layers=28, num_attention_heads=28, num_key_value_heads=4, hidden_size=3584
-    )
-    assert 57344 == _bpt(config)
 
 
 def test_gpt2_uses_its_own_attribute_names():
-    """GPT-2 (n_layer 12, n_head 12, n_embd 768, no GQA): 2*12*12*64*2 = 36864."""
-    assert 36864 == _bpt(transformers.GPT2Config())
+    """GPT-2 (n_layer 12, n_head 12, n_embd 768, no GQA): 12 layers of 12 KV heads of 64."""
+    shape = _shape(transformers.GPT2Config())
+    assert (12, 12, 64) == (shape.attention_layers, shape.num_kv_heads, shape.head_dim)
 
 
 def test_explicit_head_dim_wins_over_hidden_over_heads():
-    """Gemma 7B: head_dim 256 although 3072/16 = 192: 2*28*16*256*2 = 458752."""
+    """Gemma 7B: head_dim 256 although 3072/16 = 192."""
     config = transformers.GemmaConfig(
         num_hidden_layers=28,
         num_attention_heads=16,
@@ -56,34 +47,28 @@ def test_explicit_head_dim_wins_over_hidden_over_heads():
         head_dim=256,
         hidden_size=3072,
     )
-    shape = model_shape(config, origin="test")
-    assert (256, True) == (shape.head_dim, shape.head_dim_explicit)
-    assert 458752 == _bpt(config)
+    shape = _shape(config)
+    assert (256, True, 3072) == (shape.head_dim, shape.head_dim_explicit, shape.hidden_size)
 
 
-def test_tensor_parallel_splits_kv_heads_but_never_below_one():
-    """8 KV heads over TP 4 -> 2 per GPU; over TP 16 -> still 1 per GPU (replicated)."""
-    config = transformers.LlamaConfig(
-        num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=8, hidden_size=4096
-    )
-    assert 2 * 32 * 2 * 128 * 2 == _bpt(config, tp=4)
-    assert 2 * 32 * 1 * 128 * 2 == _bpt(config, tp=16)
-
-
-def test_mla_caches_one_latent_per_layer():
-    """MLA (DeepSeek-V3-like): 61 layers x (512 + 64) x 2 bytes = 70272, no separate V."""
+def test_mla_dimensions_are_read():
+    """DeepSeek-V3-like: the latent is kv_lora_rank + qk_rope_head_dim = 576."""
     config = {
+        "model_type": "deepseek_v3",
         "num_hidden_layers": 61,
         "num_attention_heads": 128,
+        "num_key_value_heads": 128,
         "hidden_size": 7168,
         "kv_lora_rank": 512,
         "qk_rope_head_dim": 64,
+        "qk_nope_head_dim": 128,
     }
-    assert 61 * 576 * 2 == _bpt(config)
+    shape = _shape(config)
+    assert ((512, 64, 128), 576) == (shape.mla, shape.mla_latent_dim)
 
 
-def test_hybrid_models_count_only_attention_layers():
-    """layer_types with linear-attention layers: only full/sliding attention layers cache KV."""
+def test_layer_types_count_only_attention_layers():
+    """layer_types with linear-attention layers (Qwen3-Next): only attention layers cache KV."""
     config = {
         "num_hidden_layers": 4,
         "num_attention_heads": 8,
@@ -91,7 +76,126 @@ def test_hybrid_models_count_only_attention_layers():
         "hidden_size": 512,
         "layer_types": ["full_attention", "linear_attention", "linear_attention", "full_attention"],
     }
-    assert 2 == model_shape(config, origin="t").attention_layers
+    assert ("full", "none", "none", "full") == _shape(config).layer_kinds
+
+
+def test_jamba_saved_config_counts_attention_by_period_and_offset():
+    """Jamba's config.json: attention where i % attn_layer_period == attn_layer_offset (4 of 32)."""
+    config = {
+        "model_type": "jamba",
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "hidden_size": 4096,
+        "attn_layer_period": 8,
+        "attn_layer_offset": 4,
+    }
+    shape = _shape(config)
+    expected = transformers.JambaConfig(**config).layers_block_type
+    assert [i for i, k in enumerate(expected) if k == "attention"] == [
+        i for i, k in enumerate(shape.layer_kinds) if k == "full"
+    ]
+    assert 4 == shape.attention_layers
+
+
+def test_nemotron_h_pattern_counts_the_stars():
+    """NemotronH: hybrid_override_pattern "M-M*-M*-" has attention ("*") at layers 3 and 6."""
+    config = {
+        "model_type": "nemotron_h",
+        "num_hidden_layers": 8,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 2,
+        "hidden_size": 512,
+        "hybrid_override_pattern": "M-M*-M*-",
+    }
+    shape = _shape(config)
+    assert (2, "full", "full") == (
+        shape.attention_layers,
+        shape.layer_kinds[3],
+        shape.layer_kinds[6],
+    )
+
+
+def test_gemma3_every_sixth_layer_is_global():
+    """Gemma 3 (62 layers): layers 5, 11, ..., 59 full (10), the other 52 slide over 1024."""
+    shape = _shape(transformers.Gemma3TextConfig(num_hidden_layers=62, sliding_window=1024))
+    assert (10, 52, 1024) == (
+        shape.layer_kinds.count("full"),
+        shape.layer_kinds.count("sliding"),
+        shape.sliding_window,
+    )
+    assert "full" == shape.layer_kinds[5]
+
+
+def test_gemma3_config_without_layer_types_uses_the_pattern():
+    """A Gemma 3 config.json with sliding_window_pattern 6 and no layer_types: the same split."""
+    config = {
+        "model_type": "gemma3_text",
+        "num_hidden_layers": 62,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 16,
+        "head_dim": 128,
+        "hidden_size": 5376,
+        "sliding_window": 1024,
+        "sliding_window_pattern": 6,
+    }
+    shape = _shape(config)
+    assert (10, 52) == (shape.layer_kinds.count("full"), shape.layer_kinds.count("sliding"))
+
+
+def test_qwen2_window_is_off_unless_use_sliding_window():
+    """Qwen2 configs carry sliding_window but use_sliding_window false: every layer is full."""
+    config = transformers.Qwen2Config(
+        num_hidden_layers=4, num_attention_heads=4, hidden_size=64, sliding_window=4096
+    )
+    assert (None, ("full",) * 4) == (_shape(config).sliding_window, _shape(config).layer_kinds)
+
+
+def test_llava_text_config_defaults_come_from_transformers(tmp_path):
+    """llava's config.json gives text_config without layer counts: LlamaConfig's defaults fill them."""
+    config = {"model_type": "llava", "text_config": {"model_type": "llama", "vocab_size": 32064}}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    shape = read_model_path(tmp_path)
+    defaults = transformers.LlamaConfig()
+    assert (
+        defaults.num_hidden_layers,
+        defaults.num_key_value_heads,
+        defaults.hidden_size // defaults.num_attention_heads,
+    ) == (shape.attention_layers, shape.num_kv_heads, shape.head_dim)
+    assert "LlamaConfig defaults" in shape.defaults_from
+
+
+@pytest.mark.parametrize(
+    ("field", "bad"),
+    [
+        ("num_key_value_heads", 0),
+        ("num_key_value_heads", -8),
+        ("num_attention_heads", 32.5),
+        ("head_dim", 0),
+    ],
+)
+def test_hostile_head_counts_are_usage_errors(field, bad):
+    """Zero, negative or fractional head counts: an error naming the field and the value."""
+    config = {
+        "num_hidden_layers": 4,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "hidden_size": 4096,
+        field: bad,
+    }
+    with pytest.raises(
+        UsageError, match=f"field '{field}': expected a positive integer, got {bad}"
+    ):
+        model_shape(config, origin="config.json")
+
+
+def test_weights_beside_the_config_are_measured(tmp_path):
+    """read_model_path adds the size of the safetensors files beside config.json."""
+    (tmp_path / "config.json").write_text(
+        json.dumps({"num_hidden_layers": 2, "num_attention_heads": 4, "hidden_size": 64})
+    )
+    (tmp_path / "model.safetensors").write_bytes(bytes(1000))
+    assert 1000 == read_model_path(tmp_path).weights_bytes
 
 
 def test_local_model_folder_is_read_without_the_hub(tmp_path):

@@ -1,0 +1,572 @@
+"""The fix in numbers: pure functions from :class:`Inputs` to a frozen :class:`Outcome`.
+
+Three engines, three sums. The V0 engine (and ChatTTS's) counts whole blocks of every
+attention layer and clamps at zero; V1 compares the bytes one longest request needs with the
+bytes available, sliding windows included; the CPU backend sizes its cache from an
+environment variable. Where a figure is only known as printed (two decimals of GiB), the
+arithmetic takes the end of its range that keeps the fix safe: the most the engine can need,
+the least it can have.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from errkb.advisors.kv_cache._arithmetic import (
+    GIB,
+    Layout,
+    cdiv,
+    longest_length,
+    needed_bytes,
+    printed_range,
+    round_down,
+    round_up,
+)
+from errkb.advisors.kv_cache._inputs import Inputs, Value
+from errkb.advisors.kv_cache._layouts import (
+    Sized,
+    layout_from_shape,
+    layout_from_spec,
+    sizing_for,
+)
+from errkb.findings import Fact
+from errkb.units import format_bytes
+
+__all__ = ["COMFORTABLE_UTILIZATION", "Outcome", "TensorParallel", "compute"]
+
+#: Above this, raising the utilization leaves too little for activations and other processes.
+COMFORTABLE_UTILIZATION = 0.95
+#: The defaults of ``max_num_batched_tokens`` a V1 engine may have run with: 2048 or 8192
+#: below 70 GiB or on an A100, 8192 or 16384 above (vllm/engine/arg_utils.py:1495-1507@v0.9.0).
+BATCHED_DEFAULTS = (8192, 2048, 16384)
+#: The longest length searched when the request's own is not known.
+SEARCH_LIMIT = 1 << 24
+
+
+@attrs.frozen(kw_only=True)
+class TensorParallel:
+    """Sharding over more GPUs: the size, and the length the same memory then holds."""
+
+    size: int
+    fits: int
+
+
+@attrs.frozen(kw_only=True)
+class Outcome:
+    """The numbers of the fix, each with its fact, and what could not be worked out.
+
+    ``fits`` is the longest ``max_model_len`` the cache holds now; ``utilization_needed`` the
+    ``gpu_memory_utilization`` that holds the requested one (``lower_bound`` when it is only
+    a least value), ``infeasible`` the reasons it cannot be used.
+    """
+
+    facts: tuple[Fact, ...] = ()
+    notes: tuple[str, ...] = ()
+    sized: Sized | None = None
+    fits: int | None = None
+    deficit_bytes: int | None = None
+    utilization_needed: float | None = None
+    lower_bound: bool = False
+    infeasible: tuple[str, ...] = ()
+    fits_fp8: int | None = None
+    tensor_parallel: TensorParallel | None = None
+    cpu_space_gib: int | None = None
+    free_fits: float | None = None
+    free_short: int | None = None
+    contradiction: bool = False
+
+
+@attrs.define
+class _Work:
+    """The facts and notes of one computation, in the order established."""
+
+    facts: list[Fact] = attrs.Factory(list)
+    notes: list[str] = attrs.Factory(list)
+
+    def put(self, v: Value[int] | Value[float]) -> None:
+        self.facts.append(v.fact)
+
+    def outcome(self, **fields: object) -> Outcome:
+        """An :class:`Outcome` with the facts and notes so far."""
+        return Outcome(facts=tuple(self.facts), notes=tuple(self.notes), **fields)  # type: ignore[arg-type]
+
+    def fact(
+        self,
+        name: str,
+        v: object,
+        unit: str | None,
+        note: str | None = None,
+        source: str = "computed",
+    ) -> None:
+        self.facts.append(Fact(name=name, value=v, unit=unit, source=source, note=note))  # type: ignore[arg-type]
+
+
+def compute(inp: Inputs) -> Outcome:
+    """The fix in numbers for ``inp``; an :class:`Outcome` with notes where there is none."""
+    if inp.variant == "free-memory":
+        return _free_memory(inp)
+    work = _Work()
+    sized = _layout(inp, work)
+    v1 = inp.variant == "v1" or (inp.variant == "no-blocks" and inp.era.engine == "vllm-v1")
+    if v1:
+        return _v1(inp, sized, work)
+    return _v0(inp, sized, work)
+
+
+def _layout(inp: Inputs, work: _Work) -> Sized | None:
+    """The layout of one GPU: the engine's own spec if the frames have it, else the shape's."""
+    if inp.spec_layers:
+        layout = layout_from_spec(inp.spec_layers)
+        sized = Sized(
+            layout=layout,
+            heads_per_gpu=0,
+            head_size=0,
+            values_per_head=0,
+            stage_layers=layout.attention_layers,
+            formula="summed over the layers of the engine's kv_cache_spec",
+        )
+        source = "frame"
+    elif inp.shape is not None:
+        tp = inp.tensor_parallel_size.value if inp.tensor_parallel_size else 1
+        pp = inp.pipeline_parallel_size.value if inp.pipeline_parallel_size else 1
+        sized = layout_from_shape(
+            inp.shape,
+            sizing=sizing_for(inp.era),
+            block_size=inp.block_size.value,
+            cache_bytes=inp.cache_bytes.value,
+            cache_dtype=inp.cache_dtype,
+            tp=tp,
+            pp=pp,
+        )
+        source = "computed"
+        work.notes.extend(sized.notes)
+        if pp > 1:
+            work.fact(
+                "attention_layers_per_stage",
+                sized.stage_layers,
+                None,
+                f"the largest of {pp} pipeline stages: each GPU caches its stage's layers only",
+            )
+    else:
+        return None
+    if sized.layout.block_bytes <= 0:
+        work.notes.append("the model has no attention layer that keeps a KV cache")
+        return None
+    work.fact("kv_bytes_per_token", sized.layout.bytes_per_token, "bytes", sized.formula, source)
+    work.fact(
+        "kv_block_bytes", sized.layout.block_bytes, "bytes", "block_size x kv_bytes_per_token"
+    )
+    return sized
+
+
+def _utilization_ok(inp: Inputs, work: _Work) -> float | None:
+    """The run's utilization when it is one vLLM accepts, else None and a note."""
+    if inp.utilization is None:
+        return None
+    u = inp.utilization.value
+    if not 0 < u <= 1:
+        work.notes.append(
+            f"gpu_memory_utilization={u:g} is outside (0, 1], which vLLM refuses: no utilization "
+            "is worked out from it"
+        )
+        return None
+    return u
+
+
+def _v0(inp: Inputs, sized: Sized | None, work: _Work) -> Outcome:
+    """The V0 engine, ChatTTS's, and the CPU backend: whole blocks of every attention layer."""
+    block = inp.block_size.value
+    length = inp.max_model_len.value if inp.max_model_len else None
+    blocks: int | None = None
+    lower_bound = False
+    if inp.num_gpu_blocks is not None:
+        blocks = max(0, inp.num_gpu_blocks.value)
+    elif inp.capacity is not None:
+        if inp.capacity.value % block:
+            work.notes.append(
+                f"the cache holds {inp.capacity.value} tokens, not a whole number of "
+                f"{block}-token blocks: the block size is not {block}; pass --block-size"
+            )
+        blocks = inp.capacity.value // block
+    elif inp.variant == "no-blocks":
+        blocks, lower_bound = 0, True
+    fits = blocks * block if blocks is not None else None
+    if length is not None and fits is not None and fits >= length:
+        work.notes.append(
+            f"the message says the cache holds {fits} tokens, not fewer than max_model_len "
+            f"{length}: its figures contradict each other, so no fix is worked out"
+        )
+        return work.outcome(sized=sized, contradiction=True)
+    if fits:
+        work.fact("max_model_len_that_fits", fits, "tokens", "num_gpu_blocks x block_size")
+    bb = sized.layout.block_bytes if sized is not None else None
+    deficit = need = None
+    if length and blocks is not None:
+        need = cdiv(length, block)
+        work.fact("kv_cache_deficit_tokens", (need - blocks) * block, "tokens")
+        if bb is not None:
+            deficit = (need - blocks) * bb
+            work.fact(
+                "kv_cache_deficit_bytes",
+                deficit,
+                "bytes",
+                "at least: vLLM clamps a negative block count at zero" if lower_bound else None,
+            )
+    if inp.variant == "cpu":
+        space = None
+        if bb is not None and length:
+            space = cdiv(cdiv(length, block) * bb, GIB)
+            work.fact("kv_cache_space_needed", space, "GiB", f"for {inp.env_var}")
+        return work.outcome(sized=sized, fits=fits, cpu_space_gib=space)
+    util: float | None = None
+    infeasible: tuple[str, ...] = ()
+    u0 = _utilization_ok(inp, work)
+    if deficit is not None and need is not None and bb is not None and u0 is not None:
+        if lower_bound:
+            # Zero blocks: (total x u0 - peak) is under one block, so all but one block of the
+            # request is missing at least; and the weights take memory before any block.
+            bound = (need * bb + inp.weights.value) if inp.weights is not None else None
+            util, infeasible = _utilization(
+                inp, work, u0, max(0, (need - 1) * bb), bound=bound, v1=False
+            )
+        else:
+            util, infeasible = _utilization(inp, work, u0, deficit, bound=None, v1=False)
+    out = work.outcome(
+        sized=sized,
+        fits=fits or None,
+        deficit_bytes=deficit,
+        utilization_needed=util,
+        lower_bound=lower_bound,
+        infeasible=infeasible,
+    )
+    cache_memory = blocks * bb if bb is not None and blocks else None
+    return _options(inp, out, work, cache_memory, v1=False)
+
+
+def _utilization(
+    inp: Inputs, work: _Work, u0: float, more: int, *, bound: int | None, v1: bool
+) -> tuple[float | None, tuple[str, ...]]:
+    """``u0 + more / total`` rounded up (and, as a least value, ``bound / total``), checked."""
+    if inp.total is None:
+        return None, ()
+    total = inp.total.value
+    lower_bound = inp.variant == "no-blocks"
+    raw = u0 + more / total
+    why = "the run's utilization plus all but one block of the request" if not v1 else ""
+    if bound is not None and bound / total > raw:
+        raw, why = bound / total, "(the request's cache + the weights) / the GPU's total"
+    util = round_up(raw)
+    infeasible = []
+    if util > 1.0:
+        infeasible.append("above 1.0: the GPU is too small at this length")
+    if v1 and inp.free is not None and util * total > inp.free.value:
+        infeasible.append(
+            f"above the free memory now ({format_bytes(inp.free.value)}), which V1 requires at start"
+        )
+    note = f"{raw:.5f} rounded up"
+    if lower_bound:
+        note = f"at least: {why + ' = ' if why else ''}{note}"
+    if infeasible:
+        note += f"; infeasible: {'; '.join(infeasible)}"
+    work.fact("gpu_memory_utilization_needed", util, None, note)
+    return util, tuple(infeasible)
+
+
+def _printed_note(printed: Value[float], end: str) -> str:
+    """What a size in bytes taken from a printed figure stands for."""
+    note = f"the {end} the printed {printed.value:.2f} GiB can stand for (two decimals)"
+    if printed.fact.note:
+        note += f"; {printed.fact.note}"
+    return note
+
+
+def _needed_candidates(inp: Inputs, layout: Layout) -> list[tuple[bool, int, str]]:
+    """(grouped, max_num_batched_tokens, where the latter came from) the releases allow."""
+    sizing = sizing_for(inp.era)
+    groupings = [sizing.grouped] if sizing.grouped is not None else [False, True]
+    if inp.max_num_batched_tokens is not None:
+        batches = [(inp.max_num_batched_tokens.value, "frame")]
+    elif layout.has_windows:
+        batches = [(b, "default") for b in BATCHED_DEFAULTS]
+    else:
+        batches = [(BATCHED_DEFAULTS[0], "default")]
+    return [(g, b, src) for g in groupings for b, src in batches]
+
+
+def _v1_available(inp: Inputs, work: _Work) -> int | None:
+    """The frame's exact available memory, else the least the printed figure stands for."""
+    if inp.available is not None:
+        return inp.available.value
+    if inp.available_printed is not None:
+        low = printed_range(inp.available_printed.value)[0]
+        work.fact(
+            "available_kv_cache_memory",
+            low,
+            "bytes",
+            _printed_note(inp.available_printed, "least"),
+            "message",
+        )
+        return low
+    return 0 if inp.variant == "no-blocks" else None
+
+
+def _v1_needed(inp: Inputs, sized: Sized | None, work: _Work) -> tuple[int | None, bool, int]:
+    """Needed bytes, and the rule (grouped, max_num_batched_tokens) that gives them.
+
+    The frame's figure first; else the layout's, by the rule that reproduces the printed
+    figure; else the most the printed figure can stand for.
+    """
+    length = inp.max_model_len.value if inp.max_model_len else None
+    needed = inp.needed.value if inp.needed is not None else None
+    printed = printed_range(inp.needed_printed.value) if inp.needed_printed else None
+    grouped, batched = False, BATCHED_DEFAULTS[0]
+    if sized is not None and length:
+        candidates = _needed_candidates(inp, sized.layout)
+        tried = [
+            (g, b, src, needed_bytes(sized.layout, length, batched=b, grouped=g))
+            for g, b, src in candidates
+        ]
+        if printed is None:
+            found = max(tried, key=lambda c: c[3], default=None)
+        else:
+            found = next((c for c in tried if printed[0] <= c[3] <= printed[1]), None)
+        if found is not None:
+            grouped, batched, _, n = found
+            if sized.layout.has_windows and inp.max_num_batched_tokens is None:
+                work.fact(
+                    "max_num_batched_tokens",
+                    batched,
+                    "tokens",
+                    "the vLLM default that reproduces the message's needed figure"
+                    if printed is not None
+                    else "the largest default of vLLM (arg_utils.py:1497-1507@v0.9.0)",
+                    "computed" if printed is not None else "default",
+                )
+            if needed is None:
+                how = "ceil(max_model_len / block) x kv_block_bytes"
+                if sized.layout.has_windows:
+                    how = (
+                        "sum over layers of max_memory_usage_bytes (sliding windows hold "
+                        "min(window - 1 + max_num_batched_tokens, max_model_len) tokens + 1 block)"
+                    )
+                    if grouped:
+                        how += ", over KV-cache groups padded to one size (vLLM 0.14.0 on)"
+                needed = n
+                work.fact("needed_kv_cache_memory", needed, "bytes", how)
+        elif tried and inp.needed_printed is not None:
+            work.notes.append(
+                f"errkb's sum of the model's cache ({format_bytes(tried[0][3])}) does not give "
+                f"the message's {inp.needed_printed.value:.2f} GiB: the message's figure is used"
+            )
+    if needed is None and printed is not None and inp.needed_printed is not None:
+        needed = printed[1]
+        work.fact(
+            "needed_kv_cache_memory",
+            needed,
+            "bytes",
+            _printed_note(inp.needed_printed, "most"),
+            "message",
+        )
+    return needed, grouped, batched
+
+
+def _v1(inp: Inputs, sized: Sized | None, work: _Work) -> Outcome:
+    """V1: the bytes one longest request needs against the bytes available."""
+    length = inp.max_model_len.value if inp.max_model_len else None
+    lower_bound = inp.variant == "no-blocks"
+    available = _v1_available(inp, work)
+    needed, grouped, batched = _v1_needed(inp, sized, work)
+    n_msg, a_msg = inp.needed_printed, inp.available_printed
+    if n_msg and a_msg and n_msg.value <= a_msg.value:
+        work.notes.append(
+            f"the message says {n_msg.value:.2f} GiB are needed and {a_msg.value:.2f} GiB "
+            "available: its figures contradict each other, so no fix is worked out"
+        )
+        return work.outcome(sized=sized, contradiction=True)
+    deficit = None
+    if needed is not None and available is not None:
+        deficit = max(0, needed - available)
+        work.fact(
+            "kv_cache_deficit_bytes",
+            deficit,
+            "bytes",
+            "at least: vLLM found no memory at all for the cache" if lower_bound else None,
+        )
+    fits = None
+    if inp.estimate is not None:
+        fits = inp.estimate.value
+        work.fact("max_model_len_that_fits", fits, "tokens", "vLLM's own estimate", "message")
+    elif sized is not None and available and not lower_bound:
+        fits = longest_length(
+            sized.layout, available, limit=length or SEARCH_LIMIT, batched=batched, grouped=grouped
+        )
+        if fits:
+            least = " (the least the printed figure can stand for)" if inp.available is None else ""
+            work.fact(
+                "max_model_len_that_fits",
+                fits,
+                "tokens",
+                "the longest length whose cache fits the available memory, as vLLM's "
+                f"estimate_max_model_len searches it{least}",
+            )
+    if length is not None and fits is not None and fits >= length:
+        work.notes.append(
+            f"the cache holds {fits} tokens, not fewer than max_model_len {length}: the "
+            "figures contradict each other, so no fix is worked out"
+        )
+        return work.outcome(sized=sized, contradiction=True)
+    util: float | None = None
+    infeasible: tuple[str, ...] = ()
+    u0 = _utilization_ok(inp, work)
+    if deficit is not None and u0 is not None:
+        bound = None
+        if lower_bound and inp.weights is not None and needed is not None:
+            bound = needed + inp.weights.value
+        util, infeasible = _utilization(inp, work, u0, deficit, bound=bound, v1=True)
+    out = work.outcome(
+        sized=sized,
+        fits=fits or None,
+        deficit_bytes=deficit,
+        utilization_needed=util,
+        lower_bound=lower_bound,
+        infeasible=infeasible,
+    )
+    cache_memory = available if available and available > 0 else None
+    return _options(inp, out, work, cache_memory, v1=True, batched=batched, grouped=grouped)
+
+
+def _options(
+    inp: Inputs,
+    out: Outcome,
+    work: _Work,
+    cache_memory: int | None,
+    *,
+    v1: bool,
+    batched: int = BATCHED_DEFAULTS[0],
+    grouped: bool = False,
+) -> Outcome:
+    """The fp8 cache and tensor parallelism, for the same cache memory."""
+    sized, shape = out.sized, inp.shape
+    if sized is None or not cache_memory:
+        return attrs.evolve(out, facts=tuple(work.facts), notes=tuple(work.notes))
+    block = inp.block_size.value
+    sizing = sizing_for(inp.era)
+    tp = inp.tensor_parallel_size.value if inp.tensor_parallel_size else 1
+    pp = inp.pipeline_parallel_size.value if inp.pipeline_parallel_size else 1
+
+    def holds(layout: Layout) -> int:
+        if v1:
+            return longest_length(
+                layout, cache_memory, limit=SEARCH_LIMIT, batched=batched, grouped=grouped
+            )
+        return cache_memory // layout.block_bytes * block
+
+    fits8 = None
+    offer_fp8 = (
+        inp.cache_bytes.value > 1
+        and inp.engine_has_kv_dtype is not False
+        and inp.engine_kind != "chattts"
+        and inp.era.engine != "chattts"
+    )
+    if offer_fp8 and shape is not None and not inp.spec_layers:
+        layout8 = layout_from_shape(
+            shape, sizing=sizing, block_size=block, cache_bytes=1, tp=tp, pp=pp
+        ).layout
+        fits8 = holds(layout8)
+    elif offer_fp8 and inp.spec_layers:
+        scale = inp.cache_bytes.value
+        layout8 = attrs.evolve(
+            sized.layout,
+            groups=tuple(
+                attrs.evolve(g, page_bytes=g.page_bytes // scale) for g in sized.layout.groups
+            ),
+        )
+        fits8 = holds(layout8)
+    if fits8:
+        work.fact(
+            "max_model_len_that_fits_fp8",
+            fits8,
+            "tokens",
+            "estimate: the same cache memory at 1 byte per value",
+        )
+    parallel = None
+    if (
+        shape is not None
+        and inp.visible_gpus is not None
+        and inp.visible_gpus.value > tp
+        and inp.era.engine != "chattts"
+        and inp.engine_kind != "chattts"
+    ):
+        if shape.mla is not None and sizing.mla == "latent":
+            work.notes.append(
+                "tensor parallelism does not shrink an MLA cache: every GPU keeps the whole "
+                "latent (only the weights are split)"
+            )
+        else:
+            sizes = [
+                t
+                for t in range(inp.visible_gpus.value, tp, -1)
+                if shape.num_attention_heads % t == 0
+            ]
+            if sizes:
+                t = sizes[0]
+                layout_t = layout_from_shape(
+                    shape,
+                    sizing=sizing,
+                    block_size=block,
+                    cache_bytes=inp.cache_bytes.value,
+                    cache_dtype=inp.cache_dtype,
+                    tp=t,
+                    pp=pp,
+                ).layout
+                fits_t = holds(layout_t)
+                work.fact(
+                    "max_model_len_that_fits_tp",
+                    fits_t,
+                    "tokens",
+                    f"estimate with tensor_parallel_size={t}: at least, since the weights are split too",
+                )
+                parallel = TensorParallel(size=t, fits=fits_t)
+    return attrs.evolve(
+        out,
+        facts=tuple(work.facts),
+        notes=tuple(work.notes),
+        fits_fp8=fits8 or None,
+        tensor_parallel=parallel,
+    )
+
+
+def _free_memory(inp: Inputs) -> Outcome:
+    """V1's "Free memory on device ... less than desired": the utilization free memory allows."""
+    work = _Work()
+    if inp.free_at_start is None or inp.total_at_start is None:
+        return Outcome()
+    work.put(inp.free_at_start)
+    work.put(inp.total_at_start)
+    free, total = inp.free_at_start.value, inp.total_at_start.value
+    if total <= 0:
+        work.notes.append("the message gives a total memory of 0: no fix is worked out")
+        return Outcome(facts=tuple(work.facts), notes=tuple(work.notes), contradiction=True)
+    fits = round_down(free / total)
+    work.fact("gpu_memory_utilization_that_fits", fits, None, "free / total, rounded down")
+    requested = inp.requested_utilization.value if inp.requested_utilization else None
+    if fits <= 0:
+        work.notes.append(
+            f"only {free:g} GiB of {total:g} GiB were free at start: no utilization above 0 "
+            "fits; free the GPU first (other processes hold it: see nvidia-smi)"
+        )
+        return Outcome(
+            facts=tuple(work.facts), notes=tuple(work.notes), free_fits=None, free_short=None
+        )
+    if requested is not None and fits >= requested:
+        work.notes.append(
+            f"the message says {free:g} of {total:g} GiB were free, enough for "
+            f"gpu_memory_utilization={requested:g}: its figures contradict each other"
+        )
+        return Outcome(facts=tuple(work.facts), notes=tuple(work.notes), contradiction=True)
+    short = None
+    if requested is not None:
+        short = max(0, round((requested * total - free) * GIB))
+    return Outcome(
+        facts=tuple(work.facts), notes=tuple(work.notes), free_fits=fits, free_short=short
+    )
