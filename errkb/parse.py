@@ -1,28 +1,45 @@
-"""Reading exceptions out of pasted text: a bare message, ``Class: message``, or tracebacks.
+r"""Reading exceptions out of pasted text: a bare message, ``Class: message``, or tracebacks.
 
-A pasted traceback may hold several exceptions (chained with "The above exception was the
-direct cause ..." or "During handling of the above exception ..."), or an exception group,
-whose members Python prints behind ``|`` margins. Each comes back in the order printed, with its
-class name and the frames listed above it.
+People paste what their tools printed, in the shape those tools gave it: CPython's traceback
+(chained sections, exception groups behind ``|`` margins), rich's box with the message wrapped
+at the terminal width, IPython's and Jupyter's ``Cell In[5]`` frames, pytest's ``E   `` lines
+and its ``FAILED ... - Class: message...`` summary, a log whose every line starts with a header
+(vLLM's ``ERROR 11-30 14:02:11 [core.py:41]``, a process tag such as ``(EngineCore_0 pid=123)``,
+torchrun's ``[default0]:``, syslog's), a GitHub quote reply (``> ``), colour codes, or what is
+left of them when the ESC byte was lost (``^[[31m``, ``#033[0m``).
+
+The text is data: it is read, never run. :func:`parse_text` is a pipeline of three steps, each
+a function below:
+
+1. :func:`_normalise`: colour codes and their remnants go, line ends become ``\n``.
+2. :func:`_streams`: each line loses the tags that repeat from line to line (syslog's header, a
+   process tag, a rank, a quote marker); lines with the same tags form one stream, so lines
+   from interleaved processes, or prose around a quote, do not mix. The log header of each
+   line (level, time, source) is kept aside: a line whose header differs starts a new record.
+3. :class:`_Reader` reads each stream: the tracebacks in it (CPython, IPython, rich, pytest)
+   and their messages; a message ends where the text around it resumes (a new log record, a
+   new traceback, a banner, a fence, a blank line followed by what is not message text).
+   Without a traceback anywhere, pytest's summary lines, then ``Class: message`` lines that
+   start a record, then a class named inside the first line, then the whole text are read.
+
+The exceptions come back in the order printed (causes first), each with its class name (as
+printed: IPython prints ``OutOfMemoryError``, rich ``ValueError``), its message and the frames
+listed above it. Each step is linear in the length of the text.
 """
 
 from __future__ import annotations
 
+import itertools
+from typing import TYPE_CHECKING
+
 import attrs
 import regex
 
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Sequence
+
 __all__ = ["ParsedException", "ParsedFrame", "class_at", "parse_text"]
 
-_ANSI = regex.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)")
-_TRACEBACK = regex.compile(r"^\s*(?:Exception Group )?Traceback \(most recent call last\):\s*$")
-_FRAME = regex.compile(r'^\s+File "(?P<file>[^"]+)", line (?P<line>\d+)(?:, in (?P<func>.+))?$')
-_MARGIN = regex.compile(r"^(?:[ \t]*\|[ ]?)+|^[ \t]*\+ (?=Exception Group Traceback)")
-_SEP = "\x00member"
-_SEPARATOR = regex.compile(r"^[ \t]*\+[-+]*(?: ?(?:\d+|\.\.\.) [-+ ]*.*)?$")
-_CHAIN = (
-    "The above exception was the direct cause of the following exception:",
-    "During handling of the above exception, another exception occurred:",
-)
 _CLASS = r"[A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)*"
 _AFTER_TRACEBACK = regex.compile(rf"^(?P<cls>{_CLASS})(?::[ ]?(?P<msg>.*))?$")
 #: How the names of exception classes end; a word so ended, then ": ", is read as a class.
@@ -30,6 +47,8 @@ _SUFFIXES = ("Error", "Exception", "Exit", "Interrupt", "Warning", "Iteration", 
 # A class inside a line: after its start, a space, a bracket, ">", "|" or ":" (log prefixes
 # such as "[core.py:700] " or "ERROR:root:"), dotted or not, followed by ": ".
 _IN_LINE = regex.compile(rf"(?:^|[\s\]\)>|:])(?P<cls>[A-Za-z_][\w.]*(?:{'|'.join(_SUFFIXES)})): ")
+_LEVELS = ("DEBUG", "INFO", "WARNING", "WARN", "ERROR", "CRITICAL", "FATAL", "NOTICE", "TRACE")
+_LEVEL = "(?:" + "|".join(_LEVELS) + ")"
 
 
 @attrs.frozen(kw_only=True)
@@ -43,11 +62,17 @@ class ParsedFrame:
 
 @attrs.frozen(kw_only=True)
 class ParsedException:
-    """One exception found in a text: class name (None for a bare message), message, frames."""
+    """One exception found in a text: class name (None for a bare message), message, frames.
+
+    ``chained`` is true when the exception was printed as part of the failure before it: after
+    "The above exception was the direct cause ..." or "During handling of the above exception
+    ...", or as a member of an exception group.
+    """
 
     class_name: str | None
     message: str
     frames: tuple[ParsedFrame, ...] = ()
+    chained: bool = False
 
     @property
     def files(self) -> tuple[str, ...]:
@@ -61,7 +86,7 @@ def class_at(line: str) -> tuple[str | None, str]:
     ``(class name, the rest of the line)``, or ``(None, line)`` when no word ending in
     ``Error``, ``Exception``, ``Warning``, ... is followed by ``": "``. Log prefixes before
     the class are skipped; this is how ``errkb scan`` reads a log line and how a pasted text
-    with no traceback is read.
+    with no traceback and no class at the start of a line is read.
 
     >>> class_at("ERROR 11-30 [core.py:700] RuntimeError: Engine core initialization failed.")
     ('RuntimeError', 'Engine core initialization failed.')
@@ -73,82 +98,601 @@ def class_at(line: str) -> tuple[str | None, str]:
 
 
 def parse_text(text: str) -> list[ParsedException]:
-    """The exceptions in ``text``, in the order they are printed (causes first)."""
-    lines = [_clean(line) for line in _ANSI.sub("", text).replace("\r\n", "\n").split("\n")]
-    if not any(_TRACEBACK.match(line) for line in lines):
-        return [_bare(lines)]
-    found: list[ParsedException] = []
-    frames: list[ParsedFrame] = []
-    i = 0
-    in_traceback = False
-    while i < len(lines):
-        line = lines[i]
-        if line == _SEP:
-            # A member of an exception group: printed with or without a traceback of its own.
-            in_traceback, frames = True, []
-            i += 1
-            continue
-        if _TRACEBACK.match(line):
-            in_traceback, frames = True, []
-            i += 1
-            continue
-        frame = _FRAME.match(line) if in_traceback else None
-        if frame:
-            frames.append(
-                ParsedFrame(file=frame["file"], line=int(frame["line"]), function=frame["func"])
-            )
-            i += 1
-            continue
-        head = _AFTER_TRACEBACK.match(line) if in_traceback and line[:1].strip() else None
-        if head:
-            body = [head["msg"] or ""]
-            i += 1
-            while i < len(lines) and not _ends_message(lines, i):
-                body.append(lines[i])
-                i += 1
-            message = "\n".join(body).strip("\n")
-            found.append(
-                ParsedException(class_name=head["cls"], message=message, frames=tuple(frames))
-            )
-            in_traceback, frames = False, []
-            continue
-        i += 1
-    return found or [_bare(lines)]
+    r"""The exceptions in ``text``, in the order they are printed (causes first).
+
+    Never empty: a text in which no exception can be told apart is one exception of unknown
+    class whose message is the whole text (without colour codes and line prefixes).
+
+    >>> [(p.class_name, p.message) for p in parse_text("> ValueError: boom\n> \nThanks!")]
+    [('ValueError', 'boom')]
+    """
+    streams, every = _streams(_normalise(text))
+    readers = [_Reader(stream) for stream in streams]
+    for step in (_Reader.tracebacks, _Reader.summaries, _Reader.bare, _Reader.inline):
+        found = sorted((x for reader in readers for x in step(reader)), key=lambda x: x[0])
+        if found:
+            return [p for _, p in (found[:1] if step is _Reader.inline else found)]
+    return [ParsedException(class_name=None, message="\n".join(every).strip())]
+
+
+# Step 1: normalise ----------------------------------------------------------------------------
+
+# ESC lost, the rest kept: caret notation (^[[31m), rsyslog's octal (#033[31m), escapes written
+# out in JSON or source (\x1b[, \033[, \u001b[, \e[). Each becomes a real ESC, stripped below.
+_LOST_ESC = regex.compile(r"\^\[(?=[\[\]])|#033(?=\[)|\\(?:x1[bB]|033|u001[bB]|e)(?=\[)")
+_ANSI = regex.compile(
+    r"\x1b\[[0-?]{0,64}[ -/]{0,8}[@-~]"  # CSI: colours, cursor moves
+    r"|\x1b\][^\x07\x1b\n]{0,2048}(?:\x07|\x1b\\|\^G)?"  # OSC: titles, hyperlinks
+    r"|\x1b[ -/]{0,4}[0-~]?"  # any other escape, or a lone ESC
+)
+# What a terminal copy keeps of a colour code whose ESC was dropped: "[31m", "[0m".
+_BARE_SGR = regex.compile(r"\[[0-9;]{1,20}m")
+_CONTROLS = regex.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_SYSLOG_CR = regex.compile(r"#015(?=\n|$|#012)")
+
+
+def _normalise(text: str) -> str:
+    r"""``text`` without colour codes, their remnants and carriage returns.
+
+    Real escape sequences and the forms they take once the ESC byte is lost (``^[[31m``,
+    rsyslog's ``#033[31m`` and ``#015`` for CR, ``\x1b[`` written out) are removed; a text
+    that shows colour codes with no ESC at all (``[0m``) loses those too. CRLF and lone CRs
+    become line feeds; other control characters but tabs go.
+
+    >>> _normalise("^[[91mValueError^[[39m: boom#015\nnext\r\n")
+    'ValueError: boom\nnext\n'
+    """
+    if "#033[" in text or "#015" in text:
+        text = _SYSLOG_CR.sub("\r", text).replace("#011", "\t")
+    text = _LOST_ESC.sub("\x1b", text)
+    if "\x1b" in text:
+        text = _ANSI.sub("", text)
+    if "[0m" in text or "[0;0m" in text:
+        text = _BARE_SGR.sub("", text)
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return _CONTROLS.sub("", text)
+
+
+# Step 2: line prefixes and streams ------------------------------------------------------------
+
+# Tags that a tool writes before every line it passes on, whatever the line says.
+_TAG = regex.compile(
+    r"""
+    (?P<syslog>[A-Z][a-z]{2}\ [\ \d]\d\ \d\d:\d\d:\d\d\ \S{1,200}\ [\w./-]{1,200}(?:\[\d+\])?:\ ?)
+  | (?P<process>\([^()\n]{0,80}\bpid=\d+[^()\n]{0,80}\)\ ?)
+  | (?P<rank>\[(?:default|rank)\d+\]:\ ?)
+  | (?P<stamp>\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?\ )
+  | (?P<quote>>(?:\ |$))
+  | (?P<compose>[\w.-]{1,60}\ +\|(?:\ |$))
+    """,
+    regex.VERBOSE,
+)
+# Tags that ordinary text may start with too: taken only when the next or previous line that is
+# not blank carries the same tags ("> " of a quote; pytest's "> " marks one source line).
+_WEAK_TAGS = ("quote", "compose")
+# Log headers: the level, time and source a logger writes before each record.
+_HEADER = regex.compile(
+    rf"""
+    {_LEVEL}\ (?:\d{{4}}-)?\d\d-\d\d\ \d\d:\d\d:\d\d(?:[.,]\d+)?\ \[[^\]\n]{{1,200}}\]\ ?  # vLLM
+  | [IWEF]\d{{4}}\ \d\d:\d\d:\d\d\.\d+\ +\d+\ [^\]\n]{{1,200}}\]\ ?  # glog (c10, torch.distributed)
+  | {_LEVEL}:(?:[\w.-]{{1,200}}:|\ +)  # logging's default format, uvicorn
+    """,
+    regex.VERBOSE,
+)
+_STAMP = regex.compile(
+    r"[\[(]?\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?[\])]?[ \t|\-:]*"
+)
+# After a time stamp: up to two fields, the level, and a logger name ending in ": ".
+_STAMP_FIELDS = regex.compile(
+    rf"(?:[^\s\[\]|]{{1,80}}[ \t|\-]{{1,5}}){{0,2}}\[?{_LEVEL}\b\]?"
+    rf"(?:[ \t](?P<name>[^\s\[\]|]{{1,120}}?)(?::|[ \t]-|[ \t]\|)(?=\s))?[ \t|\-]*"
+)
+
+
+class _Stream:
+    """The lines of one stream, as three lists.
+
+    ``index``: where each line is in the text; ``header``: its log header, or None; ``text``:
+    the line without its tags and header.
+    """
+
+    __slots__ = ("header", "index", "text")
+
+    def __init__(self) -> None:
+        self.index: list[int] = []
+        self.header: list[str | None] = []
+        self.text: list[str] = []
+
+
+_Tag = tuple[str, bool, int]  # (key, weak, where the tag ends)
+
+
+def _streams(text: str) -> tuple[list[_Stream], list[str]]:
+    """The lines of ``text`` without their tags and headers: by stream, and all in order.
+
+    The tags (syslog's source, a process tag, a rank, a quote marker, docker compose's service)
+    name the stream a line belongs to; lines that carry the same tags make one stream, so a
+    vLLM engine's lines, the front end's, or a quote and the prose around it are read apart.
+    What a logger writes before each record (``ERROR 11-30 14:02:11 [core.py:41] ``,
+    ``2026-11-30 14:02:11,123 ERROR app: ``, ``ERROR:root:``) is taken off and kept as the
+    line's header; exception-group margins (``|``) are taken off too.
+    """
+    raw = text.split("\n")
+    tags = [_tags(line) if line else () for line in raw]
+    if any(weak for found in tags for _, weak, _ in found):
+        _drop_lone_weak_tags(raw, tags)
+    untagged = _Stream()
+    streams: dict[tuple[str, ...], _Stream] = {(): untagged}
+    every: list[str] = []
+    for index, (line, found) in enumerate(zip(raw, tags, strict=True)):
+        stream, header, body = untagged, None, line
+        if body:
+            if found:
+                key = tuple(k for k, _, _ in found)
+                stream = streams.get(key) or streams.setdefault(key, _Stream())
+                body = body[found[-1][2] :]
+            header, body = _header(body)
+            body = _clean(body)
+        stream.index.append(index)
+        stream.header.append(header)
+        stream.text.append(body)
+        every.append(body)
+    return [s for s in streams.values() if s.index], every
+
+
+def _tags(line: str) -> Sequence[_Tag]:
+    """The tags at the start of ``line``, outermost first (a quote may hold a process tag)."""
+    m = _TAG.match(line)
+    if m is None:
+        return ()
+    found: list[_Tag] = []
+    while m is not None and len(found) < 6:
+        kind, tag, end = m.lastgroup, m.group(), m.end()
+        if kind == "syslog":  # "Nov 30 14:02:11 host prog[12]: ": the source names the stream
+            key = "syslog " + tag[16:].rstrip(": ")
+        elif kind == "quote":
+            key = ">"
+        elif kind == "stamp":
+            key = "stamp"
+        elif kind == "compose":
+            key = tag.partition(" ")[0]
+        else:
+            key = tag.strip()
+        found.append((key, kind in _WEAK_TAGS, end))
+        m = _TAG.match(line, end) if end < len(line) else None
+    return found
+
+
+def _drop_lone_weak_tags(raw: Sequence[str], tags: list[Sequence[_Tag]]) -> None:
+    """Keep a weak tag only where a neighbouring non-blank line carries the same tags."""
+    nonblank = [i for i, line in enumerate(raw) if line.strip()]
+    keys = [tuple(k for k, _, _ in tags[i]) for i in nonblank]
+    for n, i in enumerate(nonblank):
+        found = tags[i]
+        for depth, (_, weak, _) in enumerate(found):
+            if not weak:
+                continue
+            mine = keys[n][: depth + 1]
+            before = keys[n - 1][: depth + 1] if n else None
+            after = keys[n + 1][: depth + 1] if n + 1 < len(keys) else None
+            if mine not in (before, after):
+                tags[i] = found[:depth]
+                break
+
+
+def _header(body: str) -> tuple[str | None, str]:
+    """``(log header, the rest)`` of a line, or ``(None, body)`` when it has none."""
+    first = body[:1]
+    if not (first.isupper() or first.isdigit() or first in {"[", "("}):
+        return None, body
+    m = _HEADER.match(body)
+    if m:
+        return m.group(), body[m.end() :]
+    m = _STAMP.match(body)
+    if m is None:
+        return None, body
+    end = m.end()
+    fields = _STAMP_FIELDS.match(body, end)
+    if fields:
+        name = fields["name"]
+        # "TIME ERROR ValueError: boom" has no logger name: the class is the message's.
+        end = fields.start("name") if name and _looks_like_class(name) else fields.end()
+    return body[:end], body[end:]
+
+
+# Exception groups: Python prints members behind "|" margins, between "+---- 1 ----" lines.
+_MARGIN = regex.compile(r"^(?:[ \t]*\|[ ]?)+|^[ \t]*\+ (?=Exception Group Traceback)")
+_SEP = "\x00member"
+_SEPARATOR = regex.compile(r"^[ \t]*\+[-+]*(?: ?(?:\d+|\.\.\.) [-+ ]*.*)?$")
 
 
 def _clean(line: str) -> str:
     """A line without exception-group margins; separator lines become a marker."""
+    if line[:1] not in " \t|+":
+        return line
     if _SEPARATOR.match(line) and "|" not in line:
         return _SEP
     return _MARGIN.sub("", line) if _MARGIN.match(line) else line
 
 
-def _ends_message(lines: list[str], i: int) -> bool:
-    line = lines[i].strip()
-    if lines[i] == _SEP:
-        return True
-    if _TRACEBACK.match(lines[i]) or line in _CHAIN:
-        return True
-    if not line:
-        rest = next((x.strip() for x in lines[i + 1 :] if x.strip()), "")
-        return rest in _CHAIN or rest == _SEP.strip() or bool(_TRACEBACK.match(rest)) or not rest
-    return False
+# Step 3: reading a stream ---------------------------------------------------------------------
+
+_TRACEBACK = regex.compile(r"^\s*(?:Exception Group )?Traceback \(most recent call last\):\s*$")
+_FRAME = regex.compile(r'^\s+File "(?P<file>[^"]+)", line (?P<line>\d+)(?:, in (?P<func>.+))?$')
+_CHAIN = (
+    "The above exception was the direct cause of the following exception:",
+    "During handling of the above exception, another exception occurred:",
+)
+# IPython and Jupyter: a rule, "ValueError     Traceback (most recent call last)", then frames
+# as "Cell In[5], line 3" or "File /path/x.py:12, in f(a, b)" (8.0-8.3: "Input In [5], in
+# <cell line: 3>()"; 7.x: "/path/x.py in f(a, b)" with the line on the "---> 12" arrow).
+_IPY_RULE = regex.compile(r"^-{20,}\s*$")
+_IPY_HEADER = regex.compile(
+    rf"^(?P<cls>{_CLASS})[ \t]{{2,}}Traceback \(most recent call last\)\s*$"
+)
+_IPY_FILE = regex.compile(r"^File (?P<file>[^\n]+?):(?P<line>\d+), in (?P<func>[^\s(]+)")
+_IPY_CELL = regex.compile(r"^Cell In ?\[(?P<cell>\d+)\], line (?P<line>\d+)")
+_IPY_INPUT = regex.compile(r"^Input In ?\[(?P<cell>\d+)\], in (?P<func><[^>\n]*>|[^\s(]+)")
+_IPY_OLD = regex.compile(
+    r"^(?P<file><ipython-input-[^>\s]+>|(?:~|/|[A-Za-z]:\\)[^\n]*?) in (?P<func>[\w.<>]+)(?:\(.*\))?\s*$"
+)
+_IPY_ARROW = regex.compile(r"^-+> ?(?P<line>\d+)")
+# rich: a box from "╭─── Traceback (most recent call last) ───╮" to "╰───╯", frames as
+# "│ /path/x.py:12 in f │" (wrapped over lines when long), the message below it wrapped at the
+# terminal width with a space left at the end of each wrapped line.
+_RICH_TOP = regex.compile(r"^╭─+ ?Traceback \(most recent call last\) ?─+╮\s*$")
+_RICH_FRAME = regex.compile(r"^(?P<file>[^\n]+?):(?P<line>\d+) in (?P<func>\S+)$")
+# pytest: "E   " before each line of the message; frames as "path.py:12: in f" (short) or a
+# "path.py:12: " line after each frame's source (long), "path.py:12: ValueError" last.
+_E_LINE = regex.compile(r"^E(?:[ \t]{2,}|[ \t]*$)")
+_LOCATION = regex.compile(
+    r"^(?P<file>(?:[A-Za-z]:[\\/])?[^\s:][^:\n]*?):(?P<line>\d+):"
+    rf"(?: in (?P<func>\S+)| (?P<cls>{_CLASS})(?::.*)?)?[ \t]*$"
+)
+_TEST_HEADER = regex.compile(r"^_{3,} .+ _{3,}\s*$")
+_SUMMARY = regex.compile(rf"^(?:FAILED|ERROR) [^\n]+? - (?P<cls>{_CLASS}): (?P<msg>.*)$")
+# Lines that end a message: a banner ("==== short test summary info ===="), a fence, and after
+# a blank line, a prompt, a heading, a rule or another "Class: message".
+_BANNER = regex.compile(r"^([=_\-~*#])\1{2,} .*\S.* \1{3,}\s*$")
+_FENCE = regex.compile(r"^\s*(?:```|~~~)")
+_AFTER_BLANK = regex.compile(
+    r"^(?:\$ |>>> |In \[\d+\]: |#{1,6} |-{20,}\s*$|Process finished with exit code)"
+)
+
+_Found = tuple[int, ParsedException]
 
 
-def _bare(lines: list[str]) -> ParsedException:
-    """A text with no traceback: ``Class: message`` on some line, else the whole text."""
-    lines = [line for line in lines if line != _SEP]
-    text = "\n".join(lines).strip()
-    for index, line in enumerate(lines):
-        head = _AFTER_TRACEBACK.match(line) if index == 0 else None
-        if head and head["msg"] is not None and _looks_like_class(head["cls"]):
-            message = "\n".join([head["msg"], *lines[index + 1 :]]).strip()
-            return ParsedException(class_name=head["cls"], message=message)
-        cls, rest = class_at(line)
-        if cls is not None:
-            message = "\n".join([rest, *lines[index + 1 :]]).strip()
-            return ParsedException(class_name=cls, message=message)
-    return ParsedException(class_name=None, message=text)
+class _Reader:
+    """The exceptions of one stream (step 3); each public method a way of reading it."""
+
+    def __init__(self, stream: _Stream) -> None:
+        self.text, self.header, self.index = stream.text, stream.header, stream.index
+        self._summaries: list[_Found] = []
+        # For each line, the first line at or after it that is not blank (len(text) if none).
+        n = len(self.text)
+        self._next = [n] * n
+        following = n
+        for i in range(n - 1, -1, -1):
+            line = self.text[i]
+            if line and not line.isspace():
+                following = i
+            self._next[i] = following
+
+    def tracebacks(self) -> Iterator[_Found]:
+        """The exceptions of the tracebacks in the stream: CPython's, IPython's, rich's, pytest's.
+
+        Each exception's class is read at the start of the line that ends its traceback, and
+        nowhere else; its frames are those listed since the traceback began. pytest's summary
+        lines are kept for :meth:`summaries` on the way.
+        """
+        lines, n = self.text, len(self.text)
+        frames: list[ParsedFrame] = []
+        pending: list[ParsedFrame] = []  # pytest's location lines since its test's header
+        in_traceback = wrapped = chained = False
+        i = 0
+        while i < n:
+            text = lines[i]
+            if not text or text.isspace():
+                i += 1
+                continue
+            first = text[0]
+            mark = "(most recent call last)" in text
+            if text == _SEP:  # a member of an exception group: printed with or without frames
+                in_traceback, wrapped, frames, chained = True, False, [], True
+            elif mark and _TRACEBACK.match(text):
+                in_traceback, wrapped, frames = True, False, []
+            elif "above exception" in text and text.strip() in _CHAIN:
+                in_traceback, chained = False, True
+            elif mark and first == "╭" and _RICH_TOP.match(text):
+                frames, i = self._rich_box(i)
+                in_traceback, wrapped = True, True
+                continue
+            elif mark and _IPY_HEADER.match(text):
+                in_traceback, wrapped, frames = True, False, []
+            elif first == "E" and _E_LINE.match(text):
+                found, i = self._pytest(i, pending, chained)
+                if found:
+                    yield found
+                    pending, chained = [], False
+                continue
+            elif (in_traceback or first in " F") and (frame := _frame(text, frames)) is not None:
+                # A frame outside a traceback starts one: a paste that begins below the header.
+                frames = frames if in_traceback else []
+                in_traceback = True
+                if frame is not _ARROW:
+                    frames.append(frame)
+            elif in_traceback and first.isalpha() and (head := _AFTER_TRACEBACK.match(text)):
+                if head["cls"] not in _LEVELS:
+                    message, end = self._message(i, head["msg"] or "", wrapped=wrapped)
+                    exc = ParsedException(
+                        class_name=head["cls"],
+                        message=message,
+                        frames=tuple(frames),
+                        chained=chained,
+                    )
+                    yield self.index[i], exc
+                    in_traceback = chained = False
+                    frames = []
+                    i = end
+                    continue
+            else:
+                pending = self._pytest_report(i, pending)
+            i += 1
+
+    def _pytest_report(self, i: int, pending: list[ParsedFrame]) -> list[ParsedFrame]:
+        """Read line ``i`` as a line of pytest's report; the test's location lines so far.
+
+        Location lines gather in ``pending`` until a test's header or a banner; summary lines
+        are kept for :meth:`summaries`.
+        """
+        text = self.text[i]
+        first = text[0]
+        if (first == "_" and _TEST_HEADER.match(text)) or (first == "=" and _BANNER.match(text)):
+            return []
+        if (location := _LOCATION.match(text)) is not None:
+            pending.append(_located(location))
+        elif first in {"F", "E"} and (summary := _SUMMARY.match(text)):
+            message = summary["msg"].rstrip().removesuffix("...")  # pytest cut it
+            exc = ParsedException(class_name=summary["cls"], message=message)
+            self._summaries.append((self.index[i], exc))
+        return pending
+
+    def summaries(self) -> list[_Found]:
+        """Pytest's short summary lines, ``FAILED t.py::test - ValueError: message...``.
+
+        The message is cut at the terminal's width; pytest's ``...`` is taken off, so the
+        matcher sees a message that ends early. Used only when no traceback was found.
+        """
+        return self._summaries
+
+    def bare(self) -> Iterator[_Found]:
+        """``Class: message`` lines that start a record.
+
+        A record starts on a text's first line, on a line after a blank one, or on a line with
+        a log header of its own (:meth:`_starts_record`); a line with a log header counts even
+        when it repeats the one above (vLLM writes its header on each line of a record). A
+        class at the start of a bare line inside a message (NCCL's ``ncclSystemError: ...``
+        below ``NCCL error in: ...``) is part of that message.
+        """
+        lines, n = self.text, len(self.text)
+        i = self._next[0] if n else 0
+        while i < n:
+            if self.header[i] is not None or self._starts_record(i):
+                head = _AFTER_TRACEBACK.match(lines[i].lstrip())
+                if head and head["msg"] is not None and _looks_like_class(head["cls"]):
+                    message, end = self._message(i, head["msg"], wrapped=False)
+                    yield self.index[i], ParsedException(class_name=head["cls"], message=message)
+                    i = end
+                    continue
+            i = self._next[i + 1] if i + 1 < n else n
+
+    def inline(self) -> Iterator[_Found]:
+        """A class named after other words on the first line of a record.
+
+        ``ray::f() (pid=1, ip=10.0.0.5) ValueError: ...``: read only when nothing else gives a
+        class, so a class inside a message never hides the one that starts it.
+        """
+        lines, n = self.text, len(self.text)
+        i = self._next[0] if n else 0
+        while i < n:
+            if self._starts_record(i):
+                cls, rest = class_at(lines[i])
+                if cls is not None:
+                    message, _ = self._message(i, rest, wrapped=False)
+                    yield self.index[i], ParsedException(class_name=cls, message=message)
+                    return
+            i = self._next[i + 1] if i + 1 < n else n
+
+    def _starts_record(self, i: int) -> bool:
+        """Whether line ``i`` (not blank) starts a record: see :meth:`bare`."""
+        if i == 0 or self._next[i - 1] == i:  # the first line, or one after a blank line
+            return True
+        before, header = self.header[i - 1], self.header[i]
+        if header == before:
+            return False
+        if header is None:  # a bare line after a header: the record goes on, unless it repeats
+            return i >= 2 and self.header[i - 2] == before
+        return True
+
+    def _message(self, i: int, first: str, *, wrapped: bool) -> tuple[str, int]:
+        """The message that starts with ``first`` on line ``i``, and the line after its end.
+
+        A message goes on over the lines below it until a new log record (a different header;
+        for a logger that repeats its header on every line, any line without it), a traceback,
+        a chain line, an exception group's separator, a banner or a fence; a blank line ends it
+        when what follows would end it, or is a prompt, a heading, a rule, another "Class:
+        message" line, pytest's location line, or nothing. rich's wrapped lines (``wrapped``)
+        are joined back where they end with a space.
+        """
+        lines, n = self.text, len(self.text)
+        header = self.header[i]
+        repeats = header is not None and i > 0 and self.header[i - 1] == header
+        parts = [first]
+        j = i + 1
+        while j < n:
+            k = self._next[j]
+            if k != j:  # blank lines
+                if k >= n or self._ends(k, header, repeats) or _ends_after_blank(lines[k]):
+                    break
+                parts.extend("" for _ in range(k - j))
+                j = k
+                continue
+            if self._ends(j, header, repeats):
+                break
+            if wrapped and parts[-1].endswith(" "):
+                parts[-1] += lines[j]
+            else:
+                parts.append(lines[j])
+            j += 1
+        return "\n".join(parts).strip("\n"), j
+
+    def _ends(self, j: int, header: str | None, repeats: bool) -> bool:
+        """Whether line ``j`` (not blank) ends a message whose first line has ``header``."""
+        if self.header[j] != header and (self.header[j] is not None or repeats):
+            return True
+        text = self.text[j]
+        first = text[0]
+        mark = "(most recent call last)" in text
+        if text == _SEP or ("above exception" in text and text.strip() in _CHAIN):
+            return True
+        if mark and (_TRACEBACK.match(text) or _RICH_TOP.match(text) or _IPY_HEADER.match(text)):
+            return True
+        if first == "-" and _IPY_RULE.match(text):  # IPython's rule above its next header
+            return j + 1 < len(self.text) and bool(_IPY_HEADER.match(self.text[j + 1]))
+        if first in "=_-~*#" and _BANNER.match(text):
+            return True
+        return ("```" in text or "~~~" in text) and bool(_FENCE.match(text))
+
+    def _rich_box(self, i: int) -> tuple[list[ParsedFrame], int]:
+        """The frames of the rich box that starts on line ``i``, and the line after the box."""
+        lines, n = self.text, len(self.text)
+        width = len(lines[i].rstrip()) - 4  # "│ " and " │" around the text
+        frames: list[ParsedFrame] = []
+        parts: list[str] = []
+        j = i + 1
+        while j < n:
+            text = lines[j].rstrip()
+            if not text.startswith("│"):
+                j += text.startswith("╰")
+                break
+            inner = text[1:-1] if len(text) > 1 and text.endswith("│") else text[1:]
+            inner = inner.removeprefix(" ")
+            if inner[:1].strip() and inner[:1] not in "❱│╭╰" and not inner.startswith("..."):
+                parts.append(inner.rstrip())  # a frame's header, or a piece of a wrapped one
+            elif parts:
+                frame = _rich_frame(parts, width)
+                frames.extend([frame] if frame else [])
+                parts = []
+            j += 1
+        if parts and (frame := _rich_frame(parts, width)):
+            frames.append(frame)
+        return frames, j
+
+    def _pytest(
+        self, i: int, pending: list[ParsedFrame], chained: bool
+    ) -> tuple[_Found | None, int]:
+        """The exception of pytest's ``E`` lines from line ``i``, and the line after them.
+
+        The message is the ``E`` lines without the ``E`` and their common indent; the class is
+        the first line's, else the one on the location line below (``x.py:7: AssertionError``),
+        which is also the last frame.
+        """
+        lines, n = self.text, len(self.text)
+        j = i
+        body: list[str] = []
+        while j < n and lines[j][:1] == "E" and _E_LINE.match(lines[j]):
+            body.append(lines[j][1:].rstrip())
+            j += 1
+        indent = min((len(b) - len(b.lstrip()) for b in body if b), default=0)
+        body = [b[indent:] for b in body]
+        frames = list(pending)
+        cls: str | None = None
+        k = self._next[j] if j < n else n
+        if k < n and k - j <= 1 and (location := _LOCATION.match(lines[k])):
+            frames.append(_located(location))
+            cls = location["cls"]
+            j = k + 1
+        head = _AFTER_TRACEBACK.match(body[0]) if body else None
+        if head and head["msg"] is not None and head["cls"] not in _LEVELS:
+            cls, body[0] = head["cls"], head["msg"]
+        if cls is None:
+            return None, j
+        exc = ParsedException(
+            class_name=cls,
+            message="\n".join(body).strip("\n"),
+            frames=tuple(frames),
+            chained=chained,
+        )
+        return (self.index[i], exc), j
+
+
+def _ends_after_blank(text: str) -> bool:
+    """Whether ``text``, after a blank line, is not more of the message above."""
+    if _AFTER_BLANK.match(text) or _LOCATION.match(text):
+        return True
+    head = _AFTER_TRACEBACK.match(text)
+    return bool(head and head["msg"] is not None and _looks_like_class(head["cls"]))
+
+
+_ARROW = ParsedFrame(file="", line=0, function=None)
+
+
+def _frame(text: str, frames: list[ParsedFrame]) -> ParsedFrame | None:
+    """The frame a line of a CPython or IPython traceback names, if any.
+
+    IPython 7's frames name their line on the "---> 12" arrow below them: that line fills in
+    the last frame, and :data:`_ARROW` says the line was read.
+    """
+    first = text[:1]
+    if first in " \t" and (m := _FRAME.match(text)):
+        return ParsedFrame(file=m["file"], line=int(m["line"]), function=m["func"])
+    if first == "F" and (m := _IPY_FILE.match(text)):
+        return ParsedFrame(file=m["file"], line=int(m["line"]), function=m["func"])
+    if first == "C" and (m := _IPY_CELL.match(text)):
+        return ParsedFrame(file=f"Cell In[{m['cell']}]", line=int(m["line"]), function=None)
+    if first == "I" and (m := _IPY_INPUT.match(text)):
+        line = regex.search(r"line: (\d+)>", m["func"])
+        return ParsedFrame(
+            file=f"Input In [{m['cell']}]",
+            line=int(line[1]) if line else 0,
+            function=m["func"],
+        )
+    old = first in "<~/" or (first.isalpha() and text[1:3] == ":\\")
+    if old and (m := _IPY_OLD.match(text)):
+        return ParsedFrame(file=m["file"], line=0, function=m["func"])
+    if first == "-" and frames and frames[-1].line == 0 and (m := _IPY_ARROW.match(text)):
+        frames[-1] = attrs.evolve(frames[-1], line=int(m["line"]))
+        return _ARROW
+    return None
+
+
+def _rich_frame(parts: list[str], width: int) -> ParsedFrame | None:
+    """The frame of a rich frame header, given as the pieces rich wrapped it into.
+
+    rich folds a word that does not fit (the piece fills the width: joined as is) and
+    breaks elsewhere at a space (joined with one); when that reading fails, each other join is
+    tried.
+    """
+    if sum(len(p) for p in parts) > 4096:
+        return None
+    guess = parts[0]
+    for before, part in itertools.pairwise(parts):
+        guess += ("" if len(before) >= width else " ") + part
+    candidates = [guess]
+    if 1 < len(parts) <= 5:
+        for mask in range(1 << (len(parts) - 1)):
+            joined = parts[0]
+            for bit, part in enumerate(parts[1:]):
+                joined += (" " if mask >> bit & 1 else "") + part
+            candidates.append(joined)
+    for candidate in candidates:
+        if m := _RICH_FRAME.match(candidate):
+            return ParsedFrame(file=m["file"], line=int(m["line"]), function=m["func"])
+    return None
+
+
+def _located(m: regex.Match[str]) -> ParsedFrame:
+    return ParsedFrame(file=m["file"], line=int(m["line"]), function=m["func"])
 
 
 def _looks_like_class(name: str) -> bool:

@@ -1,14 +1,16 @@
 from __future__ import annotations
 
 import builtins
+import json
 import sys
 import traceback
 
 import pytest
+from helpers import DATA
 from hypothesis import given
 from hypothesis import strategies as st
 
-from errkb.parse import class_at, parse_text
+from errkb.parse import ParsedException, class_at, parse_text
 
 
 def _format(exc: BaseException) -> str:
@@ -120,3 +122,354 @@ def test_bare_log_line_in_the_default_logging_format():
     """'LEVEL:logger:Class: message' (logging's default format) gives the class, as scan reads it."""
     [p] = parse_text("ERROR:vllm.engine:ValueError: No available memory for the cache blocks.")
     assert ("ValueError", "No available memory for the cache blocks.") == (p.class_name, p.message)
+
+
+# Pasted shapes: each test reads files of tests/data/pasted (printed by the real tools; see its
+# README), never a copy typed here.
+
+_PASTED = DATA / "pasted"
+_KV_CACHE = (
+    "The model's max seq len (32768) is larger than the maximum number of tokens that can be "
+    "stored in KV cache (21344). Try increasing `gpu_memory_utilization`"
+)
+_MAT1 = "mat1 and mat2 shapes cannot be multiplied (2x512 and 256x10)"
+_NO_BLOCKS = "No available memory for the cache blocks. Try increasing"
+_CONFIG = "Unrecognized model in checkpoints/my-model. Should have a `model_type` key"
+_OOM = "CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity"
+
+
+def _pasted(name: str) -> list[ParsedException]:
+    """The exceptions of a corpus file, read as bytes so its CRs and escapes stay as printed."""
+    return parse_text((_PASTED / name).read_bytes().decode("utf-8"))
+
+
+def _shape(shape: str) -> list[str]:
+    entries = json.loads((_PASTED / "manifest.json").read_text(encoding="utf-8"))
+    return [e["file"] for e in entries if e["shape"] == shape]
+
+
+def test_the_corpus_lists_every_shape_tested_here():
+    """Each shape tested below has files in the corpus (a renamed shape fails here)."""
+    shapes = {
+        "rich-traceback",
+        "ipython",
+        "pytest",
+        "github-quote",
+        "log-prefix",
+        "escape-remnants",
+        "windows-paths",
+        "trailing-log",
+        "short-class-name",
+    }
+    assert shapes == {s for s in shapes if _shape(s)}
+
+
+@pytest.mark.parametrize("name", _shape("rich-traceback"))
+def test_rich_box_gives_frames_and_the_unwrapped_message(name):
+    """rich: frames from the box headers (wrapped ones too), the message joined where rich
+    wrapped it at the terminal width, colour codes inside numbers gone."""
+    cls, start, raised_in = (
+        ("ValueError", _KV_CACHE, "worker.py")
+        if "kv-cache" in name
+        else ("RuntimeError", _MAT1, "linear.py")
+    )
+    *_, p = _pasted(name)
+    assert cls == p.class_name
+    assert p.message.startswith(start)
+    assert "\n" not in p.message
+    assert p.files[-1].endswith(raised_in)
+    assert all(f.line > 0 for f in p.frames)
+
+
+@pytest.mark.parametrize("name", _shape("ipython"))
+def test_ipython_traceback_gives_bare_class_frames_and_chain(name):
+    """IPython: the class as IPython prints it, "Cell In[n]" and "File path:line" frames, and
+    a second section after "During handling ..." chained to the first."""
+    found = _pasted(name)
+    expected = {
+        "oom": [("OutOfMemoryError", _OOM)],
+        "cell5": [("ValueError", _KV_CACHE)],
+        "chained": [("KeyError", "'llama5'"), ("ValueError", "The checkpoint you are trying")],
+        "hub": [
+            ("OfflineModeIsEnabled", "Cannot reach https://huggingface.co/meta-llama"),
+            ("LocalEntryNotFoundError", "An error happened while trying to locate the file"),
+        ],
+    }[name.split("-")[1]]
+    assert [c for c, _ in expected] == [p.class_name for p in found]
+    assert all(p.message.startswith(start) for (_, start), p in zip(expected, found))
+    assert [False] + [True] * (len(found) - 1) == [p.chained for p in found]
+    assert found[-1].frames[-1].line > 0
+    if "chained" in name:  # the message's own blank line is kept, and its last line
+        assert "out of date.\n\nYou can update Transformers" in found[-1].message
+        assert found[-1].message.endswith(
+            "`pip install git+https://github.com/huggingface/transformers.git`"
+        )
+
+
+@pytest.mark.parametrize("name", _shape("pytest"))
+def test_pytest_e_lines_give_the_message_and_location_frames(name):
+    """pytest: the "E" lines are the message (without the "E" and the source's ">" lines), the
+    location lines the frames; --tb=native is a CPython traceback."""
+    cls, start, end, raised_in = (
+        ("ValueError", _KV_CACHE, "when initializing the engine.", "worker.py")
+        if "kv-cache" in name
+        else ("RuntimeError", _MAT1, _MAT1, "linear.py")
+    )
+    [p] = _pasted(name)
+    assert cls == p.class_name
+    assert p.message.startswith(start)
+    assert p.message.endswith(end)
+    assert p.files[-1].endswith(raised_in)
+
+
+def test_pytest_short_summary_line_alone_is_a_cut_message():
+    """A pasted "FAILED t.py::test - ValueError: ...nu..." line: the class, and the message
+    pytest cut, without its "..."."""
+    summary = next(
+        line
+        for line in (_PASTED / "pytest-kv-cache-color-no.txt")
+        .read_text(encoding="utf-8")
+        .splitlines()
+        if line.startswith("FAILED ")
+    )
+    [p] = parse_text(summary)
+    assert "ValueError" == p.class_name
+    assert p.message.startswith("The model's max seq len (32768) is larger than the maximum")
+    assert not p.message.endswith("...")
+
+
+@pytest.mark.parametrize("name", _shape("github-quote"))
+def test_github_quote_reply_gives_the_quoted_traceback_without_prose(name):
+    """A quote reply: "> " taken off, the fence and the prose around the quote left out."""
+    [p] = _pasted(name)
+    assert "ValueError" == p.class_name
+    assert p.message.startswith(_CONFIG if "config" in name else _KV_CACHE)
+    assert "```" not in p.message
+    assert p.message.endswith(".")  # nothing of the reply below the quote
+
+
+@pytest.mark.parametrize("name", _shape("log-prefix"))
+def test_log_prefixes_before_every_line_are_taken_off(name):
+    """vLLM's headers, process tags, Ray's, torchrun's "[default0]:", logging's time stamp:
+    the traceback under them is read, no later log line is glued to its message."""
+    found = _pasted(name)
+    if "engine-core" in name:  # the engine's logged traceback, its process's, the front end's
+        assert ["ValueError", "ValueError", "RuntimeError"] == [p.class_name for p in found]
+        assert all(p.message.endswith("initializing the engine.") for p in found[:2])
+        assert found[0].message.startswith(_NO_BLOCKS)
+        assert found[2].message.startswith("Engine core initialization failed.")
+    elif "ray" in name:
+        [p] = found
+        assert ("ValueError", True) == (p.class_name, p.message.startswith(_KV_CACHE))
+        assert p.message.endswith("when initializing the engine.")
+    elif "torchrun" in name:  # the worker's error first, then torchrun's own report
+        assert ["RuntimeError", "ChildFailedError"] == [
+            p.class_name.rpartition(".")[2] for p in found
+        ]
+        assert _MAT1 == found[0].message
+        assert found[0].files[-1].endswith("linear.py")
+    else:
+        [p] = found
+        assert ("ValueError", True) == (p.class_name, p.message.startswith(_CONFIG))
+        assert "Falling back" not in p.message
+
+
+@pytest.mark.parametrize("name", _shape("escape-remnants"))
+def test_escape_remnants_are_taken_off(name):
+    """ "^[[31m" (a terminal's caret notation) and rsyslog's "#033[0m" and "#015" are not read
+    as text."""
+    found = _pasted(name)
+    expected = {
+        "escapes-caret-rich-kv-cache.txt": ("ValueError", _KV_CACHE),
+        "escapes-caret-ipython-oom.txt": ("OutOfMemoryError", _OOM),
+        "escapes-syslog-vllm-engine-core.txt": ("ValueError", _NO_BLOCKS),
+    }[name]
+    assert expected[0] == found[0].class_name
+    assert found[0].message.startswith(expected[1])
+    assert not any("[0m" in p.message or "#0" in p.message for p in found)
+
+
+@pytest.mark.parametrize("name", _shape("windows-paths"))
+def test_windows_paths_in_frames(name):
+    """File "C:\\Users\\...\\x.py", line 12, in f: the whole path is the frame's file."""
+    *_, p = _pasted(name)
+    assert p.files[0].startswith("C:\\Users\\me\\proj\\")
+    assert p.class_name in {"ValueError", "RuntimeError"}
+    assert p.message.startswith((_CONFIG, _MAT1, _KV_CACHE))
+
+
+@pytest.mark.parametrize("name", _shape("trailing-log"))
+def test_text_after_the_traceback_is_not_part_of_the_message(name):
+    """Log lines and pytest's summary printed after the traceback end the message."""
+    [p] = _pasted(name)
+    if "server" in name:
+        assert ("ValueError", True) == (p.class_name, p.message.startswith(_KV_CACHE))
+        assert p.message.endswith("when initializing the engine.")
+    else:
+        assert ("RuntimeError", _MAT1) == (p.class_name, p.message)
+
+
+@pytest.mark.parametrize("name", _shape("short-class-name"))
+def test_short_pastes_give_the_class_as_printed(name):
+    """A last line with IPython's bare class name, or a message alone."""
+    [p] = _pasted(name)
+    expected = {
+        "short-oom-ipython-last-line.txt": ("OutOfMemoryError", _OOM),
+        "short-oom-ipython-minimal.txt": ("OutOfMemoryError", _OOM),
+        "short-hub-ipython-last-line.txt": ("LocalEntryNotFoundError", "An error happened"),
+        "short-oom-first-sentences.txt": (None, "CUDA out of memory. Tried to allocate 2.00 GiB."),
+    }[name]
+    assert expected[0] == p.class_name
+    assert p.message.startswith(expected[1])
+
+
+# How a message ends, and where a class is read.
+
+
+def test_class_at_the_start_of_a_line_inside_a_message_is_message_text():
+    """NCCL's "ncclSystemError: ..." under "NCCL error in: ..." is part of the message."""
+    text = (
+        "NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1269, unhandled "
+        "system error, NCCL version 2.14.3\nncclSystemError: System call (e.g. socket, malloc) "
+        "or external library call failed or device error. \nLast error:\nsocket failed"
+    )
+    [p] = parse_text(text)
+    assert (None, text) == (p.class_name, p.message)
+
+
+def test_class_after_other_words_is_read_when_nothing_else_names_one():
+    """ "ray::f() (pid=1, ip=...) ValueError: msg": no line starts with a class, so this one."""
+    [p] = parse_text(
+        "ray::RayWorkerWrapper.execute_method() (pid=4121, ip=10.0.0.5) ValueError: boom"
+    )
+    assert ("ValueError", "boom") == (p.class_name, p.message)
+
+
+def test_class_line_after_a_blank_line_starts_its_own_exception():
+    """Prose, a blank line, then "Class: message": the class is read, the prose left out."""
+    [p] = parse_text("I get this when loading:\n\nOSError: We couldn't connect to 'https://x'")
+    assert ("OSError", "We couldn't connect to 'https://x'") == (p.class_name, p.message)
+
+
+def test_message_with_blank_lines_ends_at_the_next_log_record():
+    """huggingface_hub's message has a blank line in it; the log line below is not part of it."""
+    message = (
+        "401 Client Error.\n\nRepository Not Found for url: https://huggingface.co/api/models/x."
+        "\nPlease make sure you specified the correct `repo_id` and `repo_type`."
+    )
+    text = (
+        "Traceback (most recent call last):\n"
+        '  File "/app/load.py", line 3, in <module>\n'
+        "    hf_hub_download('x', 'config.json')\n"
+        f"huggingface_hub.errors.RepositoryNotFoundError: {message}\n"
+        "2026-11-30 14:02:11,123 INFO app: shutting down\n"
+    )
+    [p] = parse_text(text)
+    assert ("huggingface_hub.errors.RepositoryNotFoundError", message) == (p.class_name, p.message)
+
+
+def test_a_logger_that_repeats_its_header_ends_the_message_at_a_line_without_it():
+    """vLLM repeats its header on each line of a record; a line of the same process without
+    it ("Process EngineCore_0:") is another record."""
+    prefix = "(EngineCore_0 pid=1) ERROR 11-30 14:02:11 [core.py:41] "
+    text = (
+        f"{prefix}Traceback (most recent call last):\n"
+        f'{prefix}  File "/x/core.py", line 5, in run\n'
+        f"{prefix}ValueError: boom\n"
+        f"{prefix}second line\n"
+        "(EngineCore_0 pid=1) Process EngineCore_0:\n"
+    )
+    [p] = parse_text(text)
+    assert ("ValueError", "boom\nsecond line") == (p.class_name, p.message)
+
+
+def test_interleaved_processes_are_read_apart():
+    """Lines of two Ray workers, interleaved: each worker's traceback is whole."""
+    lines = [
+        [
+            f"(RayWorkerWrapper pid={n}) Traceback (most recent call last):",
+            f'(RayWorkerWrapper pid={n})   File "/w{n}.py", line {n}, in f',
+            f"(RayWorkerWrapper pid={n}) ValueError: worker {n}",
+        ]
+        for n in (1, 2)
+    ]
+    text = "\n".join(line for pair in zip(*lines) for line in pair)
+    found = parse_text(text)
+    assert [("ValueError", "worker 1", ("/w1.py",)), ("ValueError", "worker 2", ("/w2.py",))] == [
+        (p.class_name, p.message, p.files) for p in found
+    ]
+
+
+def test_a_lone_source_marker_is_not_a_quote():
+    """pytest's "> " before one source line is not a quote: it stays in the text."""
+    [p] = parse_text("x = 1\n>       f()\nValueError: boom")
+    assert (None, "x = 1\n>       f()\nValueError: boom") == (p.class_name, p.message)
+
+
+_PREFIXES = (
+    "ERROR 11-30 14:02:11 [core.py:41] ",
+    "(EngineCore_0 pid=123) ",
+    "(RayWorkerWrapper pid=4567, ip=10.0.0.5) ERROR 11-30 14:02:11 [worker_base.py:17] ",
+    "[rank0]: ",
+    "[default0]:",
+    "> ",
+    "Nov 30 14:02:11 gpu-node-1 vllm[122]: ",
+    "vllm-1  | ",
+)
+
+
+@given(
+    prefix=st.sampled_from(_PREFIXES),
+    message=st.text(
+        st.characters(blacklist_categories=("Cc", "Cs", "Zl", "Zp")), min_size=1, max_size=60
+    ).filter(lambda m: m.strip() == m and m[:1].isalnum()),
+)
+def test_a_prefix_on_every_line_does_not_change_what_is_read(prefix, message):
+    """The same traceback, with a log or quote prefix before each line, reads the same."""
+    text = (
+        "Traceback (most recent call last):\n"
+        '  File "/app/serve.py", line 3, in <module>\n'
+        "    main()\n"
+        f"ValueError: {message}"
+    )
+    plain = parse_text(text)
+    prefixed = parse_text("\n".join(prefix + line for line in text.split("\n")))
+    assert [(p.class_name, p.message, p.frames) for p in plain] == [
+        (p.class_name, p.message, p.frames) for p in prefixed
+    ]
+
+
+def test_class_line_under_a_repeated_log_header_is_read():
+    """vLLM's header repeated on each line: a line under it that starts with a class is read."""
+    prefix = "ERROR 11-30 14:02:11 [core.py:41] "
+    [p] = parse_text(f"{prefix}EngineCore failed to start.\n{prefix}ValueError: boom")
+    assert ("ValueError", "boom") == (p.class_name, p.message)
+
+
+def test_colour_codes_whose_esc_was_lost_are_taken_off():
+    """A copy that kept "[31m" and "[0m" but not the ESC before them reads as plain text."""
+    [p] = parse_text("[1;36m(EngineCore_0 pid=1)[0m [31mValueError[0m: boom")
+    assert ("ValueError", "boom") == (p.class_name, p.message)
+
+
+def test_escapes_written_out_are_taken_off():
+    """Escapes written out as text (a JSON log: "\\u001b[31m") are taken off too."""
+    [p] = parse_text("\\u001b[31mValueError\\u001b[0m: boom")
+    assert ("ValueError", "boom") == (p.class_name, p.message)
+
+
+def test_a_traceback_copied_from_its_first_frame_is_read():
+    """A paste that starts at the first 'File ...' line, without the 'Traceback' line."""
+    text = '  File "/app/serve.py", line 3, in <module>\n    main()\nValueError: boom\n'
+    [p] = parse_text(text)
+    assert ("ValueError", "boom", ("/app/serve.py",)) == (p.class_name, p.message, p.files)
+
+
+def test_an_ide_footer_after_a_blank_line_is_not_message():
+    """PyCharm's 'Process finished with exit code 1' below the traceback is left out."""
+    text = (
+        'Traceback (most recent call last):\n  File "/app/x.py", line 1, in <module>\n'
+        "ValueError: boom\n\nProcess finished with exit code 1\n"
+    )
+    [p] = parse_text(text)
+    assert ("ValueError", "boom") == (p.class_name, p.message)
