@@ -71,6 +71,8 @@ _ACCEPTING = frozenset({"LLM", "EngineArgs", "AsyncEngineArgs"})
 _TAKING_ARGS = {"from_engine_args": "engine_args", "from_vllm_config": "vllm_config"}
 #: How far a value is followed through names, dicts and callers.
 _MAX_HOPS = 6
+#: Larger files are left alone: parsing them would take much of the diagnosis' time bound.
+_MAX_SOURCE = 1_000_000
 _N = TypeVar("_N", bound="cst.CSTNode")
 
 
@@ -202,59 +204,125 @@ class _UnsupportedError(Exception):
     """This code's shape is one the rewriter does not handle; no rewrite is offered."""
 
 
-class _Module:
-    """One parsed file: its tree, node positions and parents."""
+class _Chunk:
+    """One top-level statement (or the few that share its lines), parsed by LibCST on its own.
 
-    def __init__(self, file: str, source: str) -> None:
+    LibCST's metadata costs time in proportion to the code it covers, so a file is read whole
+    by :mod:`ast` and only the statements an edit needs go through LibCST.
+    """
+
+    def __init__(self, first: int, text: str) -> None:
         import libcst as cst
         from libcst.metadata import MetadataWrapper, ParentNodeProvider, PositionProvider
 
+        self.first = first
+        self.count = text.count("\n")
+        try:
+            # Parsed here and never shared: the wrapper need not copy the tree.
+            wrapper = MetadataWrapper(cst.parse_module(text), unsafe_skip_copy=True)
+        except (cst.ParserSyntaxError, RecursionError, MemoryError) as exc:
+            raise _UnsupportedError(f"line {first}: cannot be parsed") from exc
+        self.tree = wrapper.module
+        self.positions: Mapping[cst.CSTNode, CodeRange] = wrapper.resolve(PositionProvider)
+        self.parents: Mapping[cst.CSTNode, cst.CSTNode] = wrapper.resolve(ParentNodeProvider)
+
+
+class _Module:
+    """One file: its lines, its :mod:`ast` tree, and LibCST chunks parsed when needed."""
+
+    def __init__(self, file: str, source: str) -> None:
         self.file = file
         self.source = source
+        if len(source) > _MAX_SOURCE:
+            raise _UnsupportedError(f"{file}: too large to rewrite within the diagnosis' time")
         try:
-            self.wrapper = MetadataWrapper(cst.parse_module(source))
-        except (cst.ParserSyntaxError, RecursionError, MemoryError) as exc:
+            self.ast = ast.parse(source, filename=file)
+        except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
             raise _UnsupportedError(f"{file}: cannot be parsed") from exc
-        self.tree = self.wrapper.module
-        self.positions: Mapping[cst.CSTNode, CodeRange] = self.wrapper.resolve(PositionProvider)
-        self.parents: Mapping[cst.CSTNode, cst.CSTNode] = self.wrapper.resolve(ParentNodeProvider)
+        self.text_lines = source.split("\n")
+        self.spans: list[tuple[int, int]] = []
+        for node in self.ast.body:
+            decorators = getattr(node, "decorator_list", [])
+            first = min([node.lineno, *(d.lineno for d in decorators)])
+            last = node.end_lineno or node.lineno
+            if self.spans and first <= self.spans[-1][1]:
+                self.spans[-1] = (self.spans[-1][0], max(last, self.spans[-1][1]))
+            else:
+                self.spans.append((first, last))
+        self.chunks: dict[int, _Chunk] = {}
 
-    def nodes(self, root: cst.CSTNode | None = None) -> Iterator[cst.CSTNode]:
-        """Every node under ``root`` (the module by default), parents before children."""
-        stack: list[cst.CSTNode] = [root or self.tree]
-        while stack:
-            node = stack.pop()
-            yield node
-            stack.extend(reversed(node.children))
+    def chunk_at(self, line: int) -> _Chunk | None:
+        """The chunk of the top-level statement whose lines include ``line``."""
+        for i, (first, last) in enumerate(self.spans):
+            if first <= line <= last:
+                if i not in self.chunks:
+                    text = "\n".join(self.text_lines[first - 1 : last]) + "\n"
+                    self.chunks[i] = _Chunk(first, text)
+                return self.chunks[i]
+        return None
+
+    def chunk_of(self, node: cst.CSTNode) -> _Chunk:
+        for chunk in self.chunks.values():
+            if node in chunk.positions:
+                return chunk
+        raise _UnsupportedError("a node of no chunk")  # not reached: every node comes from one
+
+    def assigning_chunks(self, name: str) -> list[_Chunk]:
+        """Chunks of module-level statements that assign ``name`` or an item of it."""
+        lines = []
+        for node in self.ast.body:
+            stack: list[ast.AST] = [node]
+            while stack:
+                item = stack.pop()
+                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    continue
+                if isinstance(item, (ast.Assign, ast.AnnAssign)):
+                    targets = item.targets if isinstance(item, ast.Assign) else [item.target]
+                    for target in targets:
+                        base = target.value if isinstance(target, ast.Subscript) else target
+                        if isinstance(base, ast.Name) and base.id == name:
+                            lines.append(node.lineno)
+                stack.extend(ast.iter_child_nodes(item))
+        chunks = [self.chunk_at(line) for line in dict.fromkeys(lines)]
+        return [c for c in chunks if c is not None]
 
     def start(self, node: cst.CSTNode) -> tuple[int, int]:
-        pos = self.positions[node].start
-        return pos.line, pos.column
+        chunk = self.chunk_of(node)
+        pos = chunk.positions[node].start
+        return pos.line + chunk.first - 1, pos.column
 
     def lines(self, node: cst.CSTNode) -> tuple[int, int]:
-        rng = self.positions[node]
-        return rng.start.line, rng.end.line
+        chunk = self.chunk_of(node)
+        rng = chunk.positions[node]
+        return rng.start.line + chunk.first - 1, rng.end.line + chunk.first - 1
+
+    def code(self, node: cst.CSTNode) -> str:
+        return self.chunk_of(node).tree.code_for_node(node)
 
     def ancestors(self, node: cst.CSTNode) -> Iterator[cst.CSTNode]:
-        while node in self.parents:
-            node = self.parents[node]
+        parents = self.chunk_of(node).parents
+        while node in parents:
+            node = parents[node]
             yield node
 
-    def scope(self, node: cst.CSTNode) -> cst.CSTNode:
-        """The function (or the module) whose body ``node`` is in."""
+    def scope(self, node: cst.CSTNode) -> cst.CSTNode | None:
+        """The function whose body ``node`` is in; None for the module's own level."""
         import libcst as cst
 
         for parent in self.ancestors(node):
             if isinstance(parent, (cst.FunctionDef, cst.Lambda)):
                 return parent
-        return self.tree
+        return None
 
     def calls_at(self, line: int, names: frozenset[str]) -> list[cst.Call]:
         """Calls named one of ``names`` whose lines include ``line``, outermost first."""
         import libcst as cst
 
+        chunk = self.chunk_at(line)
+        if chunk is None:
+            return []
         found = []
-        for node in self.nodes():
+        for node in _walk(chunk.tree):
             if isinstance(node, cst.Call) and _func_name(node) in names:
                 first, last = self.lines(node)
                 if first <= line <= last:
@@ -271,6 +339,19 @@ class _Module:
             if isinstance(parent, cst.BaseCompoundStatement):
                 break
         return node
+
+
+def _walk(root: cst.CSTNode, *, into_definitions: bool = True) -> Iterator[cst.CSTNode]:
+    """The nodes under ``root`` (not ``root``), parents first; optionally not into defs."""
+    import libcst as cst
+
+    stack = list(reversed(root.children))
+    while stack:
+        node = stack.pop()
+        yield node
+        if not into_definitions and isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
+            continue
+        stack.extend(reversed(node.children))
 
 
 def _func_name(call: cst.Call) -> str | None:
@@ -419,9 +500,8 @@ class _Rewriter:
         import libcst as cst
 
         use = mod.start(name)
-        scope = mod.scope(name)
         best: tuple[tuple[int, int], cst.BaseExpression] | None = None
-        for node in self.own_nodes(scope):
+        for node in self.own_nodes(mod, name):
             if not isinstance(node, (cst.Assign, cst.AnnAssign)) or node.value is None:
                 continue
             targets = (
@@ -434,17 +514,17 @@ class _Rewriter:
                 best = (at, node.value)
         return None if best is None else best[1]
 
-    def own_nodes(self, scope: cst.CSTNode) -> Iterator[cst.CSTNode]:
-        """The nodes of ``scope``'s body, not those of functions or classes defined in it."""
-        import libcst as cst
+    def own_nodes(self, mod: _Module, name: cst.Name) -> Iterator[cst.CSTNode]:
+        """The nodes of the body ``name`` is used in, not those of functions defined in it.
 
-        stack = list(reversed(scope.children))
-        while stack:
-            node = stack.pop()
-            yield node
-            if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.Lambda)):
-                continue
-            stack.extend(reversed(node.children))
+        At the module's level, only the statements that assign ``name`` (found by :mod:`ast`).
+        """
+        scope = mod.scope(name)
+        if scope is not None:
+            yield from _walk(scope, into_definitions=False)
+            return
+        for chunk in mod.assigning_chunks(name.value):
+            yield from _walk(chunk.tree, into_definitions=False)
 
     def parameter(self, mod: _Module, name: cst.Name) -> tuple[cst.FunctionDef, cst.Param] | None:
         import libcst as cst
@@ -577,7 +657,7 @@ class _Rewriter:
         use = mod.start(name)
         made = False
         writes: list[tuple[tuple[int, int], cst.BaseExpression | None]] = []
-        for node in self.own_nodes(mod.scope(name)):
+        for node in self.own_nodes(mod, name):
             if not isinstance(node, cst.Assign) or mod.start(node) >= use:
                 continue
             for target in (t.target for t in node.targets):
@@ -727,8 +807,8 @@ def _with_keywords(call: cst.Call, new: Sequence[tuple[str, str]]) -> cst.Call:
     return call.with_changes(args=[*args[:-1], last, *middle, final])
 
 
-def _apply(mod: _Module, edits: _Edits) -> str:
-    """The file's new text with ``edits`` made."""
+def _apply(mod: _Module, chunk: _Chunk, edits: _Edits) -> list[str]:
+    """The chunk's lines with ``edits`` made."""
     import libcst as cst
 
     replace = edits.replace.get(mod.file, {})
@@ -740,7 +820,7 @@ def _apply(mod: _Module, edits: _Edits) -> str:
             return cst.parse_expression(replace[original])
         if original in merge:
             items = ", ".join(f"{json.dumps(k)}: {v}" for k, v in merge[original])
-            return cst.parse_expression(f"{{**{mod.tree.code_for_node(original)}, {items}}}")
+            return cst.parse_expression(f"{{**{mod.code(original)}, {items}}}")
         if isinstance(original, cst.Call) and original in add and isinstance(updated, cst.Call):
             return _with_keywords(updated, add[original])
         return updated
@@ -750,14 +830,17 @@ def _apply(mod: _Module, edits: _Edits) -> str:
             # An expression is replaced by an expression: the parent's field takes either.
             return cast("_N", changed(original_node, updated_node))
 
-    return mod.tree.visit(_Apply()).code
+    code = chunk.tree.visit(_Apply()).code
+    return code.split("\n")[: code.count("\n")]
 
 
 def _region(mod: _Module, edits: _Edits) -> Rewrite:
     """The lines that changed, widened to the statements they belong to."""
-    new = _apply(mod, edits)
-    old_lines = mod.source.split("\n")
-    new_lines = new.split("\n")
+    old_lines = mod.text_lines
+    new_lines = list(old_lines)
+    for chunk in sorted(mod.chunks.values(), key=lambda c: -c.first):
+        start = chunk.first - 1
+        new_lines[start : start + chunk.count] = _apply(mod, chunk, edits)
     spans = edits.shown[mod.file]
     first = min(s for s, _ in spans)
     last = max(e for _, e in spans)
@@ -857,8 +940,11 @@ def _statement_at(mod: _Module, line: int) -> cst.CSTNode | None:
     """The innermost statement whose lines include ``line``."""
     import libcst as cst
 
+    chunk = mod.chunk_at(line)
+    if chunk is None:
+        return None
     best = None
-    for node in mod.nodes():
+    for node in _walk(chunk.tree):
         if isinstance(node, (cst.SimpleStatementLine, cst.BaseCompoundStatement)):
             first, last = mod.lines(node)
             if first <= line <= last:

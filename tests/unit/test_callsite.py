@@ -200,6 +200,30 @@ def test_edits_in_two_statements_are_one_region(tmp_path):
     assert {"model": "m", **settings} == _apply_and_run(path, rewrite)
 
 
+def test_vllm_config_is_followed_to_its_engine_args(tmp_path):
+    """from_vllm_config(vllm_config), vllm_config = engine_args.create_engine_config(): EngineArgs."""
+    source = """\
+        engine_args = EngineArgs(model="m")
+        vllm_config = engine_args.create_engine_config()
+        engine = LLMEngine.from_vllm_config(vllm_config)
+        """
+    path = _write(tmp_path, source)
+    rewrite = rewrite_settings([_frame(path, 3)], 0, {"max_model_len": 4096})
+    assert (1, 'engine_args = EngineArgs(model="m", max_model_len=4096)') == (
+        rewrite.line,
+        rewrite.after,
+    )
+
+
+def test_engine_args_made_by_a_function_are_not_guessed(tmp_path):
+    """EngineArgs.from_cli_args(args): where its values come from is not in the code."""
+    source = (
+        "engine_args = EngineArgs.from_cli_args(args)\nLLMEngine.from_engine_args(engine_args)\n"
+    )
+    path = _write(tmp_path, source)
+    assert rewrite_settings([_frame(path, 2)], 0, {"max_model_len": 4096}) is None
+
+
 def test_engine_class_built_directly_is_not_rewritten(tmp_path):
     """LLMEngine(configs...) takes no settings by keyword: no rewrite rather than a wrong one."""
     path = _write(tmp_path, "engine = LLMEngine(model_config, cache_config)\n")
