@@ -28,7 +28,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from helpers import DATA, LLAMA, _child_env
+from helpers import DATA, LLAMA, _child_env, run_python
 
 GIB = 1 << 30
 ENGINE = DATA / "engine"
@@ -155,6 +155,12 @@ def fix_and_rerun(harness: Harness, path: Path, env: dict[str, str]) -> dict:
     splice(path, fix)
     harness.starts(str(path), env=env)
     return fix
+
+
+def test_import_errkb_and_install_leave_libcst_unloaded():
+    """LibCST loads only when a fix is rewritten, never at import errkb or install()."""
+    proc = run_python("import sys, errkb; errkb.install(); print('libcst' in sys.modules)")
+    assert (0, b"False") == (proc.returncode, proc.stdout.strip())
 
 
 # --- Calls as people write them ---------------------------------------------------------------
@@ -502,13 +508,13 @@ def test_engine_built_inside_a_library_is_reached_from_the_users_file(harness):
             """
         )
     )
-    library = (harness.site / "chatlib" / "core.py").read_bytes()
+    library = {p: p.read_bytes() for p in (harness.site / "chatlib").rglob("*.py")}
     fix = fix_and_rerun(harness, path, ROOMY)
     assert f"{path}:6" == fix["location"]
     assert "installed library" in fix["note"]
-    assert fix["after"].startswith("    import vllm as _engine_home")
+    assert fix["after"].startswith("    import chatlib.model.velocity as _engine_home")
     assert '"gpu_memory_utilization": 0.93' in fix["after"]
     assert fix["after"].endswith(
         "\n    chat.load(MODEL)".replace("MODEL", json.dumps(str(harness.model)))
     )
-    assert library == (harness.site / "chatlib" / "core.py").read_bytes()
+    assert library == {p: p.read_bytes() for p in (harness.site / "chatlib").rglob("*.py")}

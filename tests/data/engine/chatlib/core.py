@@ -1,10 +1,11 @@
-"""``Chat.load`` builds the engine, importing it where it is needed (as ChatTTS's gpt.py does)."""
+"""``Chat.load``: what the user calls."""
 
 from __future__ import annotations
+
+from chatlib.model.gpt import GPT
 
 
 class Chat:
     def load(self, model: str) -> None:
-        from vllm import LLM
-
-        self.llm = LLM(model=model, gpu_memory_utilization=0.9, max_model_len=32768)
+        self.gpt = GPT()
+        self.gpt.load_pretrained(model)
