@@ -237,7 +237,7 @@ def _failure(parsed: Sequence[Any], index: int) -> int:
     """
     failure = 0
     for i in range(1, index + 1):
-        if not getattr(parsed[i], "chained", True):
+        if not parsed[i].chained:
             failure += 1
     return failure
 

@@ -1003,10 +1003,12 @@ def ipython_tracebacks(corpus: Corpus) -> None:
     corpus.add(
         "ipython-hub-offline-nocolor.txt",
         "ipython",
-        LOCAL_ENTRY,
+        # The chain's root cause: OfflineModeIsEnabled, which LocalEntryNotFoundError reports.
+        "huggingface-hub-offline-mode-is-enabled",
         f"{IPYTHON} (python -m IPython --colors=nocolor -c), {HUB} raising (HF_HUB_OFFLINE=1)",
         hub_plain,
-        "IPython prints LocalEntryNotFoundError, Python huggingface_hub.errors.LocalEntryNotFoundError.",
+        "IPython prints LocalEntryNotFoundError, Python huggingface_hub.errors.LocalEntryNotFoundError. "
+        "The root cause, printed first, is OfflineModeIsEnabled: its record is the diagnosis.",
     )
 
 
