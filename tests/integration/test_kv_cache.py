@@ -109,3 +109,29 @@ def test_end_to_end_hook_rewrites_the_users_multiline_call(tmp_path):
     assert f"Example fix ({app}:" in err
     assert "    gpu_memory_utilization=0.54," in err
     assert "    gpu_memory_utilization=0.5," in err  # the before
+
+
+def test_cli_probe_and_explain_agree_on_the_cache_of_one_token(tmp_path):
+    """errkb probe and errkb explain use one arithmetic: the same bytes a token for fp8_e5m2 and
+    for a float32 checkpoint (16 bits under dtype='auto'), where they disagreed before."""
+    for dtype, kv, expected in (("bfloat16", "fp8_e5m2", 65536), ("float32", None, 131072)):
+        config = {
+            "model_type": "llama",
+            "num_hidden_layers": 32,
+            "num_attention_heads": 32,
+            "num_key_value_heads": 8,
+            "hidden_size": 4096,
+            "torch_dtype": dtype,
+        }
+        (tmp_path / "config.json").write_text(json.dumps(config))
+        flags = ["--kv-cache-dtype", kv] if kv else []
+        probe = run_cli("probe", "--json", "--model", str(tmp_path), *flags)
+        explain = run_cli(
+            "explain", SEED_MESSAGE, "--json", "--no-probes", "--model", str(tmp_path), *flags
+        )
+        assert (0, 0) == (probe.returncode, explain.returncode), probe.stderr + explain.stderr
+        facts = {f["name"]: f["value"] for f in json.loads(explain.stdout)["facts"]}
+        assert (expected, expected) == (
+            json.loads(probe.stdout)["model"]["kv_bytes_per_token"],
+            facts["kv_bytes_per_token"],
+        )

@@ -7,14 +7,18 @@ names the vLLM source (file:line@version) its expected value was worked from.
 
 from __future__ import annotations
 
+import json
 import math
 import textwrap
 
 import pytest
-from helpers import SEED_MESSAGE
+from helpers import LLAMA, SEED_MESSAGE
 
 import errkb
 from errkb import Options
+from errkb.advisors.kv_cache import _inputs, layout_for_model, longest_length, needed_bytes
+from errkb.advisors.kv_cache._arithmetic import printed_range, stage_layers
+from errkb.probes.model import model_shape
 from errkb.testing import FakeGpu, FakeMeasurements
 from errkb.units import GIB
 
@@ -277,3 +281,426 @@ def test_chattts_engine_is_never_offered_a_kv_cache_dtype():
     assert all("kv_cache_dtype" not in s for s in settings)
     # 4096 tokens need 256 blocks, 100 exist: 156 x 16 tokens x (2*20*12*64*2 = 61440 bytes).
     assert 156 * 16 * 61440 == _facts(d)["kv_cache_deficit_bytes"]["value"]
+
+
+# --- Number cases: each expected value worked from vLLM's source at the version named. ---
+
+#: A Gemma-3-27B shape: 62 layers, every 6th global, the others sliding over 1024 tokens.
+GEMMA3 = {
+    "model_type": "gemma3_text",
+    "num_hidden_layers": 62,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 16,
+    "head_dim": 128,
+    "hidden_size": 5376,
+    "sliding_window": 1024,
+    "sliding_window_pattern": 6,
+    "torch_dtype": "bfloat16",
+}
+#: A DeepSeek-V3 shape: 61 layers of MLA, latent 512 + rope 64.
+DEEPSEEK_V3 = {
+    "model_type": "deepseek_v3",
+    "num_hidden_layers": 61,
+    "num_attention_heads": 128,
+    "num_key_value_heads": 128,
+    "hidden_size": 7168,
+    "kv_lora_rank": 512,
+    "qk_rope_head_dim": 64,
+    "qk_nope_head_dim": 128,
+    "torch_dtype": "bfloat16",
+}
+#: vLLM 0.9.1-0.12 wording (kv_cache_utils.py:572-579@v0.9.1), its figures for the Gemma case.
+GEMMA_V1 = (
+    "To serve at least one request with the models's max seq len (131072), (13.66 GiB KV cache "
+    "is needed, which is larger than the available KV cache memory (12.00 GiB). Based on the "
+    "available memory, the estimated maximum model length is 109280. Try increasing "
+    "`gpu_memory_utilization` or decreasing `max_model_len` when initializing the engine."
+)
+#: vLLM 0.8.4-0.9.0 wording, without the estimate (kv_cache_utils.py:541-557@v0.9.0).
+LLAMA_V090 = (
+    "To serve at least one request with the models's max seq len (131072), (16.00 GiB KV cache "
+    "is needed, which is larger than the available KV cache memory (9.47 GiB). Based on the "
+    "available memory,  Try increasing `gpu_memory_utilization` or decreasing `max_model_len` "
+    "when initializing the engine."
+)
+#: vLLM 0.22 on (kv_cache_utils.py:760-770@v0.24.0): 'model's' and the CPU backend's mention.
+LLAMA_V024 = (
+    "To serve at least one request with the model's max seq len (32768), (4.0 GiB KV cache is "
+    "needed, which is larger than the available KV cache memory (3.5 GiB). Based on the "
+    "available memory, the estimated maximum model length is 28672. Try increasing "
+    "`gpu_memory_utilization` (which also controls CPU memory on the CPU backend) or decreasing "
+    "`max_model_len` when initializing the engine. See "
+    "https://docs.vllm.ai/en/latest/configuration/conserving_memory/ for more details."
+)
+#: vLLM 0.13 to 0.20.2: the link to the docs, 'models's' (default 0.9 to 0.19.1, 0.92 from 0.20.0).
+LLAMA_V013 = LLAMA_V024.replace("the model's", "the models's").replace(
+    " (which also controls CPU memory on the CPU backend)", ""
+)
+
+
+def _model(tmp_path, config, weights: int | None = None) -> str:
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    if weights is not None:
+        with (tmp_path / "model.safetensors").open("wb") as f:
+            f.truncate(weights)
+    return str(tmp_path)
+
+
+def _solution(d, key):
+    return next(s for s in d.to_dict()["solutions"] if key in s["settings"])
+
+
+def test_printed_sizes_stand_for_a_range_of_bytes():
+    """vLLM prints GiB with two decimals: "9.47" is 9.465 to 9.475 GiB, in whole bytes."""
+    assert (math.ceil(9.465 * GIB), math.floor(9.475 * GIB)) == printed_range(9.47)
+
+
+def test_no_blocks_gives_at_least_a_utilization_from_the_gpu_total_and_the_weights(tmp_path):
+    """Zero blocks is a clamp (worker.py:110@v0.2.7): at least (4 GiB of cache + 16 GiB weights) / 24 GiB.
+
+    32768 tokens are 2048 blocks of 2 MiB = 4 GiB; (4 + 16) / 24 = 0.8333 -> 0.84, above
+    0.5 + (4 GiB - 2 MiB) / 24 GiB = 0.6666 from the run's utilization alone.
+    """
+    config = dict(LLAMA, max_position_embeddings=32768)
+    d = _explain(
+        NO_BLOCKS,
+        model=_model(tmp_path, config, weights=16 * GIB),
+        gpu_memory_utilization=0.5,
+        gpu_memory_bytes=24 * GIB,
+    )
+    fact = _facts(d)["gpu_memory_utilization_needed"]
+    assert 0.84 == fact["value"]
+    assert fact["note"].startswith("at least")
+    solution = _solution(d, "gpu_memory_utilization")
+    assert (True, {"gpu_memory_utilization": 0.84}) == (solution["estimate"], solution["settings"])
+    assert "to at least 0.84" in solution["text"]
+    # With the least peak vLLM can have measured (the weights), 0.84 gives every block needed.
+    blocks = int((24 * GIB * 0.84 - 16 * GIB) // (2 << 20))
+    assert blocks >= 2048
+
+
+def test_no_blocks_without_weights_is_still_a_lower_bound(tmp_path):
+    """Without weight files: 0.5 + (2048 - 1) blocks x 2 MiB / 24 GiB = 0.66658 -> 0.67, at least."""
+    config = dict(LLAMA, max_position_embeddings=32768)
+    d = _explain(
+        NO_BLOCKS,
+        model=_model(tmp_path, config),
+        gpu_memory_utilization=0.5,
+        gpu_memory_bytes=24 * GIB,
+    )
+    facts = _facts(d)
+    assert (0.67, "model-config") == (
+        facts["gpu_memory_utilization_needed"]["value"],
+        facts["max_model_len"]["source"],
+    )
+    assert "at least" in facts["kv_cache_deficit_bytes"]["note"]
+
+
+def test_explicit_float32_dtype_caches_four_bytes_a_value():
+    """dtype='float32' given: model_config.dtype is float32 and an 'auto' cache follows it
+    (cache_engine.py:117-118@v0.6.6): 2 x 32 x 8 x 128 x 4 = 262144 bytes a token."""
+    transformers = pytest.importorskip("transformers")
+    import torch
+
+    hf = transformers.LlamaConfig(
+        num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=8, hidden_size=4096
+    )
+    exc = _engine_error(
+        _Obj(block_size=16, gpu_memory_utilization=0.5, num_gpu_blocks=768, cache_dtype="auto"),
+        _Obj(max_model_len=32768, hf_config=hf, dtype=torch.float32),
+    )
+    d = errkb.diagnose(exc, options=Options(measurements=GPU_80GIB))
+    facts = _facts(d)
+    assert (4, "frame") == (
+        facts["kv_cache_dtype_bytes"]["value"],
+        facts["kv_cache_dtype_bytes"]["source"],
+    )
+    assert 262144 == facts["kv_bytes_per_token"]["value"]
+    # 768 blocks of 16 hold 12288 tokens; 20480 more at 256 KiB = 5 GiB; 0.5 + 5/80 = 0.5625.
+    assert 0.57 == facts["gpu_memory_utilization_needed"]["value"]
+
+
+def test_float32_checkpoint_without_explicit_dtype_caches_two_bytes(tmp_path):
+    """A float32 config.json served with dtype='auto' runs in 16 bits (config.py:423-429@v0.2.7)."""
+    d = _explain(SEED_MESSAGE, model=_model(tmp_path, dict(LLAMA, torch_dtype="float32")))
+    facts = _facts(d)
+    assert (2, 131072) == (
+        facts["kv_cache_dtype_bytes"]["value"],
+        facts["kv_bytes_per_token"]["value"],
+    )
+
+
+def test_gemma3_sliding_window_needs_13_66_gib_and_0_93(tmp_path):
+    """The issue's case: SlidingWindowSpec.max_memory_usage_bytes (kv_cache_interface.py:138-154@v0.9.1).
+
+    Full: 10 layers x 8192 blocks x 128 KiB = 10 GiB. Sliding: min(1023 + 8192, 131072) = 9215
+    tokens -> 576 + 1 blocks x 128 KiB x 52 layers = 3.6626 GiB. 13.6626 GiB needed, 11.995 GiB
+    at least available: 0.9 + 1.6676 / 80 = 0.92085 -> 0.93 (errkb said 1.53 before).
+    """
+    d = _explain(GEMMA_V1, model=_model(tmp_path, GEMMA3), measurements=GPU_80GIB)
+    facts = _facts(d)
+    assert (10 * GIB + 52 * 577 * 131072, "computed") == (
+        facts["needed_kv_cache_memory"]["value"],
+        facts["needed_kv_cache_memory"]["source"],
+    )
+    assert (8192, 52) == (
+        facts["max_num_batched_tokens"]["value"],
+        facts["sliding_window_layers"]["value"],
+    )
+    assert ("default", 0.9) == (
+        facts["gpu_memory_utilization"]["source"],
+        facts["gpu_memory_utilization"]["value"],
+    )
+    assert 0.93 == facts["gpu_memory_utilization_needed"]["value"]
+    assert {"gpu_memory_utilization": 0.93} == d.to_dict()["solutions"][0]["settings"]
+
+
+def test_gemma3_longest_length_is_the_one_vllm_estimates():
+    """12 GiB hold 109280 tokens of the Gemma shape, as estimate_max_model_len finds (kv_cache_utils.py:493-535@v0.9.1)."""
+    sized, _ = layout_for_model(model_shape(GEMMA3, origin="t"))
+    fits = longest_length(sized.layout, 12 * GIB, limit=131072, batched=8192)
+    assert 109280 == fits
+    assert needed_bytes(sized.layout, fits, batched=8192) <= 12 * GIB
+    assert needed_bytes(sized.layout, fits + 1, batched=8192) > 12 * GIB
+
+
+class _Spec:
+    def __init__(self, page_size_bytes, block_size=16, sliding_window=None):
+        self.page_size_bytes = page_size_bytes
+        self.block_size = block_size
+        self.sliding_window = sliding_window
+
+
+class FullAttentionSpec(_Spec):
+    pass
+
+
+class SlidingWindowSpec(_Spec):
+    pass
+
+
+def _v1_error(kv_cache_spec, available_memory, vllm_config, message):
+    """Raise a V1 message from a frame of vllm/v1/core/kv_cache_utils.py holding the spec."""
+    src = textwrap.dedent(
+        """
+        def check_enough_kv_cache_memory(vllm_config, kv_cache_spec, available_memory, message):
+            max_model_len = vllm_config.model_config.max_model_len
+            raise ValueError(message)
+        """
+    )
+    namespace: dict = {}
+    exec(compile(src, "/venv/site-packages/vllm/v1/core/kv_cache_utils.py", "exec"), namespace)
+    try:
+        namespace["check_enough_kv_cache_memory"](
+            vllm_config, kv_cache_spec, available_memory, message
+        )
+    except ValueError as exc:
+        return exc
+    raise AssertionError("no error")
+
+
+def test_gemma3_spec_in_the_frames_is_summed_layer_by_layer():
+    """The engine's own kv_cache_spec: 10 full + 52 sliding layers, max_num_batched_tokens 8192."""
+    page = 16 * 2 * 16 * 128 * 2
+    spec = {
+        f"layers.{i}": FullAttentionSpec(page)
+        if (i + 1) % 6 == 0
+        else SlidingWindowSpec(page, sliding_window=1024)
+        for i in range(62)
+    }
+    config = _Obj(
+        model_config=_Obj(max_model_len=131072, dtype="bfloat16"),
+        cache_config=_Obj(block_size=16, gpu_memory_utilization=0.9, cache_dtype="auto"),
+        scheduler_config=_Obj(max_num_batched_tokens=8192),
+        parallel_config=_Obj(tensor_parallel_size=1, pipeline_parallel_size=1),
+    )
+    exc = _v1_error(spec, 12 * GIB, config, GEMMA_V1)
+    d = errkb.diagnose(exc, options=Options(measurements=GPU_80GIB))
+    facts = _facts(d)
+    assert (12 * GIB, "frame") == (
+        facts["available_kv_cache_memory"]["value"],
+        facts["available_kv_cache_memory"]["source"],
+    )
+    assert 10 * GIB + 52 * 577 * page == facts["needed_kv_cache_memory"]["value"]
+    # 0.9 + 1.6626 / 80 = 0.92078 -> 0.93.
+    assert 0.93 == facts["gpu_memory_utilization_needed"]["value"]
+
+
+def test_v1_rounding_gives_a_length_vllm_accepts(tmp_path):
+    """The issue's case: "9.47 GiB" may be 10,164,040,105 bytes, which hold 4846 blocks of 2 MiB.
+
+    The upper reading (4848 blocks, 77568 tokens) needs 10,166,992,896 bytes: too many. The
+    least 9.47 can stand for (9.465 GiB) holds 77536 tokens, which vLLM accepts.
+    """
+    d = _explain(LLAMA_V090, model=_model(tmp_path, LLAMA), measurements=GPU_80GIB)
+    facts = _facts(d)
+    fits = facts["max_model_len_that_fits"]["value"]
+    assert 77536 == fits
+    assert fits // 16 * (2 << 20) <= 10_164_040_105 < 77568 // 16 * (2 << 20)
+    assert "vLLM 0.8.4 to 0.9.0" == facts["vllm_release"]["value"]
+    assert {"max_model_len": 77536} == _solution(d, "max_model_len")["settings"]
+
+
+def test_cpu_backend_wording_means_the_092_default(tmp_path):
+    """The wording with the CPU backend comes from 0.22 on, whose default is 0.92 (config/cache.py:66@v0.20.0).
+
+    4.005 GiB at most needed, 3.495 at least available: 0.92 + 0.51 / 80 = 0.92638 -> 0.93,
+    never "raise from 0.9 to 0.91".
+    """
+    d = _explain(LLAMA_V024, model=_model(tmp_path, LLAMA), measurements=GPU_80GIB)
+    facts = _facts(d)
+    assert (0.92, "default") == (
+        facts["gpu_memory_utilization"]["value"],
+        facts["gpu_memory_utilization"]["source"],
+    )
+    solution = _solution(d, "gpu_memory_utilization")
+    assert "from 0.92 to 0.93" in solution["text"]
+
+
+def test_wording_of_both_defaults_takes_the_higher(tmp_path):
+    """0.13 to 0.20.2 print the same words with 0.9 or 0.92: the proposal starts from 0.92."""
+    d = _explain(LLAMA_V013, model=_model(tmp_path, LLAMA), measurements=GPU_80GIB)
+    solution = _solution(d, "gpu_memory_utilization")
+    assert "from the default (0.9 or 0.92, by release) to 0.93" in solution["text"]
+
+
+def test_installed_vllm_tells_the_default(tmp_path, monkeypatch):
+    """An installed vLLM 0.19.1 (importlib.metadata) in the wording's range: its default, 0.9."""
+    monkeypatch.setattr(_inputs, "installed_version", lambda name: "0.19.1")
+    d = _explain(LLAMA_V013, model=_model(tmp_path, LLAMA), measurements=GPU_80GIB)
+    facts = _facts(d)
+    assert ("vLLM 0.19.1", "probe") == (
+        facts["vllm_release"]["value"],
+        facts["vllm_release"]["source"],
+    )
+    assert 0.9 == facts["gpu_memory_utilization"]["value"]
+    assert "from 0.9 to 0.91" in _solution(d, "gpu_memory_utilization")["text"]
+
+
+def test_installed_vllm_outside_the_wordings_range_is_not_believed(tmp_path, monkeypatch):
+    """vLLM 0.9.2 installed cannot have printed the 0.22 wording: a note, and 0.92 stays."""
+    monkeypatch.setattr(_inputs, "installed_version", lambda name: "0.9.2")
+    d = _explain(LLAMA_V024, model=_model(tmp_path, LLAMA), measurements=GPU_80GIB)
+    assert 0.92 == _facts(d)["gpu_memory_utilization"]["value"]
+    assert any("vLLM 0.9.2 is installed here, but" in n for n in d.notes)
+
+
+def test_pipeline_parallel_caches_the_layers_of_one_stage():
+    """pipeline_parallel_size=2: 16 of 32 layers a GPU (get_num_layers, config.py:262-264@v0.2.7)."""
+    transformers = pytest.importorskip("transformers")
+    hf = transformers.LlamaConfig(
+        num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=8, hidden_size=4096
+    )
+    exc = _engine_error(
+        _Obj(block_size=16, gpu_memory_utilization=0.5, num_gpu_blocks=768, cache_dtype="auto"),
+        _Obj(max_model_len=32768, hf_config=hf, dtype="bfloat16"),
+        _Obj(tensor_parallel_size=1, pipeline_parallel_size=2),
+    )
+    d = errkb.diagnose(exc, options=Options(measurements=GPU_80GIB))
+    facts = _facts(d)
+    assert (16, 65536) == (
+        facts["attention_layers_per_stage"]["value"],
+        facts["kv_bytes_per_token"]["value"],
+    )
+
+
+def test_pipeline_stages_split_as_the_release_splits():
+    """34 layers over 4 stages: 8,9,9,8 from 0.8.0 (utils.py:118-124@v0.9.0), 8,8,8,10 before."""
+    assert [8, 9, 9, 8] == [len(r) for r in stage_layers(34, 4, balanced=True)]
+    assert [8, 8, 8, 10] == [len(r) for r in stage_layers(34, 4, balanced=False)]
+
+
+def test_mla_fp8_ds_mla_page_and_no_gain_from_tensor_parallelism(tmp_path):
+    """fp8_ds_mla: 656 bytes a token a layer (kv_cache_interface.py:331-338@v0.20.0); the latent
+    is the same on every GPU, so 4 GPUs give no tensor-parallel solution."""
+    gpus = [FakeGpu(index=i, total_bytes=80 * GIB, free_bytes=80 * GIB) for i in range(4)]
+    d = _explain(
+        LLAMA_V024.replace("(32768)", "(163840)"),
+        model=_model(tmp_path, DEEPSEEK_V3),
+        kv_cache_dtype="fp8_ds_mla",
+        measurements=FakeMeasurements(gpus=gpus),
+    )
+    facts = _facts(d)
+    assert 61 * 656 == facts["kv_bytes_per_token"]["value"]
+    assert {"num_kv_heads", "head_dim"}.isdisjoint(facts)
+    assert 576 == facts["mla_latent_dim"]["value"]
+    assert all("tensor_parallel_size" not in s["settings"] for s in d.to_dict()["solutions"])
+    assert any("does not shrink an MLA cache" in n for n in d.notes)
+
+
+def test_mla_latent_is_not_split_by_tensor_parallelism():
+    """bf16 latent: 61 x 576 x 2 bytes a token at tensor_parallel_size 1 and 8 alike."""
+    shape = model_shape(DEEPSEEK_V3, origin="t")
+    one, _ = layout_for_model(shape)
+    eight, _ = layout_for_model(shape, tensor_parallel_size=8)
+    assert 61 * 576 * 2 == one.layout.bytes_per_token == eight.layout.bytes_per_token
+
+
+@pytest.mark.parametrize(
+    ("release", "head"),
+    [("0.6.6", 256), ("0.7.0", 192), ("0.7.1", None)],
+)
+def test_v0_before_the_mla_cache_caches_padded_heads(tmp_path, monkeypatch, release, head):
+    """V0 DeepSeek heads: 256 padded before 0.7.0 (config.py:719-726@v0.6.6), qk_nope + qk_rope
+    in 0.7.0 (config.py:737-743@v0.7.0), the latent from 0.7.1 (config.py:747-753@v0.7.1)."""
+    monkeypatch.setattr(_inputs, "installed_version", lambda name: release)
+    d = _explain(SEED_MESSAGE, model=_model(tmp_path, DEEPSEEK_V3))
+    bpt = _facts(d)["kv_bytes_per_token"]["value"]
+    expected = 61 * 576 * 2 if head is None else 2 * 61 * 128 * head * 2
+    assert expected == bpt
+
+
+def test_hybrid_jamba_caches_its_attention_layers_only(tmp_path):
+    """Jamba: 4 of 32 layers attend (period 8, offset 4): 2 x 4 x 8 x 128 x 2 = 16384 bytes a token."""
+    config = dict(LLAMA, model_type="jamba", attn_layer_period=8, attn_layer_offset=4)
+    d = _explain(SEED_MESSAGE, model=_model(tmp_path, config))
+    assert 16384 == _facts(d)["kv_bytes_per_token"]["value"]
+
+
+def test_llava_text_defaults_fill_the_shape(tmp_path):
+    """llava's text_config without counts: LlamaConfig's defaults (32 layers, 32 heads of 128)."""
+    pytest.importorskip("transformers")
+    config = {"model_type": "llava", "text_config": {"model_type": "llama"}}
+    d = _explain(SEED_MESSAGE, model=_model(tmp_path, config))
+    facts = _facts(d)
+    assert 2 * 32 * 32 * 128 * 2 == facts["kv_bytes_per_token"]["value"]
+    assert "LlamaConfig defaults" in facts["attention_layers"]["note"]
+
+
+def test_swapped_numbers_are_a_note_not_advice():
+    """ "max seq len (12288) ... KV cache (32768)": never "lower max_model_len from 12288 to 32768"."""
+    d = _explain(SEED_MESSAGE.replace("32768", "X").replace("12288", "32768").replace("X", "12288"))
+    assert [] == [s for s in d.to_dict()["solutions"] if s["settings"]]
+    assert any("contradict each other" in n for n in d.notes)
+
+
+def test_zero_kv_heads_is_a_note_not_arithmetic(tmp_path):
+    """num_key_value_heads 0: the config is named in a note and no byte figure is made up."""
+    d = _explain(SEED_MESSAGE, model=_model(tmp_path, dict(LLAMA, num_key_value_heads=0)))
+    assert "kv_bytes_per_token" not in _facts(d)
+    assert any("'num_key_value_heads': expected a positive integer, got 0" in n for n in d.notes)
+
+
+def test_utilization_above_one_is_a_note_not_a_proposal(llama_dir):
+    """--gpu-memory-utilization 1.5: vLLM refuses it, so no utilization is worked out from it."""
+    d = _explain(
+        SEED_MESSAGE, model=str(llama_dir), gpu_memory_utilization=1.5, measurements=GPU_80GIB
+    )
+    assert "gpu_memory_utilization_needed" not in _facts(d)
+    assert any("outside (0, 1]" in n for n in d.notes)
+    assert "1.5" not in (d.to_dict()["example_fix"] or {}).get("after", "")
+
+
+def test_no_free_memory_at_start_is_a_note_not_zero():
+    """0.0 of 79.19 GiB free: never "lower gpu_memory_utilization to 0"."""
+    d = _explain(FREE.replace("12.4/", "0.0/"))
+    assert [] == [s for s in d.to_dict()["solutions"] if s["settings"]]
+    assert any("free the GPU first" in n for n in d.notes)
+
+
+def test_probe_and_advisor_agree_on_fp8_variants(llama_dir):
+    """kv_cache_dtype=fp8_e5m2: one byte a value for errkb probe's arithmetic and the advisor's."""
+    d = _explain(SEED_MESSAGE, model=str(llama_dir), kv_cache_dtype="fp8_e5m2")
+    sized, size = layout_for_model(model_shape(LLAMA, origin="t"), kv_cache_dtype="fp8_e5m2")
+    assert (1, 65536) == (size, sized.layout.bytes_per_token)
+    assert 65536 == _facts(d)["kv_bytes_per_token"]["value"]

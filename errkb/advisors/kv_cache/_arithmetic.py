@@ -119,8 +119,8 @@ class Layout:
 def stage_layers(count: int, pp: int, *, balanced: bool | None) -> list[range]:
     """The layer ranges of each pipeline stage, as vLLM splits ``count`` layers over ``pp``.
 
-    ``balanced`` (0.8.0 on): the layers left over go one each to the stages before the last
-    (vllm/distributed/utils.py:118-124@v0.9.0); older releases give them all to the last
+    ``balanced`` (0.8.0 on): the layers left over go one each to the stages just before the
+    last (vllm/distributed/utils.py:118-124@v0.9.0); older releases give them all to the last
     stage (utils.py:84-89@v0.6.6), and so does None (release not known), whose largest stage
     is never the smaller.
     """
