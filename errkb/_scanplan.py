@@ -1,4 +1,6 @@
-"""Finding many needles in a large log without a compiled automaton: a plan from a sample.
+r"""What a scan looks for: many needles in a large log, and which patterns run over lines.
+
+**Needles without a compiled automaton: a plan from a sample.**
 
 ``bytes.find`` runs at C speed, but each needle costs a pass over the block, so a hundred
 needles cost a hundred passes. Two observations cut the passes down; which of them pays is
@@ -17,17 +19,25 @@ decided from the log itself (its first block), since logs differ:
 A needle is only ever looked for through something it contains, so the lines found are
 exactly the lines holding a needle, whatever the sample was like; a sample unlike the rest
 of the log only makes the plan slower.
+
+**Patterns that run over lines.** :func:`spans_lines` reads a pattern for anything that can
+match a newline (``\n``, ``\s``, a negated class that does not exclude it, ``.`` under the
+``s`` flag); the scan matches such a record on a window of the lines that follow the one it
+starts on.
 """
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from typing import TYPE_CHECKING
+
+import regex
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
-__all__ = ["FindPlan", "line_around"]
+__all__ = ["FindPlan", "first_line", "line_around", "spans_lines"]
 
 #: The share of a log's bytes that the rare-byte pass may stop at.
 RARE_SHARE = 1 / 4096
@@ -181,3 +191,137 @@ def _cover(
         plan.append((best, [needles[i] for i in sorted(chosen)]))
         left -= chosen
     return plan
+
+
+# The pieces of a pattern that decide whether, and where, it can first match a newline:
+# escapes, classes, flag groups, parentheses, a newline written as itself, ".", "|".
+_PIECE = regex.compile(
+    r"""
+    \\(?:x\{[0-9a-fA-F]+\}|x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|[0-7]{1,3}
+        |[NpP]\{[^}]*\}|.)
+    | \[\^?\]?(?:\\.|\[:[a-z]+:\]|[^\]\\])*\]
+    | \(\?[a-zA-Z]*-?[a-zA-Z]*[:)]
+    | [()|.\n]
+    """,
+    regex.VERBOSE | regex.DOTALL,
+)
+# One member of a class: an escape, a POSIX class, or a character.
+_MEMBER = regex.compile(
+    r"\\(?:x\{[0-9a-fA-F]+\}|x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|[0-7]{1,3}|[NpP]\{[^}]*\}|.)"
+    r"|\[:[a-z]+:\]|.",
+    regex.DOTALL,
+)
+# Escapes that match a newline, or may (a property, a named character, a grapheme).
+_NEWLINE_ESCAPES = frozenset("nsWDvRXpPN")
+
+
+def spans_lines(pattern: str) -> bool:
+    r"""Whether a match of ``pattern`` may run over a newline (conservatively: when unsure, yes).
+
+    >>> spans_lines(r"Error\(s\) in loading state_dict for (\w+):\n\t"), spans_lines(r"[^,\n]+")
+    (True, False)
+    """
+    return _first_newline(pattern) is not None
+
+
+def first_line(pattern: str) -> str | None:
+    r"""The part of ``pattern`` that the first line of a match runs through, or None.
+
+    The pattern up to the first thing that can match a newline (or up to the outermost group
+    that holds it), when no top-level alternative follows: the line a match starts on matches
+    this part. The whole pattern when nothing in it can match a newline; None when an
+    alternative follows the cut.
+
+    >>> first_line(r"(\d{3}) Client Error\.\s+Cannot access gated repo")
+    '(\\d{3}) Client Error\\.'
+    """
+    found = _first_newline(pattern)
+    if found is None:
+        return pattern
+    at, alternatives = found
+    return None if alternatives else pattern[:at]
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _first_newline(pattern: str) -> tuple[int, bool] | None:
+    """Where a match can first run over a newline, and whether an alternative follows.
+
+    The start of the first piece that can match a newline, or of the outermost group that
+    holds it; and whether a top-level ``|`` comes after it. None when no piece can.
+    """
+    dotall = False
+    depth = outer = 0  # outer: where the outermost open group starts
+    first: int | None = None
+    for found in _PIECE.finditer(pattern):
+        piece = found.group()
+        if piece == "(" or (piece.startswith("(?") and piece.endswith(":")):
+            if depth == 0:
+                outer = found.start()
+            depth += 1
+        elif piece == ")":
+            depth = max(depth - 1, 0)
+        elif piece == "|":
+            if first is not None and depth == 0:
+                return first, True
+            continue
+        if first is not None:
+            continue  # only looking for a later top-level alternative
+        if piece.startswith("(?"):
+            # (?s) lets "." match a newline; (?x) makes the text hard to read: assume it may.
+            dotall = dotall or bool(set(piece[2:].split("-")[0]) & set("sx"))
+            crosses = dotall and "x" in piece[2:].split("-")[0]
+        elif piece == "\n":
+            crosses = True
+        elif piece == ".":
+            crosses = dotall
+        elif piece.startswith("["):
+            negated = piece.startswith("[^")
+            holds = _class_holds_newline(piece[2 if negated else 1 : -1])
+            crosses = holds is None or holds != negated
+        elif piece.startswith("\\"):
+            crosses = piece[1] in _NEWLINE_ESCAPES or _code(piece) == 0x0A
+        else:
+            crosses = False
+        if crosses:
+            first = outer if depth else found.start()
+    return None if first is None else (first, False)
+
+
+def _class_holds_newline(body: str) -> bool | None:
+    r"""Whether a class with members ``body`` (no brackets, no ``^``) holds a newline; None: unsure.
+
+    A property (``\p{...}``), a named character or a POSIX class may or may not hold one.
+    """
+    members = _MEMBER.findall(body)
+    holds: bool | None = False
+    i = 0
+    while i < len(members):
+        member = members[i]
+        if i + 2 < len(members) and members[i + 1] == "-":
+            low, high = _code(member), _code(members[i + 2])
+            if low is None or high is None:
+                holds = None
+            elif low <= 0x0A <= high:
+                return True
+            i += 3
+            continue
+        if member.startswith("[:") or member[:2] in ("\\p", "\\P", "\\N"):
+            holds = None
+        elif _code(member) == 0x0A or (member.startswith("\\") and member[1] in "nsWDvRX"):
+            return True
+        i += 1
+    return holds
+
+
+def _code(member: str) -> int | None:
+    r"""The code point a class member or escape stands for; None for a class such as ``\w``."""
+    if len(member) == 1:
+        return ord(member)
+    letter = member[1]
+    if letter in "xuU":
+        return int(member[2:].strip("{}"), 16)
+    if letter.isdigit():
+        return int(member[1:], 8)
+    if letter in "nrtfae":
+        return ord({"n": "\n", "r": "\r", "t": "\t", "f": "\f", "a": "\a", "e": "\x1b"}[letter])
+    return ord(letter) if len(member) == 2 and not letter.isalnum() else None

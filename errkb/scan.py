@@ -3,32 +3,72 @@
 The text is read in large blocks of bytes. Every record contributes needles: for each record,
 one any-of set of the literals its pattern requires (see :func:`errkb._patterns.literal_sets`),
 the set whose shortest literal is longest. An Aho-Corasick automaton (the ``fast`` extra,
-ahocorasick-rs) finds them all in one pass over a block; without it ``bytes.find`` looks for each
-needle in turn. Only the lines that hold a needle are decoded and matched with the full matcher
-(with the exception class read from the line, as in ``ValueError: ...``). A record with no literal at
-all is searched with its regex over the block. A line counts once, for the record that ranks
-first on it (as ``errkb explain`` would rank it).
+ahocorasick-rs) finds them all in one pass over a block; without it ``bytes.find`` looks for
+each needle in turn. Only the lines that hold a needle are decoded and matched with the full
+matcher (with the exception class read from the line, as in ``ValueError: ...``). A record
+with no literal at all is searched with its regex over the block. A line counts for the record
+that ranks first on it (as ``errkb explain`` would rank it).
+
+**Messages over several lines.** A record whose pattern can match a newline
+(:func:`errkb._scanplan.spans_lines`: a gated repo's ``403 Client Error.`` and, two lines on,
+``Cannot access gated repo``; ``load_state_dict``'s list of keys) contributes as its needle a
+literal of the line its message starts on, so that line is found. That line is then also
+matched on a *window*: itself and the lines after it, at most :data:`WINDOW_LINES` lines and
+:data:`WINDOW_BYTES` bytes, each with the log prefix of the first line (what comes before the
+exception class, such as vLLM's ``(EngineCore_0 pid=1) ERROR ... [core.py:41]``) taken off. A
+match on the window counts when it starts on that line, and the lines it runs over are part
+of it: they are not matched again. A block's last lines are carried over to the next block,
+so a window never stops at a block's end; the carried part is bounded by the window. A
+message that a line seems to cut short (``Error(s) in loading state_dict for Net:`` and no
+more) is taken as cut only when the next line does not go on with it: a next line that is
+blank or indented, where the pattern would take a newline, says the message went on, with
+something the pattern does not know.
+
+**Counting: one failure counts once.** Programs print one failure several times: vLLM logs
+an error in the engine core and prints the same traceback again when the process dies, then
+raises a wrapper (``Engine core initialization failed. See root cause above.``) in the front
+end; pytest repeats the error in its short summary; torch lists one size mismatch a line. A
+group's ``count`` is the number of failures, and ``first_lines`` holds the first line of each
+(up to :data:`FIRST_LINES`). A record's match is the same failure again, and not counted,
+when
+
+* it is on the line right after the record's previous match (one message, an item a line), or
+* its matched text is the same as that of the failure it last counted, at most
+  :data:`REPEAT_LINES` lines before (the same message printed again).
+
+A record tagged ``wrapper-error`` (:data:`WRAPPER_TAG`: an error that only reports that
+another one happened, whose cause was printed above it) is not counted when another record
+matched at most :data:`REPEAT_LINES` lines before it: its root cause is that failure. With no
+cause in sight, it counts, and says where to look.
 """
 
 from __future__ import annotations
 
 import gzip
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 import attrs
 import regex
 
-from errkb._env import text
-from errkb._patterns import best_set
-from errkb._scanplan import FindPlan, line_around
+from errkb._env import text as env_text
+from errkb._patterns import (
+    PatternTimeoutError,
+    best_set,
+    compile_pattern,
+    head_pattern,
+    literal_sets,
+    search,
+    search_prefix,
+)
+from errkb._scanplan import FindPlan, first_line, line_around, spans_lines
 from errkb.exceptions import UsageError
 from errkb.parse import class_at
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator
 
-    from errkb.match import Matcher
+    from errkb.match import Match, Matcher
     from errkb.records import Record, RecordRef
     from errkb.registry import Registry
 
@@ -48,11 +88,19 @@ PLAN_MIN = 1 << 20
 FIRST_LINES = 5
 #: Lines longer than this are cut before matching (a runaway line must not stall the scan).
 MAX_LINE = 64 * 1024
+#: A message over several lines is matched on at most this many lines after its first...
+WINDOW_LINES = 64
+#: ...and at most this many bytes after its first line.
+WINDOW_BYTES = 64 * 1024
+#: A match this many lines or fewer after a failure can be that failure printed again.
+REPEAT_LINES = 200
+#: The tag of records that only report another error, whose cause is printed above them.
+WRAPPER_TAG = "wrapper-error"
 
 
 @attrs.frozen(kw_only=True)
 class ScanGroup:
-    """Every line one record matched: how many, the first line numbers, the first such line."""
+    """The failures of one record: how many, the first line of each, the first one's text."""
 
     record: Record
     count: int
@@ -91,28 +139,40 @@ class _Needles:
     """The byte strings to look for, and the records with no literal to look for.
 
     Each record contributes the longest literal its pattern requires (or, when its literals
-    are alternatives, all of them); a needle that contains another is dropped, and so is one
-    that spans lines (no single line can hold it). With the ``fast`` extra installed
-    (ahocorasick-rs) one automaton finds every needle in a single pass over a block.
-    Otherwise, on a large log, a plan made from its first block (:mod:`errkb._scanplan`)
-    finds them in fewer ``bytes.find`` passes than there are needles; a small text gets a
-    pass per needle.
+    are alternatives, all of them). A record whose pattern runs over lines contributes the one
+    that the line its match starts on must hold (see :func:`errkb._scanplan.first_line`), or,
+    when the pattern does not tell, every literal it requires: its message is found when the
+    line it starts on holds one. A needle that contains another is dropped, and so is one that
+    spans lines (no single line can hold it). With the ``fast`` extra installed (ahocorasick-rs) one automaton
+    finds every needle in a single pass over a block. Otherwise, on a large log, a plan made
+    from its first block (:mod:`errkb._scanplan`) finds them in fewer ``bytes.find`` passes
+    than there are needles; a small text gets a pass per needle.
     """
 
     def __init__(self, records: Iterable[RecordRef], *, engine: str | None = None) -> None:
         needles: set[bytes] = set()
         self.unfindable: list[regex.Pattern[bytes]] = []
+        #: The records whose pattern runs over lines, by the literal their first line holds.
+        self.spanning: dict[str, list[RecordRef]] = {}
+        #: Those whose first line holds no literal to look for: tried on every line.
+        self.spanning_anywhere: list[RecordRef] = []
         for record in records:
             if record.retired:
                 continue
-            sets = record.literal_sets() or ()
-            singles = [s[0].encode() for s in sets if len(s) == 1 and len(s[0]) >= 3]
-            if singles:
-                needles.add(max(singles, key=len))
-                continue
-            best = best_set([s for s in sets if min(len(x) for x in s) >= 3])
-            if best is not None:
-                needles.update(x.encode() for x in best)
+            sets = _usable(record.literal_sets())
+            if spans_lines(record.message_pattern):
+                chosen = _choose(_first_line_sets(record.message_pattern)) or {
+                    x for s in sets for x in s if "\n" not in x
+                }
+                for literal in chosen:
+                    self.spanning.setdefault(literal, []).append(record)
+                needles.update(x.encode() for x in chosen)
+                if chosen:
+                    continue
+                self.spanning_anywhere.append(record)
+            chosen = _choose(sets)
+            if chosen:
+                needles.update(x.encode() for x in chosen)
                 continue
             try:
                 self.unfindable.append(regex.compile(record.message_pattern.encode()))
@@ -123,9 +183,22 @@ class _Needles:
             if b"\n" not in needle and not any(k in needle for k in kept):
                 kept.append(needle)
         self.needles = tuple(kept)
+        self._starts = (
+            regex.compile("|".join(regex.escape(t) for t in sorted(self.spanning, key=len)))
+            if self.spanning
+            else None
+        )
         self.engine, self._automaton = _automaton(self.needles, engine)
         self._plan = FindPlan(self.needles)
         self._sampled = False  # whether the plan was made from a large enough block
+
+    def starting(self, line: str) -> tuple[RecordRef, ...]:
+        """The records whose pattern runs over lines that ``line`` may start a match of."""
+        if self._starts is None or self._starts.search(line) is None:
+            return tuple(self.spanning_anywhere)
+        found = {r.id: r for t, rs in self.spanning.items() if t in line for r in rs}
+        found.update((r.id, r) for r in self.spanning_anywhere)
+        return tuple(found.values())
 
     def lines_in(self, block: bytes) -> list[tuple[int, int]]:
         """(start, end) of every line of ``block`` that holds a needle, in order."""
@@ -142,9 +215,31 @@ class _Needles:
             spans = self._plan.lines(block)
         for pattern in self.unfindable:
             for m in pattern.finditer(block):
-                # A match may run over newlines: from its first line to its last.
-                spans.add((line_around(block, m.start())[0], line_around(block, m.end())[1]))
+                # The line a match starts on; a window takes the lines after it.
+                spans.add(line_around(block, m.start()))
         return sorted(spans)
+
+
+def _usable(sets: tuple[tuple[str, ...], ...] | None) -> list[tuple[str, ...]]:
+    """The any-of sets whose every literal is long enough to be worth looking for."""
+    return [s for s in sets or () if min(len(x) for x in s) >= 3]
+
+
+def _choose(sets: list[tuple[str, ...]]) -> set[str]:
+    """The needles for a record: its longest required literal, else its best any-of set."""
+    singles = [s[0] for s in sets if len(s) == 1]
+    if singles:
+        return {max(singles, key=len)}
+    return set(best_set(sets) or ())
+
+
+def _first_line_sets(pattern: str) -> list[tuple[str, ...]]:
+    """What the line a match of ``pattern`` starts on must hold, whole or cut after its head."""
+    part = first_line(pattern)
+    head = head_pattern(pattern)
+    if part is not None and head is not None and len(head) < len(part):
+        part = head  # both are the start of the pattern: the shorter asks less
+    return _usable(literal_sets(part)) if part else []
 
 
 #: The engines that find needles: one automaton pass (the ``fast`` extra), or a pass a needle.
@@ -157,7 +252,7 @@ def _automaton(
     needles: tuple[bytes, ...], engine: str | None
 ) -> tuple[str, Callable[[bytes], list[tuple[int, int, int]]] | None]:
     """The engine to use (``ERRKB_SCAN_ENGINE`` when not given) and its search function."""
-    engine = engine or text("ERRKB_SCAN_ENGINE") or "auto"
+    engine = engine or env_text("ERRKB_SCAN_ENGINE") or "auto"
     if engine not in (*ENGINES, "auto"):
         raise UsageError(f"unknown scan engine {engine!r} (expected one of {', '.join(ENGINES)})")
     if engine == "python" or not needles:
@@ -208,34 +303,318 @@ def _blocks(
         yield chunk, size
 
 
-class _Accumulator:
-    def __init__(self) -> None:
-        self.groups: dict[str, list[Any]] = {}
+def _ready(block: bytes) -> int:
+    """Where the lines of ``block`` whose whole window it holds end (a line's start).
 
-    def add(self, record: Record, line_number: int, text: str) -> None:
+    A line before it is followed in ``block`` by :data:`WINDOW_BYTES` bytes or by
+    :data:`WINDOW_LINES` whole lines; the lines from it on wait for the next block.
+    """
+    by_bytes = block.rfind(b"\n", 0, max(len(block) - WINDOW_BYTES, 0)) + 1
+    at = len(block)
+    for _ in range(WINDOW_LINES + 1):
+        at = block.rfind(b"\n", 0, at)
+        if at == -1:
+            return by_bytes
+    return max(by_bytes, at + 1)
+
+
+def _decode(line: bytes) -> str:
+    return line[:MAX_LINE].decode("utf-8", "replace").rstrip("\r")
+
+
+class _After:
+    """The lines of a window after its first: read from the block once, unprefixed as needed.
+
+    At most :data:`WINDOW_LINES` lines and :data:`WINDOW_BYTES` bytes after the line ending
+    at ``end``, each without the log ``prefix`` of the first line (see :func:`_without_prefix`).
+    """
+
+    def __init__(self, block: bytes, end: int, prefix: str) -> None:
+        data = block[end + 1 : end + 1 + WINDOW_BYTES]
+        lines = (
+            data.decode("utf-8", "replace").split("\n", WINDOW_LINES)[:WINDOW_LINES] if data else []
+        )
+        if lines and len(lines) < WINDOW_LINES and data.endswith(b"\n"):
+            lines.pop()  # the end of the last line, not a line
+        self._raw, self._prefix = lines, prefix
+        self._done: list[str] = []
+
+    def __len__(self) -> int:
+        return len(self._raw)
+
+    def head(self, count: int) -> list[str]:
+        """The first ``count`` lines (fewer where the window ends)."""
+        while len(self._done) < min(count, len(self._raw)):
+            line = self._raw[len(self._done)].rstrip("\r")
+            self._done.append(_without_prefix(line, self._prefix))
+        return self._done[:count]
+
+
+# Where a log prefix may end: what may come before an exception class (see parse.class_at).
+_PREFIX_ENDS = frozenset(" \t:])>|")
+
+
+def _without_prefix(line: str, prefix: str) -> str:
+    """``line`` without the log prefix of a message's first line, or as much of it as it has.
+
+    vLLM writes the whole prefix on every line of a message; Ray, torchrun's ``--tee`` and
+    pytest's ``E   `` write their part of it. A shared part counts up to where a prefix may end,
+    so a line that merely starts like the prefix keeps its text.
+    """
+    if line.startswith(prefix):
+        return line[len(prefix) :]
+    shared = 0
+    for a, b in zip(line, prefix, strict=False):
+        if a != b:
+            break
+        shared += 1
+    while shared and prefix[shared - 1] not in _PREFIX_ENDS:
+        shared -= 1
+    return line[shared:]
+
+
+def _continues(after: _After) -> bool:
+    """Whether the first line after a message's first goes on with it: blank or indented."""
+    first = after.head(1)
+    return bool(first) and (not first[0] or first[0][0] in " \t")
+
+
+@attrs.define
+class _Group:
+    record: Record
+    count: int
+    first_lines: list[int]
+    example: str
+    opened: int  # the first line of the failure counted last
+    text: str  # its matched text
+    last: int  # the last line of the record's latest match
+
+
+class _Counter:
+    """Failures by record, counted by the rule in the module docstring."""
+
+    def __init__(self) -> None:
+        self.groups: dict[str, _Group] = {}
+        self.last_cause = -REPEAT_LINES - 1  # the last line of the latest match, not a wrapper
+
+    def add(self, record: Record, first: int, last: int, text: str, example: str) -> None:
+        if WRAPPER_TAG in record.tags:
+            if first - self.last_cause <= REPEAT_LINES:
+                return  # its root cause was just found: that is the failure
+        else:
+            self.last_cause = last
         group = self.groups.get(record.id)
         if group is None:
-            self.groups[record.id] = [record, 1, [line_number], text[:500]]
+            self.groups[record.id] = _Group(
+                record=record,
+                count=1,
+                first_lines=[first],
+                example=example,
+                opened=first,
+                text=text,
+                last=last,
+            )
             return
-        group[1] += 1
-        if len(group[2]) < FIRST_LINES:
-            group[2].append(line_number)
+        again = first == group.last + 1 or (
+            first - group.opened <= REPEAT_LINES and text == group.text
+        )
+        group.last = last
+        if again:
+            return
+        group.count += 1
+        group.opened, group.text = first, text
+        if len(group.first_lines) < FIRST_LINES:
+            group.first_lines.append(first)
 
     def result(self, lines: int, size: int) -> ScanResult:
         groups = [
-            ScanGroup(record=r, count=c, first_lines=tuple(first), example=ex)
-            for r, c, first, ex in self.groups.values()
+            ScanGroup(
+                record=g.record, count=g.count, first_lines=tuple(g.first_lines), example=g.example
+            )
+            for g in self.groups.values()
         ]
         groups.sort(key=lambda g: (-g.count, g.first_lines[0], g.record.id))
         return ScanResult(groups=tuple(groups), lines=lines, bytes=size)
 
 
-def _match_line(matcher: Matcher, text: str, line_number: int, acc: _Accumulator) -> None:
-    cls, message = class_at(text)
-    found = matcher.match(message, cls) or (matcher.match(text) if cls is not None else [])
-    if found:
-        # A line is one error: it counts for the best match (as `errkb explain` would rank it).
-        acc.add(found[0].record, line_number, text)
+def _where(record: RecordRef | Record, text: str) -> tuple[int, int] | None:
+    """Where ``record``'s pattern matches ``text``, whole or cut short by its end; None: nowhere."""
+    compiled = compile_pattern(record.message_pattern)
+    try:
+        hit = search(compiled, text)
+        if hit is None:
+            head = head_pattern(record.message_pattern)
+            if head is not None:
+                hit = search_prefix(compiled, compile_pattern(head), text)
+    except (PatternTimeoutError, regex.error):
+        return None
+    return None if hit is None else hit.span()
+
+
+def _cut_before_newline(record: Record, text: str, timeout: float) -> bool:
+    """Whether ``record`` matches ``text`` only cut short by its end, and a newline could follow."""
+    compiled = compile_pattern(record.message_pattern)
+    try:
+        return (
+            compiled.search(text, timeout=timeout) is None
+            and compiled.search(text + "\n", partial=True, timeout=timeout) is not None
+        )
+    except (TimeoutError, regex.error):
+        return False
+
+
+class _Scanner:
+    """One scan: the needles, the matchers, the count, and how many lines went by.
+
+    Blocks are fed in order; the lines at the end of a block whose window runs past it are
+    kept (:attr:`carried`) until the next block or :meth:`finish`.
+    """
+
+    def __init__(self, registry: Registry, engine: str | None) -> None:
+        self.matcher = registry.matcher
+        self.needles = _Needles(registry.refs, engine=engine)
+        self.counter = _Counter()
+        self.lines = 0  # lines before the first one not matched yet
+        self.covered = 0  # the last line of a message already matched
+        self.carried = b""
+        # Matchers for windows, by the records a line may start: a regex search a record.
+        self._window_matchers: dict[tuple[str, ...], Matcher] = {}
+
+    def feed(self, block: bytes) -> None:
+        """Match the lines of ``block`` (whole lines), and those carried from the last one."""
+        if self.carried and len(block) > WINDOW_BYTES:
+            # The carried lines' windows end in the first WINDOW_BYTES of this block: only
+            # that much is joined to them, not the whole block.
+            carried, self.carried = self.carried, b""
+            self._match(carried + block[:WINDOW_BYTES], len(carried))
+        elif self.carried:
+            block, self.carried = self.carried + block, b""
+        ready = _ready(block)
+        self._match(block, ready)
+        self.carried = block[ready:]
+
+    def finish(self, size: int) -> ScanResult:
+        """Match the lines still carried (the log ends there) and return the result."""
+        block, self.carried = self.carried, b""
+        self._match(block, len(block))
+        if block and not block.endswith(b"\n"):
+            self.lines += 1  # a last line without its newline
+        return self.counter.result(self.lines, size)
+
+    def _match(self, block: bytes, ready: int) -> None:
+        """Match the lines of ``block`` that start before ``ready`` (a line's start)."""
+        last, line = 0, self.lines
+        for start, end in self.needles.lines_in(block):
+            if start >= ready:
+                break
+            line += block.count(b"\n", last, start)
+            last = start
+            if line + 1 > self.covered:
+                self._line(block, start, end, line + 1)
+        self.lines = line + block.count(b"\n", last, ready)
+
+    def _line(self, block: bytes, start: int, end: int, number: int) -> None:
+        """Match the line at ``start:end`` of ``block`` (line ``number``), and count its failure."""
+        text = _decode(block[start : min(end, start + MAX_LINE)])
+        cls, message = class_at(text)
+        prefix = text[: len(text) - len(message) - len(cls) - 2] if cls is not None else ""
+        starting = self.needles.starting(text)
+        after = _After(block, end, prefix) if starting else None
+        readings = ((message, cls), (text, None)) if cls is not None else ((text, None),)
+        for subject, error_class in readings:
+            ranked, any_found = self._rank(subject, error_class, after, starting)
+            if any_found:
+                break  # the line without its class is read only when the class ruled all out
+        if not ranked:
+            return
+        best, window = ranked[0]
+        where = _where(best.record, window)
+        lines_after = 0
+        matched = window
+        if where is not None:
+            lines_after = window.count("\n", 0, max(where[1] - 1, 0))
+            matched = window[where[0] : where[1]]
+        if lines_after:
+            self.covered = number + lines_after
+        example = "\n".join([text, *(after.head(lines_after) if after else ())])[:500]
+        self.counter.add(best.record, number, number + lines_after, matched, example)
+
+    def _rank(
+        self,
+        subject: str,
+        error_class: str | None,
+        after: _After | None,
+        starting: tuple[RecordRef, ...],
+    ) -> tuple[list[tuple[Match, str]], bool]:
+        """Matches for a line read as ``subject``, best first, each with the text it matched.
+
+        And whether any record matched the line before the window judged it (the line is then
+        not read again without its class).
+
+        A record that runs over lines (of those in ``starting``) is judged on the window when
+        the line has lines after it: it counts when its match starts on this line.
+        """
+        found = {m.record.id: (m, subject) for m in self.matcher.match(subject, error_class)}
+        any_found = bool(found)
+        if after and starting:
+            window, matching = self._window(subject, after, starting)
+            on_window: set[str] = set()
+            for m in self._window_matcher(matching).match(window, error_class) if matching else ():
+                where = _where(m.record, window)
+                if where is not None and (where[0] < len(subject) or where[0] == 0):
+                    found[m.record.id] = (m, window)
+                    on_window.add(m.record.id)
+            if _continues(after):
+                timeout = self.matcher.timeout
+                for record_id in {r.id for r in starting} & found.keys() - on_window:
+                    # Cut short by the line's end, where the next line goes on with the
+                    # message (and the pattern with a newline): not cut, but another message.
+                    if _cut_before_newline(found[record_id][0].record, subject, timeout):
+                        del found[record_id]
+        ranked = sorted(found.values(), key=lambda pair: (-pair[0].score, pair[0].record.id))
+        return ranked, any_found or bool(ranked)
+
+    def _window(
+        self, subject: str, after: _After, starting: tuple[RecordRef, ...]
+    ) -> tuple[str, tuple[RecordRef, ...]]:
+        """The shortest window that decides the records in ``starting``, and those that match.
+
+        The first line and as few lines after it as decide every record; the records returned
+        are those whose match (whole, or running past the window's end) starts on the first
+        line. A partial search tells whether a record's match that starts on the first line runs
+        on past the window's end: the lines are doubled until none does, or the window is
+        whole. A message of a few lines costs a window of a few lines.
+        """
+        count = 1
+        while True:
+            window = "\n".join([subject, *after.head(count)])
+            hits = [(record, self._hit(record, window, len(subject))) for record in starting]
+            if count >= len(after) or not any(hit is not None and hit.partial for _, hit in hits):
+                return window, tuple(record for record, hit in hits if hit is not None)
+            count *= 2
+
+    def _hit(self, record: RecordRef, window: str, first: int) -> regex.Match[str] | None:
+        """The first match of ``record`` in ``window`` (whole or running past its end).
+
+        None when there is none, or when it starts after ``window[:first]``.
+        """
+        try:
+            hit = compile_pattern(record.message_pattern).search(
+                window, partial=True, timeout=self.matcher.timeout
+            )
+        except (TimeoutError, regex.error):
+            return None
+        return hit if hit is not None and (hit.start() < first or hit.start() == 0) else None
+
+    def _window_matcher(self, records: tuple[RecordRef, ...]) -> Matcher:
+        key = tuple(sorted(r.id for r in records))
+        matcher = self._window_matchers.get(key)
+        if matcher is None:
+            from errkb.match import Matcher
+
+            matcher = Matcher(records, timeout=self.matcher.timeout, indexed=False)
+            self._window_matchers[key] = matcher
+        return matcher
 
 
 def scan_stream(
@@ -249,33 +628,25 @@ def scan_stream(
 
     ``engine`` picks how needles are found (see :data:`ENGINES`; by default the automaton
     when the ``fast`` extra is installed, else ``ERRKB_SCAN_ENGINE``); the result is the same.
+    Groups count failures, not lines (see the module docstring).
     """
     from errkb.registry import default_registry
 
-    registry = registry or default_registry()
-    matcher = registry.matcher
-    needles = _Needles(registry.refs, engine=engine)
-    acc = _Accumulator()
-    line_base, size = 0, 0
+    scanner = _Scanner(registry or default_registry(), engine)
+    size = 0
     for block, read in _blocks(stream, progress):
         size += read
-        # Lines are counted once, in steps: up to each line found, then to the block's end.
-        last, line_base_here = 0, line_base
-        for start, end in needles.lines_in(block):
-            line_base_here += block.count(b"\n", last, start)
-            last = start
-            text = block[start : min(end, start + MAX_LINE)].decode("utf-8", "replace").rstrip("\r")
-            _match_line(matcher, text, line_base_here + 1, acc)
-        line_base = line_base_here + block.count(b"\n", last)
-        if not block.endswith(b"\n"):
-            line_base += 1
-    return acc.result(line_base, size)
+        scanner.feed(block)
+    return scanner.finish(size)
 
 
 def scan(
     lines: Iterable[str], *, registry: Registry | None = None, engine: str | None = None
 ) -> ScanResult:
     """Scan lines of text (an open text file, a list); the lookup API's form of ``errkb scan``.
+
+    Each item is a line (its line end, if any, is dropped); an item holding a newline counts
+    as the lines it holds.
 
     >>> result = scan(["INFO all good", "ValueError: No available memory for the cache blocks. "
     ...                "Try increasing `gpu_memory_utilization` when initializing the engine."])
@@ -284,18 +655,19 @@ def scan(
     """
     from errkb.registry import default_registry
 
-    registry = registry or default_registry()
-    matcher = registry.matcher
-    needles = _Needles(registry.refs, engine=engine)
-    acc = _Accumulator()
-    count = size = 0
-    for count, line in enumerate(lines, 1):
-        raw = line.rstrip("\r\n")
+    scanner = _Scanner(registry or default_registry(), engine)
+    size = held = 0
+    pending: list[bytes] = []
+    for line in lines:
         size += len(line)
-        data = raw.encode("utf-8", "replace")
-        if needles.lines_in(data):
-            _match_line(matcher, raw[:MAX_LINE], count, acc)
-    return acc.result(count, size)
+        data = line.rstrip("\r\n").encode("utf-8", "replace") + b"\n"
+        pending.append(data)
+        held += len(data)
+        if held >= BLOCK:
+            scanner.feed(b"".join(pending))
+            pending, held = [], 0
+    scanner.feed(b"".join(pending))
+    return scanner.finish(size)
 
 
 def open_log(path: str) -> BinaryIO:

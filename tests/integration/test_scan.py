@@ -1,4 +1,4 @@
-"""`errkb scan` in a child process: gzip files, standard input, exit statuses, the engine."""
+"""`errkb scan` in a child process, on real logs, and against `errkb explain` on every example."""
 
 from __future__ import annotations
 
@@ -7,9 +7,11 @@ import io
 import json
 
 import pytest
-from helpers import NOISE, run_cli, serve_log
+from helpers import DATA, NOISE, run_cli, serve_log
 
+import errkb
 from errkb.exceptions import UsageError
+from errkb.registry import default_registry
 from errkb.scan import scan_stream
 
 
@@ -57,3 +59,62 @@ def test_cli_scan_engine_from_the_environment():
     assert b"unknown scan engine 'grep'" in bogus.stderr
     with pytest.raises(UsageError, match="unknown scan engine"):
         scan_stream(io.BytesIO(b""), engine="grep")
+
+
+# Logs as the real tools print them (tests/data/pasted, see its README): each holds one failure.
+_PASTED = DATA / "pasted"
+_MANIFEST = json.loads((_PASTED / "manifest.json").read_text())
+_ONE_FAILURE = [
+    entry
+    for entry in _MANIFEST
+    if entry["file"].startswith(("log-", "trailing-", "escapes-syslog", "pytest-", "windows-"))
+]
+
+
+@pytest.mark.parametrize("entry", _ONE_FAILURE, ids=lambda e: e["file"])
+def test_a_real_log_of_one_failure_counts_one(entry):
+    """vLLM's engine core, Ray workers, torchrun --tee, pytest's summary: one failure, once."""
+    with (_PASTED / entry["file"]).open("rb") as log:
+        result = scan_stream(log)
+    assert [(entry["record"], 1)] == [(g.record.id, g.count) for g in result.groups]
+
+
+def test_vllm_engine_core_log_counts_the_cause_not_its_copy_or_wrapper():
+    """The engine core logs the error (line 20), prints it again (43), the front end wraps it (64)."""
+    with (_PASTED / "log-vllm-engine-core-raw.txt").open("rb") as log:
+        result = scan_stream(log)
+    assert [("vllm-no-cache-blocks", 1, (20,))] == [
+        (g.record.id, g.count, g.first_lines) for g in result.groups
+    ]
+
+
+def test_cli_scan_counts_failures_of_a_real_log():
+    """errkb scan prints one known error for vLLM's engine-core log, not three."""
+    proc = run_cli("scan", str(_PASTED / "log-vllm-engine-core-raw.txt"))
+    assert 0 == proc.returncode, proc.stderr
+    assert b"1 known errors in 1 kinds" in proc.stdout
+
+
+def _original(record) -> str:
+    """A variant record (a vendored copy of another's error) stands for its original."""
+    return record.variant_of or record.id
+
+
+_EXAMPLES = [
+    pytest.param(record.id, example, id=f"{record.id}-{i}")
+    for record in default_registry().records
+    if not record.retired
+    for i, example in enumerate(record.examples)
+]
+
+
+@pytest.mark.parametrize(("record_id", "example"), _EXAMPLES)
+def test_scan_and_explain_agree_on_every_record_example(record_id, example):
+    """A log holding a record's example, among INFO lines or at its end: scan's top group is
+    explain's top match, a variant read as its original."""
+    diagnosis = errkb.explain(example)
+    expected = _original(diagnosis.top.match.record) if diagnosis is not None else None
+    noise = [NOISE.format(n=i) for i in range(5)]
+    for log in ("\n".join([*noise, example, *noise]), "\n".join([*noise, example])):
+        groups = scan_stream(io.BytesIO(log.encode())).groups
+        assert expected == (_original(groups[0].record) if groups else None), record_id

@@ -3,12 +3,12 @@ from __future__ import annotations
 import io
 
 import pytest
-from helpers import NO_BLOCKS_MESSAGE, NOISE, serve_log
+from helpers import NO_BLOCKS_MESSAGE, NOISE, SEED_MESSAGE, serve_log
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import errkb.scan
-from errkb._scanplan import FindPlan
+from errkb._scanplan import FindPlan, first_line, spans_lines
 from errkb.registry import default_registry
 from errkb.scan import ENGINES, scan, scan_stream
 from errkb.testing import record_dict, registry_from_dicts
@@ -87,25 +87,40 @@ def test_a_runaway_line_is_cut_and_the_lines_after_it_still_count(monkeypatch, e
     assert (3, len(log)) == (result.lines, result.bytes)
 
 
-# Lines a log may hold: real messages of the shipped records, near misses, noise, oddities.
-_EXAMPLES = sorted({e.split("\n")[0] for r in default_registry().records for e in r.examples})
+# Lines a log may hold: real messages of the shipped records (first lines, whole messages over
+# several lines, under a log prefix), near misses, noise, oddities.
+_RECORDS = [r for r in default_registry().records if not r.retired]
+_EXAMPLES = sorted({e.split("\n")[0] for r in _RECORDS for e in r.examples})
+_WHOLE = sorted({e for r in _RECORDS for e in r.examples if "\n" in e})
 _LINES = st.one_of(
     st.sampled_from(_EXAMPLES).map(lambda e: f"ERROR [core.py:1] {e}"),
     st.sampled_from(_EXAMPLES).map(lambda e: e[: len(e) // 2]),
+    st.sampled_from(_WHOLE),
+    st.sampled_from(_WHOLE).map(lambda e: "\n".join(f"(pid=1) E: {x}" for x in e.split("\n"))),
     st.sampled_from([NOISE.format(n=1), "", "\r", "ÿ\x00 é", "CUDA error", "x" * 300]),
     st.text(max_size=40),
 )
 
 
 @settings(max_examples=60, suppress_health_check=[HealthCheck.too_slow], deadline=None)
-@given(st.lists(_LINES, max_size=30), st.booleans(), st.sampled_from([16, 100, 4096]))
-def test_engines_agree_with_matching_every_line(lines, final_newline, block):
-    """Both engines, at any block size, find what matching each line by itself finds."""
+@given(
+    st.lists(_LINES, max_size=30),
+    st.booleans(),
+    st.sampled_from([16, 100, 4096]),
+    st.sampled_from([(64, 64 * 1024), (3, 150)]),
+)
+def test_engines_agree_with_matching_every_line(lines, final_newline, block, window):
+    """Both engines, at any block size, find what matching each line by itself finds.
+
+    Windows (lines and bytes) small and large: a window cut by a block is carried over.
+    """
     text = "\n".join(lines) + ("\n" if final_newline else "")
     # A log's lines end at "\n" only (str.splitlines would also cut at "\x1e", "\x85", ...).
     body = text.removesuffix("\n")
-    expected = scan(body.split("\n") if text else [], engine="python")
     with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(errkb.scan, "WINDOW_LINES", window[0])
+        mp.setattr(errkb.scan, "WINDOW_BYTES", window[1])
+        expected = scan(body.split("\n") if text else [], engine="python")
         mp.setattr(errkb.scan, "BLOCK", block)
         for name, plan_min in (("ahocorasick", 0), ("python", 1 << 30), ("python", 0)):
             if name == "ahocorasick" and not _has_automaton():
@@ -151,3 +166,175 @@ def test_scan_reads_the_class_after_a_logging_prefix(engine):
     line = f"ERROR:vllm.engine:ValueError: {NO_BLOCKS_MESSAGE}"
     result = scan(io.StringIO(f"INFO:x:fine\n{line}\n"))
     assert [("vllm-no-cache-blocks", 1, (2,), line)] == _groups(result)
+
+
+# Messages over several lines, as torch, huggingface_hub and vLLM print them.
+_GATED = (
+    "403 Client Error.\n"
+    "\n"
+    "Cannot access gated repo for url https://huggingface.co/org/m/resolve/main/config.json.\n"
+    "Access to model org/m is restricted and you are not in the authorized list."
+)
+_SIZE_MISMATCH = (
+    "Error(s) in loading state_dict for Net:\n"
+    "\tsize mismatch for fc.weight: copying a param with shape torch.Size([10, 4]) from "
+    "checkpoint, the shape in current model is torch.Size([2, 4]).\n"
+    "\tsize mismatch for fc.bias: copying a param with shape torch.Size([10]) from "
+    "checkpoint, the shape in current model is torch.Size([2])."
+)
+_VLLM_PREFIX = "(EngineCore_0 pid=123) ERROR 11-30 14:02:11 [core.py:41] "
+_WRAPPER = "RuntimeError: Engine core initialization failed. See root cause above."
+
+
+def _log(*middle: str, before: int = 3, after: int = 3) -> str:
+    """Noise lines, then ``middle`` (each may hold several lines), then noise lines."""
+    noise = [NOISE.format(n=i) for i in range(before + after)]
+    return "\n".join([*noise[:before], *middle, *noise[before:]]) + "\n"
+
+
+def _found(text: str, **kwargs) -> list[tuple[str, int, tuple[int, ...]]]:
+    result = scan_stream(io.BytesIO(text.encode()), **kwargs)
+    return [(g.record.id, g.count, g.first_lines) for g in result.groups]
+
+
+def test_spans_lines_reads_what_can_match_a_newline():
+    """\\n, \\s, a negated class that lets a newline through, (?s). ; not [^\\n], \\S or plain ."""
+    crossing = [r"a\nb", r"a\sb", r"a[^']+b", r"(?s)a.b", r"a[\x00-\x20]b", r"a[^[:alpha:]]"]
+    single = [r"a[^)\n]*b", r"a\S+b", r"a.+b", r"a[\w.-]+", r"a\\nb", r"a[^\p{L}\n]"]
+    assert [True] * len(crossing) == [spans_lines(p) for p in crossing]
+    assert [False] * len(single) == [spans_lines(p) for p in single]
+
+
+def test_first_line_is_the_pattern_up_to_what_can_match_a_newline():
+    """Cut before the first newline-capable piece, or its outermost group; none after a '|'."""
+    assert r"(\d{3}) Client Error\." == first_line(r"(\d{3}) Client Error\.\s+Cannot access")
+    assert "load " == first_line(r"load (?P<p>[^']+) now")
+    assert r"plain \d+" == first_line(r"plain \d+")
+    assert first_line(r"a\sb|c") is None
+
+
+def test_a_message_over_lines_is_found_from_its_first_line(engine):
+    """A gated repo's message names its status on one line and the repo two lines on."""
+    assert [("huggingface-hub-gated-repo", 1, (4,))] == _found(_log(_GATED))
+
+
+def test_a_match_over_lines_keeps_the_lines_it_runs_over(engine):
+    """The lines a match runs over are part of it: a record of one of them is not matched."""
+    registry = registry_from_dicts(
+        [
+            record_dict(id="two-lines", messagePattern=r"alpha failed:\n\tbeta (?P<n>\d+)"),
+            record_dict(id="one-line", messagePattern=r"beta (?P<n>\d+) broke"),
+        ]
+    )
+    text = "alpha failed:\n\tbeta 5 broke\nlater: beta 6 broke\n"
+    assert [("two-lines", 1, (1,)), ("one-line", 1, (3,))] == _found(text, registry=registry)
+
+
+def test_a_window_carried_over_block_boundaries_loses_nothing(monkeypatch, engine):
+    """However the blocks cut the message, and however small the window, the scan agrees."""
+    text = _log(_GATED, _SIZE_MISMATCH, _GATED, before=30, after=30)
+    expected = _found(text)
+    monkeypatch.setattr(errkb.scan, "WINDOW_LINES", 4)
+    monkeypatch.setattr(errkb.scan, "WINDOW_BYTES", 300)
+    for block in (7, 64, 301, 1000):
+        monkeypatch.setattr(errkb.scan, "BLOCK", block)
+        assert expected == _found(text), block
+
+
+def test_a_window_is_bounded_by_lines(monkeypatch, engine):
+    """A message whose end lies past the window's last line is not found through it."""
+    registry = registry_from_dicts([record_dict(id="far", messagePattern=r"begin here:\s+end")])
+    monkeypatch.setattr(errkb.scan, "WINDOW_LINES", 3)
+    near = "begin here:\n\n\nend\n"
+    far = "begin here:\n\n\n\nend\n"
+    assert [("far", 1, (1,))] == _found(near, registry=registry)
+    assert [] == _found(far, registry=registry)
+
+
+def test_a_window_is_bounded_by_bytes(monkeypatch, engine):
+    """A message whose end lies past the window's last byte is not found through it."""
+    registry = registry_from_dicts([record_dict(id="far", messagePattern=r"begin here:\s+end")])
+    monkeypatch.setattr(errkb.scan, "WINDOW_BYTES", 8)
+    assert [("far", 1, (1,))] == _found("begin here:\n   \nend\n", registry=registry)
+    assert [] == _found("begin here:\n        \nend\n", registry=registry)
+
+
+def test_a_window_takes_off_the_first_lines_log_prefix(engine):
+    """vLLM writes its prefix on every line of a message; Ray writes its part of it."""
+    lines = [
+        "RuntimeError: Error(s) in loading state_dict for Net:",
+        '\tUnexpected key(s) in state_dict: "module.fc.weight". ',
+    ]
+    vllm = [_VLLM_PREFIX + x for x in lines]
+    ray = [
+        "(RayWorkerWrapper pid=7) ERROR [worker.py:1] " + lines[0],
+        "(RayWorkerWrapper pid=7) " + lines[1],
+    ]
+    expected = [("torch-load-state-dict-missing-unexpected-keys", 1, (4,))]
+    assert expected == _found(_log(*vllm))
+    assert expected == _found(_log(*ray))
+
+
+def test_a_first_line_alone_is_a_message_cut_short(engine):
+    """A line that a message over lines starts on, then unrelated lines: the message is cut."""
+    assert [("torch-load-state-dict-missing-unexpected-keys", 1, (4,))] == _found(
+        _log("Error(s) in loading state_dict for Net:")
+    )
+
+
+def test_a_first_line_the_next_line_goes_on_from_is_not_cut(engine):
+    """Size mismatches after 'Error(s) in loading state_dict': not missing keys cut short."""
+    assert [("torch-load-state-dict-size-mismatch", 1, (5,))] == _found(_log(_SIZE_MISMATCH))
+
+
+def test_one_message_listing_a_record_on_consecutive_lines_counts_once(engine):
+    """torch lists a size mismatch a line: two lines, one failure, counted at the first."""
+    groups = _found(_log(_SIZE_MISMATCH))
+    assert 1 == groups[0][1]
+
+
+def test_the_same_message_again_within_the_repeat_window_counts_once(engine):
+    """vLLM logs an error, then prints its traceback again: one failure."""
+    line = f"ValueError: {NO_BLOCKS_MESSAGE}"
+    text = _log(_VLLM_PREFIX + line, *[NOISE.format(n=i) for i in range(20)], "(pid=1) " + line)
+    assert [("vllm-no-cache-blocks", 1, (4,))] == _found(text)
+
+
+def test_the_same_message_past_the_repeat_window_counts_again(monkeypatch, engine):
+    """The same error REPEAT_LINES lines or more after the one counted is a new failure."""
+    monkeypatch.setattr(errkb.scan, "REPEAT_LINES", 10)
+    line = f"ValueError: {NO_BLOCKS_MESSAGE}"
+    noise = [NOISE.format(n=i) for i in range(10)]
+    assert [("vllm-no-cache-blocks", 2, (4, 15))] == _found(_log(line, *noise, line))
+    assert [("vllm-no-cache-blocks", 1, (4,))] == _found(_log(line, *noise[:9], line))
+
+
+def test_the_same_record_with_another_message_nearby_counts_again(engine):
+    """Two messages of one record that differ (another number) are two failures."""
+    other = SEED_MESSAGE.replace("32768", "65536")
+    text = _log(f"ValueError: {SEED_MESSAGE}", NOISE.format(n=1), f"ValueError: {other}")
+    assert [("vllm-kv-cache-max-seq-len", 2, (4, 6))] == _found(text)
+
+
+def test_a_wrapper_after_its_root_cause_is_not_a_failure_of_its_own(engine):
+    """'Engine core initialization failed. See root cause above.' after the cause: one failure."""
+    text = _log(f"ValueError: {NO_BLOCKS_MESSAGE}", NOISE.format(n=1), _WRAPPER)
+    assert [("vllm-no-cache-blocks", 1, (4,))] == _found(text)
+
+
+def test_a_wrapper_with_no_cause_in_sight_counts(monkeypatch, engine):
+    """With no known error in the REPEAT_LINES lines above it, the wrapper is the finding."""
+    monkeypatch.setattr(errkb.scan, "REPEAT_LINES", 5)
+    alone = [("vllm-engine-core-initialization-failed", 1, (4,))]
+    assert alone == _found(_log(_WRAPPER))
+    far = _log(f"ValueError: {NO_BLOCKS_MESSAGE}", *[NOISE.format(n=i) for i in range(5)], _WRAPPER)
+    assert [
+        ("vllm-no-cache-blocks", 1, (4,)),
+        ("vllm-engine-core-initialization-failed", 1, (10,)),
+    ] == _found(far)
+
+
+def test_a_failure_over_lines_keeps_its_lines_as_example(engine):
+    """The example of a message over lines holds the lines the match ran over."""
+    result = scan_stream(io.BytesIO(_log(_GATED).encode()))
+    assert _GATED.rsplit("\n", 1)[0] == result.groups[0].example
