@@ -44,7 +44,8 @@ from errkb.testing import FakeGpu, FakeMeasurements
 total = int(os.environ["FAKE_GPU_TOTAL_BYTES"])
 free = int(os.environ.get("FAKE_GPU_FREE_BYTES", total))
 gpu = FakeGpu(total_bytes=total, free_bytes=free)
-options = Options(probes=False, measurements=FakeMeasurements(gpus=[gpu]))
+# A generous bound: these tests check what the fix is, not how fast it comes on a busy machine.
+options = Options(probes=False, timeout=60, measurements=FakeMeasurements(gpus=[gpu]))
 errkb.install(options)
 _hook = sys.excepthook
 
@@ -132,6 +133,7 @@ def splice(path: Path, fix: dict) -> str:
     Fails unless the location is this file, ``before`` is what the file holds there, and the
     new file parses; the bytes before and after the edit are the file's own.
     """
+    assert fix["location"] is not None, fix
     file, _, line = fix["location"].rpartition(":")
     assert str(path) == file
     old = path.read_bytes()
