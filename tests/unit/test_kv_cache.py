@@ -398,7 +398,7 @@ def test_no_blocks_without_weights_is_still_a_lower_bound(tmp_path):
 
 def test_explicit_float32_dtype_caches_four_bytes_a_value():
     """dtype='float32' given: model_config.dtype is float32 and an 'auto' cache follows it
-    (cache_engine.py:117-118@v0.6.6): 2 x 32 x 8 x 128 x 4 = 262144 bytes a token."""
+    (cache_engine.py:114-118@v0.6.6): 2 x 32 x 8 x 128 x 4 = 262144 bytes a token."""
     transformers = pytest.importorskip("transformers")
     import torch
 
@@ -435,7 +435,7 @@ def test_gemma3_sliding_window_needs_13_66_gib_and_0_93(tmp_path):
 
     Full: 10 layers x 8192 blocks x 128 KiB = 10 GiB. Sliding: min(1023 + 8192, 131072) = 9215
     tokens -> 576 + 1 blocks x 128 KiB x 52 layers = 3.6626 GiB. 13.6626 GiB needed, 11.995 GiB
-    at least available: 0.9 + 1.6676 / 80 = 0.92085 -> 0.93 (errkb said 1.53 before).
+    at least available: 0.9 + 1.6676 / 80 = 0.920845 -> 0.93 (errkb said 1.53 before).
     """
     d = _explain(GEMMA_V1, model=_model(tmp_path, GEMMA3), measurements=GPU_80GIB)
     facts = _facts(d)
