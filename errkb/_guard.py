@@ -67,7 +67,12 @@ def guarded(work: Callable[[], T], timeout: float) -> Outcome[T]:
             box["error"] = err
 
     worker = threading.Thread(target=run, name="errkb-diagnosis", daemon=True)
-    worker.start()
+    try:
+        worker.start()
+    except RuntimeError:
+        # Python 3.12.0 to 3.12.2 start no thread once shutdown begins (atexit callbacks
+        # included); without a thread nothing would bound the work, so it is left out.
+        return Outcome(problem="errkb: the diagnosis was left out: Python starts no thread now")
     worker.join(timeout + GRACE)
     if worker.is_alive():
         line = f"errkb: the diagnosis did not finish within {timeout:g}s and was left out"

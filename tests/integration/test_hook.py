@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+import sys
 import textwrap
 
 import pytest
-from helpers import SEED_MESSAGE, run_python
+from helpers import SEED_MESSAGE, run_cli, run_python
 
 RAISE_SEED = f"""
 def start_engine():
@@ -158,6 +159,198 @@ def test_rich_traceback_prints_first_then_our_diagnosis():
     ours_at = proc.stderr.find(b"vllm-kv-cache-max-seq-len")
     assert -1 < rich_at < ours_at
     assert "\u2570".encode() in proc.stderr[:ours_at]  # rich's rounded panel is there
+
+
+@pytest.fixture(scope="module")
+def kept_diagnosis() -> bytes:
+    """What errkb adds under the seed's error when its own hook prints the traceback."""
+    proc = run_python(_script("start_engine()"), env={"NO_COLOR": "1"})
+    ours = _split(proc.stderr)[1]
+    assert b"vllm-kv-cache-max-seq-len" in ours, proc.stderr
+    return ours
+
+
+def test_rich_traceback_installed_after_errkb_keeps_the_diagnosis(kept_diagnosis):
+    """rich.traceback.install() after errkb.install() (it keeps no chain): rich's box, then the
+    diagnosis, once, exit 1."""
+    install = (
+        "import errkb; errkb.install()\nimport rich.traceback; rich.traceback.install(width=100)"
+    )
+    proc = run_python(_script("start_engine()", install=install), env={"NO_COLOR": "1"})
+    assert 1 == proc.returncode
+    box_end = proc.stderr.find("\u2570".encode())  # rich's rounded panel closes
+    assert -1 < box_end < proc.stderr.find(b"vllm-kv-cache-max-seq-len")
+    assert proc.stderr.endswith(kept_diagnosis)
+    assert 1 == proc.stderr.count(kept_diagnosis)
+
+
+def test_a_later_hook_that_keeps_no_chain_gets_the_diagnosis_after_its_output(kept_diagnosis):
+    """A framework's own sys.excepthook set after install(): its output, then the diagnosis."""
+    install = (
+        "import sys, errkb; errkb.install()\n"
+        "sys.excepthook = lambda *exc: sys.stderr.write('the app reports its crash\\n')"
+    )
+    proc = run_python(_script("start_engine()", install=install), env={"NO_COLOR": "1"})
+    assert (1, b"the app reports its crash\n" + kept_diagnosis) == (proc.returncode, proc.stderr)
+
+
+def test_a_later_hook_that_calls_errkb_gets_the_diagnosis_once(kept_diagnosis):
+    """A later hook that chains to the one it found (errkb's): the diagnosis once, where called."""
+    install = (
+        "import sys, errkb; errkb.install()\n"
+        "previous = sys.excepthook\n"
+        "def app_hook(*exc):\n"
+        "    sys.stderr.write('the app reports its crash\\n')\n"
+        "    previous(*exc)\n"
+        "sys.excepthook = app_hook"
+    )
+    proc = run_python(_script("start_engine()", install=install), env={"NO_COLOR": "1"})
+    assert 1 == proc.returncode
+    assert proc.stderr.startswith(b"the app reports its crash\nTraceback (most recent call last)")
+    assert proc.stderr.endswith(kept_diagnosis)
+    assert 1 == proc.stderr.count(kept_diagnosis)
+
+
+def test_errkb_run_with_rich_traceback_installed_by_the_program(kept_diagnosis):
+    """`errkb run` installs first; the program then installs rich's hook: rich's box, then the
+    diagnosis, once, and the program's exit status."""
+    code = _script(
+        "start_engine()", install="import rich.traceback; rich.traceback.install(width=100)"
+    )
+    proc = run_cli("run", "--", sys.executable, "-c", code, env={"NO_COLOR": "1"})
+    assert 1 == proc.returncode
+    assert -1 < proc.stderr.find("\u2570".encode()) < proc.stderr.find(b"vllm-kv-cache-max-seq-len")
+    assert proc.stderr.endswith(kept_diagnosis)
+    assert 1 == proc.stderr.count(kept_diagnosis)
+
+
+def test_a_later_hook_does_not_make_the_diagnosis_wait_for_running_threads(kept_diagnosis):
+    """With a later hook and a thread still running, the diagnosis comes before Python waits
+    for that thread (the thread waits to see it, and says whether it did)."""
+    install = """
+import sys, threading, errkb
+errkb.install()
+sys.excepthook = lambda *exc: sys.__excepthook__(*exc)
+diagnosed = threading.Event()
+
+class Watched:
+    def __init__(self, stream): self.stream = stream
+    def write(self, text):
+        if "vllm-kv-cache-max-seq-len" in text: diagnosed.set()
+        return self.stream.write(text)
+    def __getattr__(self, name): return getattr(self.stream, name)
+
+sys.stderr = Watched(sys.stderr)
+
+def worker():
+    diagnosed.wait(30)
+    print("the worker saw the diagnosis:", diagnosed.is_set(), flush=True)
+
+threading.Thread(target=worker).start()
+"""
+    proc = run_python(_script("start_engine()", install=install), env={"NO_COLOR": "1"})
+    assert (1, b"the worker saw the diagnosis: True\n") == (proc.returncode, proc.stdout)
+    record_id = b"vllm-kv-cache-max-seq-len"
+    assert kept_diagnosis.count(record_id) == proc.stderr.count(record_id)  # one diagnosis
+
+
+def test_uninstall_leaves_nothing_for_the_exit():
+    """install(), uninstall(), then a later hook: Python's traceback only, nothing at exit."""
+    body = "import sys\nsys.excepthook = sys.__excepthook__\nstart_engine()"
+    plain = run_python(_script(body, install="import errkb"))
+    proc = run_python(_script(body, install="import errkb; errkb.install(); errkb.uninstall()"))
+    assert (1, plain.stderr) == (proc.returncode, proc.stderr)
+
+
+def test_a_buggy_app_hook_is_reported_as_python_would_without_errkb_frames():
+    """A previous sys.excepthook that raises: Python's own "Error in sys.excepthook" report,
+    byte for byte, with no errkb frame in it; then the diagnosis; exit 1."""
+    buggy = (
+        "import sys\n"
+        "def app_hook(*exc): raise RuntimeError('the app hook is broken')\n"
+        "sys.excepthook = app_hook\n"
+    )
+    plain = run_python(_script("start_engine()", install=buggy + "import errkb"))
+    proc = run_python(
+        _script("start_engine()", install=buggy + "import errkb; errkb.install()"),
+        env={"NO_COLOR": "1"},
+    )
+    assert 1 == plain.returncode == proc.returncode
+    assert plain.stderr.startswith(b"Error in sys.excepthook:\n")
+    assert b"Original exception was:" in plain.stderr
+    traceback_part, ours = _split(proc.stderr)
+    assert plain.stderr == traceback_part
+    assert b"errkb" not in traceback_part
+    assert b"vllm-kv-cache-max-seq-len" in ours
+
+
+@pytest.mark.parametrize("asyncio_first", [False, True])
+def test_asyncio_task_exception_never_retrieved_gets_a_diagnosis(asyncio_first):
+    """A task whose exception nobody retrieves: asyncio's log of it, then the diagnosis; the
+    program goes on. Both when asyncio is imported before install() and after."""
+    install = ("import asyncio\n" if asyncio_first else "") + "import errkb; errkb.install()"
+    body = """
+    import asyncio
+
+    async def serve():
+        start_engine()
+
+    async def main():
+        asyncio.get_running_loop().create_task(serve())  # never awaited
+        await asyncio.sleep(0.01)
+
+    asyncio.run(main())
+    print("still running")
+    """
+    proc = run_python(_script(body, install=install), env={"NO_COLOR": "1"})
+    assert (0, b"still running\n") == (proc.returncode, proc.stdout)
+    logged = proc.stderr.find(b"Task exception was never retrieved")
+    assert -1 < logged < proc.stderr.find(b"ValueError: The model's max seq len")
+    assert b"vllm-kv-cache-max-seq-len" in _split(proc.stderr)[1]
+
+
+def test_exception_in_an_atexit_callback_gets_a_diagnosis():
+    """An atexit callback that raises: Python's "Exception ignored in atexit callback" report,
+    then the diagnosis; the exit status is Python's."""
+    body = "import atexit\natexit.register(start_engine)\nprint('done')"
+    plain = run_python(_script(body, install="import errkb"))
+    proc = run_python(_script(body, install="import errkb; errkb.install()"), env={"NO_COLOR": "1"})
+    assert (plain.returncode, b"done\n") == (proc.returncode, proc.stdout)
+    traceback_part, ours = _split(proc.stderr)
+    assert traceback_part.startswith(b"Exception ignored in atexit callback")
+    # The same report as Python alone, but for the callback's address on its first line.
+    assert plain.stderr.splitlines()[1:] == traceback_part.splitlines()[1:]
+    assert b"vllm-kv-cache-max-seq-len" in ours
+
+
+def test_no_thread_at_exit_costs_one_line():
+    """Python 3.12.0 to 3.12.2 start no thread at exit: the diagnosis, which needs one for its
+    bound, is left out with one line; the traceback and exit status stay Python's."""
+    body = """
+    import sys, threading
+    sys.excepthook = sys.__excepthook__  # a later hook: the diagnosis comes at exit
+    def refuse(self):
+        raise RuntimeError("can't create new thread at interpreter shutdown")
+    threading.Thread.start = refuse
+    start_engine()
+    """
+    plain = run_python(_script(body, install="import errkb"))
+    proc = run_python(_script(body, install="import errkb; errkb.install()"))
+    assert 1 == proc.returncode
+    line = b"errkb: the diagnosis was left out: Python starts no thread now\n"
+    assert plain.stderr + line == proc.stderr
+
+
+def test_probes_off_note_names_install_under_the_hook():
+    """install(probes=False): the note that the GPU was not measured names install()'s switch,
+    not the command line's --no-probes."""
+    proc = run_python(
+        _script("start_engine()", install="import errkb; errkb.install(probes=False)"),
+        env={"NO_COLOR": "1"},
+    )
+    ours = _split(proc.stderr)[1]
+    assert b"probes are off (install(probes=False))" in ours
+    assert b"--no-probes" not in ours
 
 
 def test_uninstall_restores_the_previous_hooks():

@@ -58,6 +58,32 @@ def test_kernel_publishes_html_with_a_text_fallback():
     assert "" == out["stderr"]
 
 
+#: The streamer pattern: generation runs in a thread while the cell reads what it streams.
+THREAD_CELL = f"""
+import queue, threading
+
+def generate(streamer):
+    raise ValueError({SEED_MESSAGE!r})
+
+streamer = queue.Queue()
+thread = threading.Thread(target=generate, args=(streamer,), name="generate")
+thread.start()
+thread.join()
+"""
+
+
+@pytest.mark.parametrize("kind", ["terminal", "kernel"])
+def test_exception_in_a_thread_started_by_a_cell_gets_a_diagnosis(kind):
+    """Thread(target=generate) in a cell: the thread's traceback, then the diagnosis as text on
+    the same stream (stderr, which a kernel shows under the cell)."""
+    out = _run_cell(kind, THREAD_CELL)
+    err = out["stderr"]
+    assert -1 < err.find("Exception in thread generate") < err.find("vllm-kv-cache-max-seq-len")
+    record_id = "vllm-kv-cache-max-seq-len"
+    assert _one_diagnosis().count(record_id) == err.count(record_id)  # one diagnosis
+    assert [] == out["outputs"]
+
+
 def test_html_escapes_untrusted_text():
     """Markup and escape sequences in a record or message reach the HTML cleaned and escaped."""
     from errkb.diagnosis import explain
@@ -84,6 +110,14 @@ def test_unknown_error_in_a_kernel_publishes_nothing():
     """An error no record knows: the traceback only, no display output."""
     out = _run_cell("kernel", "raise RuntimeError('the frobnicator is out of beans')")
     assert ([], "") == (out["outputs"], out["stderr"])
+
+
+def _one_diagnosis() -> str:
+    """The seed's diagnosis as plain text: what one diagnosis of it holds."""
+    from errkb.diagnosis import explain
+    from errkb.render import render_plain
+
+    return render_plain(explain(f"ValueError: {SEED_MESSAGE}", options=_no_probes()), 100)
 
 
 def _no_probes():
