@@ -3,7 +3,9 @@
 Inside an IPython kernel (ipykernel's ``ZMQInteractiveShell``) the hook publishes the diagnosis
 as a display bundle, HTML with a plain-text fallback, so that it shows under the cell's
 traceback the way the frontend shows any output. A terminal IPython keeps the text on stderr.
-Imported only when an exception reaches the shell.
+Exceptions of threads a cell started are not the cell's: the hook writes their diagnosis as
+text, on the stream that shows the thread's traceback. Imported only when an exception
+reaches the shell.
 """
 
 from __future__ import annotations
@@ -12,9 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from errkb.findings import Diagnosis
-    from errkb.options import Options
 
-__all__ = ["bundle", "diagnose_bundle", "is_kernel", "publish"]
+__all__ = ["bundle", "is_kernel", "publish"]
 
 
 def is_kernel(shell: Any) -> bool:
@@ -30,14 +31,6 @@ def bundle(diagnosis: Diagnosis, width: int = 100) -> dict[str, str]:
     from errkb.render import render_html, render_plain
 
     return {"text/html": render_html(diagnosis), "text/plain": render_plain(diagnosis, width)}
-
-
-def diagnose_bundle(exc: BaseException, options: Options) -> list[dict[str, str]]:
-    """Diagnose ``exc``: its bundle in a list, or an empty list when no record matches."""
-    from errkb.diagnosis import diagnose
-
-    diagnosis = diagnose(exc, options=options)
-    return [] if diagnosis is None else [bundle(diagnosis, options.width or 100)]
 
 
 def publish(data: dict[str, str]) -> None:
