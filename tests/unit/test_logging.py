@@ -82,6 +82,18 @@ def test_text_field_in_a_format_string():
     assert "errkb: vLLM (V0 engine): max_model_len does not fit" in stream.getvalue()
 
 
+def test_probes_off_note_names_the_filter_not_the_command_line():
+    """The note that the GPU was not measured says why in logging's terms, not --no-probes."""
+    record = logging.LogRecord("x", logging.ERROR, __file__, 1, "boom", None, None)
+    try:
+        raise ValueError(SEED_MESSAGE)
+    except ValueError as exc:
+        record.exc_info = (ValueError, exc, exc.__traceback__)
+    DiagnosisFilter().filter(record)
+    assert "probes are off (a log record is diagnosed without measuring" in record.errkb_text
+    assert "--no-probes" not in record.errkb_text
+
+
 def test_records_without_exc_info_get_empty_fields():
     """A record without an exception gets the fields, empty, so format strings never fail."""
     record = logging.LogRecord("x", logging.INFO, __file__, 1, "hello", None, None)
