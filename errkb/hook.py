@@ -270,20 +270,35 @@ def _at_exit() -> None:
     """Diagnose the uncaught exception if errkb's hook never saw it (a later hook replaced it).
 
     Runs after ``sys.excepthook``, so the diagnosis follows that hook's output. A hook that
-    calls errkb's got the diagnosis there, and :attr:`_State.seen` keeps it to once.
+    calls errkb's got the diagnosis there, and :attr:`_State.seen` keeps it to once. Tools
+    also leave exceptions in ``sys.last_value`` for post-mortem debugging (pytest does, for a
+    failed test): only one that ended the main module is the process's uncaught exception.
     """
     with _write_lock:
         value = _last_uncaught()
         if (
             not _state.installed
             or _state.shell is not None
+            or sys.excepthook is _excepthook  # errkb's hook saw every uncaught exception
             or value is None
             or value is _state.seen
             or isinstance(value, (KeyboardInterrupt, SystemExit))
+            or not _ended_main(value)
         ):
             return
         _state.seen = value
         _diagnose_bounded(value)
+
+
+def _ended_main(exc: BaseException) -> bool:
+    """Whether ``exc`` went through the main module's top level (``__main__``'s ``<module>``)."""
+    tb = exc.__traceback__
+    while tb is not None:
+        frame = tb.tb_frame
+        if frame.f_code.co_name == "<module>" and frame.f_globals.get("__name__") == "__main__":
+            return True
+        tb = tb.tb_next
+    return False
 
 
 def _threading_excepthook(args: threading.ExceptHookArgs) -> None:

@@ -3,16 +3,29 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
-from helpers import SEED_MESSAGE, run_cli, run_python
+from helpers import SEED_MESSAGE, _child_env, run_cli, run_python
+
+import errkb
 
 RAISE_SEED = f"""
 def start_engine():
     raise ValueError({SEED_MESSAGE!r})
 """
+
+TEST_ENGINE = """
+
+def test_engine():
+    start_engine()
+"""
+
+#: The folder this errkb comes from, for children that run in another folder.
+ERRKB_ROOT = Path(errkb.__file__).resolve().parents[1]
 
 ESCAPES = [b"\x1b[", b"\x1b]", b"\x07", b"\r", b"\x08", "\u202e".encode(), b"\x1b"]
 
@@ -252,6 +265,26 @@ threading.Thread(target=worker).start()
     assert (1, b"the worker saw the diagnosis: True\n") == (proc.returncode, proc.stdout)
     record_id = b"vllm-kv-cache-max-seq-len"
     assert kept_diagnosis.count(record_id) == proc.stderr.count(record_id)  # one diagnosis
+
+
+@pytest.mark.parametrize("conftest", ["", "import rich.traceback; rich.traceback.install()"])
+def test_an_exception_pytest_keeps_for_post_mortem_is_not_diagnosed_at_exit(tmp_path, conftest):
+    """pytest under ERRKB_AUTOINSTALL leaves the failed test's exception in sys.last_value and
+    exits normally: nothing is diagnosed at exit, with errkb's hook kept or replaced (rich's,
+    installed by a conftest)."""
+    (tmp_path / "conftest.py").write_text(conftest)
+    (tmp_path / "test_engine.py").write_text(textwrap.dedent(RAISE_SEED) + TEST_ENGINE)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_engine.py"],
+        cwd=tmp_path,
+        env=_child_env({"ERRKB_AUTOINSTALL": "1", "NO_COLOR": "1", "PYTHONPATH": str(ERRKB_ROOT)}),
+        capture_output=True,
+        timeout=120,
+        check=False,
+    )
+    assert 1 == proc.returncode, proc.stdout
+    assert b"1 failed" in proc.stdout
+    assert b"vllm-kv-cache-max-seq-len" not in proc.stdout + proc.stderr
 
 
 def test_uninstall_leaves_nothing_for_the_exit():
