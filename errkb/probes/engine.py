@@ -64,6 +64,7 @@ class EngineReading:
     hf_config: Any = attrs.field(default=None, repr=False)
     available_memory: int | None = None
     needed_memory: int | None = None
+    weights_memory: int | None = None
     spec_layers: tuple[SpecLayer, ...] | None = None
     spec_block_size: int | None = None
 
@@ -152,6 +153,13 @@ def read_engine(evidence: Evidence) -> EngineReading | None:
             value = local(name)
             if name not in found and _number(value, int) is not None:
                 found[name] = value
+        if "weights_memory" not in found:
+            # The weights as loaded: model_runner.model_memory_usage (model_runner.py:1098@v0.6.6,
+            # v1/worker/gpu_model_runner.py:1548@v0.9.0), on the worker in the frames.
+            runner = local("model_runner") or safe_getattr(owner, "model_runner")
+            weights = _number(safe_getattr(runner, "model_memory_usage"), int)
+            if weights is not None and weights > 0:
+                found["weights_memory"] = weights
         if "kv_cache_spec" not in found and isinstance(local("kv_cache_spec"), dict):
             found["kv_cache_spec"] = local("kv_cache_spec")
     cache = found.get("cache_config")
@@ -188,6 +196,7 @@ def read_engine(evidence: Evidence) -> EngineReading | None:
         hf_config=hf_config,
         available_memory=_number(found.get("available_memory"), int),
         needed_memory=_number(found.get("needed_memory"), int),
+        weights_memory=found.get("weights_memory"),
         spec_layers=layers,
         spec_block_size=layers[0].block_size if layers else None,
     )

@@ -704,3 +704,64 @@ def test_probe_and_advisor_agree_on_fp8_variants(llama_dir):
     sized, size = layout_for_model(model_shape(LLAMA, origin="t"), kv_cache_dtype="fp8_e5m2")
     assert (1, 65536) == (size, sized.layout.bytes_per_token)
     assert 65536 == _facts(d)["kv_bytes_per_token"]["value"]
+
+
+def test_no_blocks_reads_the_weights_the_worker_loaded():
+    """V0's worker keeps the weights it loaded (model_runner.model_memory_usage,
+    model_runner.py:1098@v0.6.6): at least (4 GiB + 74 GiB) / 80 GiB = 0.975 -> 0.98, above
+    0.9 + (4 GiB - 2 MiB) / 80 GiB = 0.94998 from the run's utilization alone."""
+    transformers = pytest.importorskip("transformers")
+    hf = transformers.LlamaConfig(
+        num_hidden_layers=32, num_attention_heads=32, num_key_value_heads=8, hidden_size=4096
+    )
+    src = textwrap.dedent(
+        """
+        class Worker:
+            def __init__(self, cache_config, model_config, model_runner):
+                self.cache_config = cache_config
+                self.model_config = model_config
+                self.model_runner = model_runner
+
+            def initialize_cache(self, num_gpu_blocks):
+                raise ValueError(
+                    "No available memory for the cache blocks. Try increasing "
+                    "`gpu_memory_utilization` when initializing the engine."
+                )
+        """
+    )
+    namespace: dict = {}
+    exec(compile(src, "/venv/site-packages/vllm/worker/worker.py", "exec"), namespace)
+    worker = namespace["Worker"](
+        _Obj(block_size=16, gpu_memory_utilization=0.9, cache_dtype="auto"),
+        _Obj(max_model_len=32768, hf_config=hf, dtype="bfloat16"),
+        _Obj(model_memory_usage=74 * GIB),
+    )
+    with pytest.raises(ValueError) as info:
+        worker.initialize_cache(0)
+    d = errkb.diagnose(info.value, options=Options(measurements=GPU_80GIB))
+    facts = _facts(d)
+    assert (74 * GIB, "frame") == (
+        facts["weights_bytes"]["value"],
+        facts["weights_bytes"]["source"],
+    )
+    assert 0.98 == facts["gpu_memory_utilization_needed"]["value"]
+    assert facts["gpu_memory_utilization_needed"]["note"].startswith("at least")
+
+
+def test_v1_no_blocks_with_the_frames_available_memory_is_exact():
+    """V1 raises at available_memory <= 0 (kv_cache_utils.py:531-534@v0.9.0); with its value in the
+    frame the fix is exact: 0.9 + (4 GiB + 1 GiB) / 80 GiB = 0.9625 -> 0.97, no "at least"."""
+    page = 16 * 2 * 8 * 128 * 2
+    spec = {f"layers.{i}": FullAttentionSpec(page) for i in range(32)}
+    config = _Obj(
+        model_config=_Obj(max_model_len=32768, dtype="bfloat16"),
+        cache_config=_Obj(block_size=16, gpu_memory_utilization=0.9, cache_dtype="auto"),
+        scheduler_config=_Obj(max_num_batched_tokens=8192),
+        parallel_config=_Obj(tensor_parallel_size=1, pipeline_parallel_size=1),
+    )
+    exc = _v1_error(spec, -GIB, config, NO_BLOCKS)
+    d = errkb.diagnose(exc, options=Options(measurements=GPU_80GIB))
+    fact = _facts(d)["gpu_memory_utilization_needed"]
+    assert 0.97 == fact["value"]
+    assert not fact["note"].startswith("at least")
+    assert "to 0.97:" in _solution(d, "gpu_memory_utilization")["text"]

@@ -434,7 +434,15 @@ def gather(match: Match, evidence: Evidence, variant: str) -> Inputs:
     shape, shape_facts = _shape(engine, evidence, notes)
     cache_dtype, cache_bytes = _cache_bytes(engine, evidence, shape, notes)
     weights = None
-    if shape is not None and shape.weights_bytes:
+    if engine is not None and engine.weights_memory:
+        weights = value(
+            "weights_bytes",
+            engine.weights_memory,
+            "bytes",
+            "frame",
+            "the weights as loaded: model_runner.model_memory_usage",
+        )
+    elif shape is not None and shape.weights_bytes:
         weights = value(
             "weights_bytes",
             shape.weights_bytes,

@@ -178,7 +178,6 @@ def _v0(inp: Inputs, sized: Sized | None, work: _Work) -> Outcome:
     block = inp.block_size.value
     length = inp.max_model_len.value if inp.max_model_len else None
     blocks: int | None = None
-    lower_bound = False
     if inp.num_gpu_blocks is not None:
         blocks = max(0, inp.num_gpu_blocks.value)
     elif inp.capacity is not None:
@@ -189,7 +188,9 @@ def _v0(inp: Inputs, sized: Sized | None, work: _Work) -> Outcome:
             )
         blocks = inp.capacity.value // block
     elif inp.variant == "no-blocks":
-        blocks, lower_bound = 0, True
+        blocks = 0
+    # Zero blocks is vLLM's clamp of a count that may have been far below zero.
+    lower_bound = blocks == 0
     fits = blocks * block if blocks is not None else None
     if length is not None and fits is not None and fits >= length:
         work.notes.append(
@@ -227,10 +228,12 @@ def _v0(inp: Inputs, sized: Sized | None, work: _Work) -> Outcome:
             # request is missing at least; and the weights take memory before any block.
             bound = (need * bb + inp.weights.value) if inp.weights is not None else None
             util, infeasible = _utilization(
-                inp, work, u0, max(0, (need - 1) * bb), bound=bound, v1=False
+                inp, work, u0, max(0, (need - 1) * bb), bound=bound, v1=False, lower_bound=True
             )
         else:
-            util, infeasible = _utilization(inp, work, u0, deficit, bound=None, v1=False)
+            util, infeasible = _utilization(
+                inp, work, u0, deficit, bound=None, v1=False, lower_bound=False
+            )
     out = work.outcome(
         sized=sized,
         fits=fits or None,
@@ -244,13 +247,19 @@ def _v0(inp: Inputs, sized: Sized | None, work: _Work) -> Outcome:
 
 
 def _utilization(
-    inp: Inputs, work: _Work, u0: float, more: int, *, bound: int | None, v1: bool
+    inp: Inputs,
+    work: _Work,
+    u0: float,
+    more: int,
+    *,
+    bound: int | None,
+    v1: bool,
+    lower_bound: bool,
 ) -> tuple[float | None, tuple[str, ...]]:
     """``u0 + more / total`` rounded up (and, as a least value, ``bound / total``), checked."""
     if inp.total is None:
         return None, ()
     total = inp.total.value
-    lower_bound = inp.variant == "no-blocks"
     raw = u0 + more / total
     why = "the run's utilization plus all but one block of the request" if not v1 else ""
     if bound is not None and bound / total > raw:
@@ -373,7 +382,8 @@ def _v1_needed(inp: Inputs, sized: Sized | None, work: _Work) -> tuple[int | Non
 def _v1(inp: Inputs, sized: Sized | None, work: _Work) -> Outcome:
     """V1: the bytes one longest request needs against the bytes available."""
     length = inp.max_model_len.value if inp.max_model_len else None
-    lower_bound = inp.variant == "no-blocks"
+    # No blocks: the memory left is zero or less; only the frames say how much less.
+    lower_bound = inp.variant == "no-blocks" and inp.available is None
     available = _v1_available(inp, work)
     needed, grouped, batched = _v1_needed(inp, sized, work)
     n_msg, a_msg = inp.needed_printed, inp.available_printed
@@ -422,7 +432,9 @@ def _v1(inp: Inputs, sized: Sized | None, work: _Work) -> Outcome:
         bound = None
         if lower_bound and inp.weights is not None and needed is not None:
             bound = needed + inp.weights.value
-        util, infeasible = _utilization(inp, work, u0, deficit, bound=bound, v1=True)
+        util, infeasible = _utilization(
+            inp, work, u0, deficit, bound=bound, v1=True, lower_bound=lower_bound
+        )
     out = work.outcome(
         sized=sized,
         fits=fits or None,
