@@ -8,19 +8,25 @@ from __future__ import annotations
 
 import functools
 import re
+from typing import TYPE_CHECKING
 
 import regex
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 __all__ = [
     "DEFAULT_TIMEOUT",
     "PatternTimeoutError",
     "best_set",
     "compile_pattern",
+    "fill_template",
     "head_pattern",
     "required_literals",
     "search",
     "search_prefix",
     "specificity",
+    "template_names",
 ]
 
 #: Seconds one pattern may spend on one message before it is given up. A real pattern takes
@@ -348,3 +354,45 @@ def specificity(pattern: str) -> int:
     """How many literal characters a match of ``pattern`` must contain (0 when unknown)."""
     runs = required_literals(pattern)
     return sum(len(r) for r in runs) if runs else 0
+
+
+# A record's text may name its pattern's captures: "{in_features}" (a plain name, never an
+# expression), "{{" and "}}" for literal braces.
+_TEMPLATE = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}|[{}]")
+
+
+def template_names(text: str) -> tuple[set[str], list[str]]:
+    """The capture names ``text`` refers to, and the problems of its braces (a lone ``{``)."""
+    names: set[str] = set()
+    problems: list[str] = []
+    for m in _TEMPLATE.finditer(text):
+        if m.group(1):
+            names.add(m.group(1))
+        elif m.group() in "{}":
+            problems.append(
+                f"a lone {m.group()!r} at {m.start()}: write {{{{ or }}}} for a literal brace, "
+                "or {name} for a capture"
+            )
+    return names, problems
+
+
+def fill_template(text: str, values: Mapping[str | int, object]) -> str:
+    """``text`` with each ``{name}`` replaced by the capture's value, formatted by errkb.
+
+    A capture that matched nothing (an optional part, or a message cut before it) shows as a
+    placeholder, ``<name>``. Numbers read plainly (``512``, ``0.93``); nothing in the text is
+    ever evaluated.
+    """
+
+    def put(m: re.Match[str]) -> str:
+        name = m.group(1)
+        if name is None:
+            return m.group()[0] if m.group() in ("{{", "}}") else m.group()
+        value = values.get(name)
+        if value is None:
+            return f"<{name}>"
+        if isinstance(value, float):
+            return f"{value:g}"
+        return str(value)
+
+    return _TEMPLATE.sub(put, text)

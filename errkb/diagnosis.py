@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from errkb._patterns import fill_template
 from errkb._traceback import (
     MAX_EXCEPTIONS,
     class_name,
@@ -273,7 +274,7 @@ def _assemble(
             if m.record.id in seen:
                 continue
             seen.add(m.record.id)
-            base = tuple(Solution(text=s) for s in m.record.solutions)
+            base = tuple(Solution(text=fill_template(s, m.captures)) for s in m.record.solutions)
             fix = (
                 ExampleFix.from_record_text(m.record.example_fix) if m.record.example_fix else None
             )

@@ -11,7 +11,13 @@ from typing import Any
 
 import regex
 
-from errkb._patterns import PatternTimeoutError, compile_pattern, literal_sets, search
+from errkb._patterns import (
+    PatternTimeoutError,
+    compile_pattern,
+    literal_sets,
+    search,
+    template_names,
+)
 from errkb.exceptions import RecordError
 from errkb.records._schema import FIELDS, KEYS, SCHEMA_VERSION, Record, camel
 
@@ -114,7 +120,23 @@ def record_from_dict(  # noqa: PLR0915 - one pass over the schema reads best in 
         return None, problems
     if compiled is not None:
         _check_examples(compiled, values, problem)
+        _check_templates(compiled, values, problem)
     return Record(**values, source=source), problems
+
+
+def _check_templates(compiled: regex.Pattern[str], values: dict[str, Any], problem: Any) -> None:
+    """Solutions may name the pattern's captures ({name}); each name must be one of its groups."""
+    groups = set(compiled.groupindex)
+    for i, text in enumerate(values.get("solutions", ())):
+        names, braces = template_names(text)
+        for text_problem in braces:
+            problem("solutions", f"item {i}: {text_problem}")
+        for name in sorted(names - groups):
+            known = ", ".join(sorted(groups)) or "none"
+            problem(
+                "solutions",
+                f"item {i}: {{{name}}} names no capture group of the pattern (groups: {known})",
+            )
 
 
 def _short(text: str, limit: int = 60) -> str:

@@ -253,3 +253,24 @@ def test_classes_as_tracebacks_print_them_put_their_record_first(shipped, printe
     """Issue 13's cases: an old module name, a bare short name, or the pre-1.13 base class."""
     for example in SHIPPED_BY_ID[record_id].examples:
         assert record_id == shipped.match(example, printed)[0].record.id, (printed, example)
+
+
+def test_solutions_name_captures_filled_by_errkb_never_evaluated():
+    """{name} takes the capture, {{ and }} are braces, a missing capture is a placeholder."""
+    from errkb._patterns import fill_template
+
+    text = "in_features={mat1_cols} (built for {mat2_rows}); sd = {{k: v}}; {gone}"
+    assert "in_features=2048 (built for 512); sd = {k: v}; <gone>" == fill_template(
+        text, {"mat1_cols": 2048, "mat2_rows": 512, "gone": None}
+    )
+    assert "{__import__('os')}" == fill_template("{__import__('os')}", {})
+
+
+def test_validate_names_a_solution_capture_the_pattern_lacks():
+    """A {name} that is no group of the pattern, or a lone brace, is a record problem."""
+    from errkb.records import record_from_dict
+
+    _, problems = record_from_dict(record_dict(solutions=["Set it to {y}.", "A dict {k: v}."]))
+    lines = [p.line for p in problems]
+    assert any("{y} names no capture group of the pattern (groups: x)" in line for line in lines)
+    assert any("a lone '{'" in line for line in lines)
