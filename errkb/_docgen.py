@@ -12,6 +12,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from errkb._patterns import fill_template
 from errkb.records import load_paths
 from errkb.registry import builtin_records_dir
 
@@ -42,7 +43,9 @@ def _page(r: Record) -> str:
         out += [f"- {x}" for x in (r.trigger_scenarios, r.common_situations) if x]
         out.append("")
     if r.solutions:
-        out += ["## Fix", ""] + [f"{i}. {s}" for i, s in enumerate(r.solutions, 1)] + [""]
+        # A capture a solution names reads as a placeholder, <name>, as when a message lacks it.
+        fixes = [fill_template(s, {}) for s in r.solutions]
+        out += ["## Fix", ""] + [f"{i}. {s}" for i, s in enumerate(fixes, 1)] + [""]
     if r.example_fix:
         out += ["### Example", "", _fence(r.example_fix), ""]
     if r.prevention_tips:
