@@ -3,7 +3,10 @@
 * ``FAKE_GPU_TOTAL_BYTES``: the GPU's total memory (``torch.cuda.mem_get_info()[1]``);
 * ``FAKE_GPU_FREE_BYTES``: free memory when the engine starts (default: all of it);
 * ``FAKE_PEAK_BYTES``: what the profiling run found in use besides the KV cache: V0's
-  ``peak_memory`` (weights and activations), V1's ``non_kv_cache_memory``.
+  ``peak_memory`` (weights and activations), V1's ``non_kv_cache_memory``;
+* ``FAKE_WEIGHTS_BYTES``: what loading the weights took (V0's
+  ``model_runner.model_memory_usage``); by default the whole peak, a profile whose activations
+  take nothing worth counting.
 
 Also the stand-in's small helpers that real vLLM gets from torch (dtype sizes).
 """
@@ -44,6 +47,10 @@ def free_gpu_memory() -> int:
 
 def peak_memory() -> int:
     return _bytes("FAKE_PEAK_BYTES")
+
+
+def weights_memory() -> int:
+    return _bytes("FAKE_WEIGHTS_BYTES", peak_memory())
 
 
 def version() -> str:

@@ -5,7 +5,9 @@ run, ``num_gpu_blocks = int((total_gpu_memory * gpu_memory_utilization - peak_me
 cache_block_size)`` (worker.py:238), then ``max(num_gpu_blocks, 0)`` (worker.py:243), so a
 profile that leaves nothing gives zero blocks, never a negative count. The GPU's total and the
 profiled peak come from :mod:`vllm._fake`. ``raise_if_cache_size_invalid`` is worker.py:468,
-its two messages word for word.
+its two messages word for word. The worker's ``model_runner`` has loaded the weights first and
+kept what that took in ``model_memory_usage`` (vllm/worker/model_runner.py:1098@v0.6.6),
+also from :mod:`vllm._fake`.
 """
 
 from __future__ import annotations
@@ -15,6 +17,14 @@ from vllm.config import CacheConfig, ModelConfig, ParallelConfig
 from vllm.worker.cache_engine import CacheEngine
 
 
+class ModelRunner:
+    def __init__(self) -> None:
+        self.model_memory_usage = 0
+
+    def load_model(self) -> None:
+        self.model_memory_usage = _fake.weights_memory()
+
+
 class Worker:
     def __init__(
         self, model_config: ModelConfig, cache_config: CacheConfig, parallel_config: ParallelConfig
@@ -22,6 +32,8 @@ class Worker:
         self.model_config = model_config
         self.cache_config = cache_config
         self.parallel_config = parallel_config
+        self.model_runner = ModelRunner()
+        self.model_runner.load_model()
 
     def get_cache_block_size_bytes(self) -> int:
         return CacheEngine.get_cache_block_size(
