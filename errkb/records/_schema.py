@@ -85,6 +85,7 @@ class Record:
     retired: bool = _field("bool", extension=True)
     variant_of: str | None = _field("str", extension=True)
     error_classes: tuple[str, ...] = _field("strs", extension=True)
+    history: str | None = _field("str", extension=True)
     #: Where the record was read from (a path, or ``<dict>``); not part of the JSON.
     source: str = attrs.field(default="<dict>", eq=False, metadata={"kind": None})
 
