@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
@@ -28,6 +28,8 @@ class Given:
         block_size: tokens per KV-cache block.
         kv_cache_dtype: the KV cache's dtype name (``auto``, ``fp8``, ``fp8_e5m2``, ...).
         tensor_parallel_size: GPUs the model is split over.
+        dtype: the engine's ``dtype`` (``float32``, ``bfloat16``, ``half``, ...); an ``auto``
+            KV cache is stored in it, so ``float32`` means 4 bytes a value.
     """
 
     gpu_memory_bytes: int | None = None
@@ -36,6 +38,7 @@ class Given:
     block_size: int | None = None
     kv_cache_dtype: str | None = None
     tensor_parallel_size: int | None = None
+    dtype: str | None = None
 
 
 def _given(value: Given | Mapping[str, Any] | None) -> Given:
@@ -73,6 +76,12 @@ class Options:
         records: extra record files or folders, on top of the default sources.
         measurements: measurements to use instead of probing (see
             :class:`errkb.testing.FakeMeasurements`); ``None`` probes live.
+        detail: how much the rendered diagnosis shows. ``"short"``: the fix first, with its
+            numbers, the rewritten call, why in three lines, the facts, the other solutions
+            one line each. ``"long"``: all of that and the record's full documentation, its
+            history, likely situations, where upstream raises the error, and the other
+            records that matched (what ``errkb explain --long`` prints). The JSON form is the
+            same either way.
     """
 
     file: TextIO | None = None
@@ -85,6 +94,9 @@ class Options:
     given: Given = attrs.field(factory=Given, converter=_given)
     records: tuple[str, ...] = attrs.field(default=(), converter=tuple)
     measurements: Measurements | None = None
+    detail: Literal["short", "long"] = attrs.field(
+        default="short", validator=attrs.validators.in_(("short", "long"))
+    )
 
     def evolve(self, **changes: Any) -> Options:
         """A copy with ``changes`` applied."""

@@ -63,6 +63,9 @@ def add_evidence_flags(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--block-size", type=int, metavar="TOKENS")
     group.add_argument("--kv-cache-dtype", metavar="DTYPE", help="auto, fp8, fp8_e5m2, ...")
     group.add_argument("--tensor-parallel-size", type=int, metavar="N")
+    group.add_argument(
+        "--dtype", metavar="DTYPE", help="the engine's dtype: float32, bfloat16, half, ..."
+    )
 
 
 def given(args: argparse.Namespace) -> dict[str, Any]:
@@ -86,6 +89,7 @@ def given(args: argparse.Namespace) -> dict[str, Any]:
         "block_size",
         "kv_cache_dtype",
         "tensor_parallel_size",
+        "dtype",
     ):
         value = getattr(args, name, None)
         if value is not None:

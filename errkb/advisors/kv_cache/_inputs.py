@@ -222,6 +222,16 @@ def _cache_bytes(
         if size == 4:
             note += ": dtype='float32' was given, so the cache is 4 bytes a value"
         return "auto", value("kv_cache_dtype_bytes", size, "bytes", "frame", note)
+    given = evidence.given("dtype")
+    if given is not None and str(given).lower() != "auto":
+        # --dtype: the engine's dtype as the user ran it (a pasted log does not say it).
+        size = dtype_bytes(given)
+        if size is not None:
+            note = f"cache in the engine's dtype (dtype={given})"
+            if size == 4:
+                note += ": float32 was given, so the cache is 4 bytes a value"
+            return "auto", value("kv_cache_dtype_bytes", size, "bytes", "flag", note)
+        notes.append(f"dtype={given!r} is not a dtype errkb knows: the model's dtype is used")
     if shape is not None and shape.dtype and dtype_bytes(shape.dtype):
         size = dtype_bytes(shape.dtype) or 2
         if size == 4:
