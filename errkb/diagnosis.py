@@ -204,7 +204,7 @@ def explain_lines(
         )
     if notes is not None:
         notes.extend(cut)
-    evidence = Evidence(options=options, exceptions=())
+    evidence = Evidence(options=options, exceptions=(), text=first if second is None else None)
     try:
         classes = [i.class_name for i in infos]
         return _assemble(infos, classes, evidence, options, registry, cut)

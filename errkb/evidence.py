@@ -27,8 +27,18 @@ _MISSING = object()
 class Evidence:
     """What advisors may look at, besides the match: frames, the user's values, the options."""
 
-    def __init__(self, *, options: Options, exceptions: Sequence[BaseException]) -> None:
+    def __init__(
+        self,
+        *,
+        options: Options,
+        exceptions: Sequence[BaseException],
+        text: str | None = None,
+    ) -> None:
         self.options = options
+        #: The pasted text the exceptions were read from, when it was read whole (``explain``
+        #: of a text that fits one window); ``None`` for a live exception. Advisors look in it
+        #: for what a traceback does not carry, such as the command line that started vLLM.
+        self.text = text
         self.infos: tuple[ExceptionInfo, ...] = ()
         #: What was left out while gathering evidence, and why; the diagnosis shows these.
         self.notes: list[str] = []
@@ -127,3 +137,4 @@ class Evidence:
             view.close()
         self._views.clear()
         self._cache.clear()
+        self.text = None

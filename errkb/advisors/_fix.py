@@ -8,7 +8,8 @@ use them, in this order:
   (:func:`errkb.advisors._callsite.rewrite_settings`), with every other byte kept;
 * the engine built inside an installed library: never an edit of the library, but lines for the
   user's file, before their call, that hand the engine the settings;
-* the engine built by vLLM's own command line (``vllm serve``): the command line with the flags;
+* the engine built by vLLM's own command line (``vllm serve``): the command line with the flags
+  (the running process's, or the last one in a pasted text, found by :func:`pasted_command`);
 * else the record's own example, its numbers replaced by the computed ones wherever it writes
   them (``key=N``, ``--flag N``, ``"key": N``); it says which settings it does not show.
 """
@@ -57,24 +58,40 @@ def example_fix(
             after=f"{env} python your_app.py",
             note="set in the environment of the engine's process",
         )
+    from errkb.advisors._callsite import find_engine_call
+
     live = next(iter(evidence.frames()), None) is not None
+    command = _typed(sys.argv) if live else pasted_command(evidence.text)
+    user_code = False
     for info in evidence.infos:
-        fix = _from_frames(info.frames, engine_settings, sys.argv if live else None)
+        site = find_engine_call(info.frames)
+        if site is None:
+            continue
+        user_code = user_code or not site.engine
+        fix = _from_frames(info.frames, site, engine_settings, command)
         if fix is not None:
             return fix
+    if command is not None and not user_code:
+        # A pasted message or traceback whose files are not here, below the command that ran.
+        before, after = _rewrite_command(command, engine_settings)
+        return ExampleFix(
+            before=before,
+            after=after,
+            note="the command line in the pasted text, with the computed values",
+        )
     return _from_record(match, settings, current)
 
 
 def _from_frames(
-    frames: Sequence[FrameInfo], settings: Mapping[str, object], argv: Sequence[str] | None
+    frames: Sequence[FrameInfo],
+    site: CallSite,
+    settings: Mapping[str, object],
+    command: Sequence[str] | None,
 ) -> ExampleFix | None:
-    from errkb.advisors._callsite import find_engine_call, rewrite_settings
+    from errkb.advisors._callsite import rewrite_settings
 
-    site = find_engine_call(frames)
-    if site is None:
-        return None
     if site.engine:
-        return _command_line(site, settings, argv)
+        return _command_line(site, settings, command)
     if site.library:
         return _library(site, settings)
     rewrite = rewrite_settings(frames, site.index, settings)
@@ -132,15 +149,67 @@ def _program(argv: Sequence[str]) -> str | None:
     return None
 
 
-def _command_line(
-    site: CallSite, settings: Mapping[str, object], argv: Sequence[str] | None
-) -> ExampleFix:
+def _typed(argv: Sequence[str]) -> list[str] | None:
+    """This process's command line as typed: the program (:func:`_program`), then its args."""
+    program = _program(argv)
+    return None if program is None else [program, *argv[1:]]
+
+
+#: A command that starts vLLM's server, in a line of a pasted text: ``vllm serve MODEL ...``
+#: or ``python -m vllm.entrypoints.openai.api_server ...`` (the older ``...entrypoints.
+#: api_server`` too), after whatever prompt or log prefix stands before it.
+_SERVE = regex.compile(
+    r"(?:^|(?<=[\s$#>:;&|(]))(?P<program>(?:[\w.~/-]*/)?vllm\s+serve(?=\s+[^\s-]))(?P<args>.*)$"
+    r"|(?:^|(?<=[\s$#>:;&|(]))(?:[\w.~/-]*/)?(?P<python>python[\d.]*)(?:\s+-[^\s-m]\S*)*\s+"
+    r"-m\s+(?P<module>vllm\.entrypoints\.(?:openai\.)?api_server)\b(?P<margs>.*)$"
+)
+#: Where a shell command line ends: a pipe, a redirection, the next command.
+_SHELL_END = regex.compile(r"^(?:\||\|\||&&|;|&|\d*>.*|<.*)$")
+
+
+def pasted_command(text: str | None) -> list[str] | None:
+    """The last command line in ``text`` that starts vLLM's server, as typed; else None.
+
+    ``["vllm", "serve", "MODEL", "--max-model-len", "131072"]``, or ``["python -m
+    vllm.entrypoints.openai.api_server", "--model", ...]`` (the program as one word, as
+    :func:`errkb.advisors._callsite.rewrite_command` takes it). Lines continued with a
+    backslash are joined; a pipe or a redirection ends the command; a line that does not split
+    as a shell would split it is passed over.
+    """
+    import shlex
+
+    if not text:
+        return None
+    found = None
+    for line in text.replace("\\\r\n", " ").replace("\\\n", " ").splitlines():
+        m = _SERVE.search(line)
+        if m is None:
+            continue
+        if m.group("program") is not None:
+            program, rest = "vllm", "serve" + m.group("args")
+        else:
+            program, rest = f"{m.group('python')} -m {m.group('module')}", m.group("margs")
+        try:
+            args = shlex.split(rest)
+        except ValueError:
+            continue
+        end = next((i for i, a in enumerate(args) if _SHELL_END.match(a)), len(args))
+        found = [program, *args[:end]]
+    return found
+
+
+def _rewrite_command(command: Sequence[str], settings: Mapping[str, object]) -> tuple[str, str]:
     from errkb.advisors._callsite import rewrite_command
 
+    return rewrite_command(command, settings)
+
+
+def _command_line(
+    site: CallSite, settings: Mapping[str, object], command: Sequence[str] | None
+) -> ExampleFix:
     where = f"{site.file}:{site.line}"
-    program = _program(argv) if argv is not None else None
-    if argv is not None and program is not None:
-        before, after = rewrite_command([program, *argv[1:]], settings)
+    if command is not None:
+        before, after = _rewrite_command(command, settings)
         return ExampleFix(
             before=before,
             after=after,

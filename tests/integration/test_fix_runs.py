@@ -28,7 +28,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from helpers import DATA, LLAMA, _child_env, run_python
+from helpers import DATA, LLAMA, _child_env, run_cli, run_python
 
 GIB = 1 << 30
 ENGINE = DATA / "engine"
@@ -90,10 +90,13 @@ class Harness:
         path.write_text(source.replace("MODEL", json.dumps(str(self.model))))
         return path
 
-    def run(self, *args: str, env: dict[str, str]):
-        """Run ``python ARGS`` (a script and its arguments, or ``-m module ...``) under the hook."""
+    def run(self, *args: str, env: dict[str, str], hook: bool = True):
+        """Run ``python ARGS`` (a script and its arguments, or ``-m module ...``) under the hook
+        (or, ``hook=False``, as a user without errkb runs it)."""
         self.diagnosis_file.unlink(missing_ok=True)
-        paths = [str(self.hook), str(self.site), *(str(Path(p).resolve()) for p in sys.path if p)]
+        paths = [str(self.site), *(str(Path(p).resolve()) for p in sys.path if p)]
+        if hook:
+            paths.insert(0, str(self.hook))
         child = {**env, "PYTHONPATH": os.pathsep.join(paths), "NO_COLOR": "1"}
         child["DIAGNOSIS_JSON"] = str(self.diagnosis_file)
         return subprocess.run(
@@ -529,3 +532,79 @@ def test_no_cache_blocks_at_all(harness):
     env = {**ROOMY, "FAKE_PEAK_BYTES": str(73 * GIB), "FAKE_WEIGHTS_BYTES": str(73 * GIB)}
     fix = fix_and_rerun(harness, path, env)
     assert fix["after"].endswith("max_model_len=32768, gpu_memory_utilization=0.97)")
+
+
+# --- A pasted log -----------------------------------------------------------------------------
+
+API_SERVER = "vllm.entrypoints.openai.api_server"
+
+
+def pasted_log(harness: Harness, command: list[str], env: dict[str, str]) -> bytes:
+    """What a user pastes: the command line they typed, then what it printed (no errkb there).
+
+    ``command`` is ``["python", "-m", API_SERVER, ...]``; the stand-in's console script runs the
+    same entry point.
+    """
+    proc = harness.run(*command[1:], env=env, hook=False)
+    assert 1 == proc.returncode, proc.stderr.decode()
+    return f"(venv) $ {shlex.join(command)}\n".encode() + proc.stdout + proc.stderr
+
+
+def explain_paste(text: bytes, *flags: str) -> dict:
+    """``errkb explain --json [FLAGS] -`` of a pasted text, measuring nothing."""
+    proc = run_cli("explain", "--json", "--no-probes", *flags, "-", stdin=text)
+    assert 0 == proc.returncode, proc.stderr.decode()
+    return json.loads(proc.stdout)
+
+
+def test_pasted_command_line_is_the_fix(harness):
+    """A paste with the api_server command above the error: the fix is that command with
+    --max-model-len 9824 (what the message says fits), and it starts."""
+    command = ["python", "-m", API_SERVER, "--model", str(harness.model)]
+    command += ["--max-model-len", "131072", "--gpu-memory-utilization", "0.94"]
+    diagnosis = explain_paste(pasted_log(harness, command, TIGHT))
+    fix = diagnosis["example_fix"]
+    assert shlex.join(command) == fix["before"]
+    expected = [*command]
+    expected[expected.index("131072")] = "9824"
+    assert shlex.join(expected) == fix["after"]
+    assert "pasted" in fix["note"]
+    harness.starts(*shlex.split(fix["after"])[1:], env=TIGHT)
+
+
+def test_pasted_vllm_serve_line_gets_the_computed_length(harness):
+    """``vllm serve MODEL --max-model-len 131072`` pasted above the error (its traceback's files
+    not on this machine): the same line with the computed length, which starts."""
+    command = ["python", "-m", API_SERVER, "--model", str(harness.model)]
+    command += ["--max-model-len", "131072", "--gpu-memory-utilization", "0.94"]
+    log = pasted_log(harness, command, TIGHT).decode()
+    typed = shlex.join(["vllm", "serve", "/models/llama", *command[5:]])
+    # The traceback as printed on the machine where it ran: its files are not here.
+    log = log.replace(f"(venv) $ {shlex.join(command)}", f"$ {typed} 2>&1 | tee serve.log")
+    log = log.replace(str(harness.site), "/srv/venv/lib/python3.11/site-packages")
+    fix = explain_paste(log.encode())["example_fix"]
+    assert typed == fix["before"]
+    assert typed.replace("131072", "9824") == fix["after"]
+    after = shlex.split(fix["after"])
+    after[2] = str(harness.model)
+    harness.starts(str(harness.bin / "vllm"), *after[1:], env=TIGHT)
+
+
+def test_dtype_flag_makes_a_float32_cache_four_bytes_a_value(harness):
+    """--dtype float32 with an 'auto' cache: 4 bytes a value (256 KiB a token). At 0.9 the cache
+    holds 8192 tokens; the 8192 more of 16384 take 2 GiB: 0.9 + 2/80 = 0.925, 0.93, which starts
+    (16 bits would say 0.92, which leaves 14736 tokens)."""
+    command = ["python", "-m", API_SERVER, "--model", str(harness.model), "--dtype", "float32"]
+    command += ["--max-model-len", "16384"]
+    paste = pasted_log(harness, command, ROOMY)
+    flags = ("--model", str(harness.model), "--gpu-memory", "80GiB", "--dtype", "float32")
+    diagnosis = explain_paste(paste, *flags)
+    facts = {f["name"]: f for f in diagnosis["facts"]}
+    assert (4, "flag") == (
+        facts["kv_cache_dtype_bytes"]["value"],
+        facts["kv_cache_dtype_bytes"]["source"],
+    )
+    assert 262144 == facts["kv_bytes_per_token"]["value"]
+    fix = diagnosis["example_fix"]
+    assert shlex.join([*command, "--gpu-memory-utilization", "0.93"]) == fix["after"]
+    harness.starts(*shlex.split(fix["after"])[1:], env=ROOMY)
