@@ -38,6 +38,8 @@ def _page(r: Record) -> str:
     out += [" · ".join(meta), ""]
     if r.documentation:
         out += ["## What happened", "", r.documentation, ""]
+    if r.history:
+        out += ["## History", "", r.history, ""]
     if r.trigger_scenarios or r.common_situations:
         out += ["## Why", ""]
         out += [f"- {x}" for x in (r.trigger_scenarios, r.common_situations) if x]

@@ -194,3 +194,31 @@ def test_pickle_unpickling_error_as_printed_finds_the_weights_only_record_in_a_f
     data = json.loads(proc.stdout.decode())
     assert "pickle.UnpicklingError" == data["exceptions"][0]["class"]
     assert record.id == data["matches"][0]["id"]
+
+
+#: A sentence ends at '.', '!' or '?' followed by white space (an abbreviation ends one early,
+#: which only makes the limits below easier to meet, never harder).
+SENTENCE_SPLIT = re.compile(r"(?<=[.!?])\s+")
+#: A release number such as "v0.9" or "v4.46": the history field's business, not the opening's.
+VERSION = re.compile(r"\bv\d+\.\d")
+
+
+@pytest.mark.parametrize("record", LIVE, ids=lambda r: r.id)
+def test_documentation_opens_with_what_happened_and_what_to_do(record):
+    """The documentation is short and opens with two short sentences free of release numbers.
+
+    The first says what happened, the second what to do; each is 300 characters at most, the
+    whole is 900 at most, and version history, raise-site moves and wording changes live in
+    ``history``, which the long form shows.
+    """
+    first_two = SENTENCE_SPLIT.split(record.documentation.strip())[:2]
+    assert [] == [
+        f"{record.id}: sentence {i}: {problem}: {sentence[:80]!r}..."
+        for i, sentence in enumerate(first_two, 1)
+        for problem in (
+            f"{len(sentence)} characters" if len(sentence) > 300 else None,
+            "names a release" if VERSION.search(sentence) else None,
+        )
+        if problem
+    ]
+    assert len(record.documentation) <= 900, f"{record.id}: {len(record.documentation)} chars"
