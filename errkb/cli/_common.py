@@ -1,8 +1,8 @@
 """What several commands share: exit statuses, the shared flags, and what is read from them.
 
 Each shared flag is declared here beside the function that reads it, so a command that takes
-the flag gets its meaning with it: ``--records`` (:func:`registry`), ``--color`` and
-``--width`` (:func:`options`), and the values that stand in for measurements
+the flag gets its meaning with it: ``--records`` (:func:`registry`), ``--color``,
+``--width`` and ``--long`` (:func:`options`), and the values that stand in for measurements
 (:func:`given`). Importing this module imports nothing beyond the standard library; the
 records, rich and the probes are loaded by the functions that need them.
 """
@@ -49,9 +49,15 @@ def add_records_flag(parser: argparse.ArgumentParser) -> None:
 
 
 def add_render_flags(parser: argparse.ArgumentParser) -> None:
-    """``--color/--no-color`` and ``--width``, for commands that render a diagnosis."""
+    """``--color/--no-color``, ``--width`` and ``--long``, for commands that render a diagnosis."""
     parser.add_argument("--color", action=argparse.BooleanOptionalAction, default=None)
     parser.add_argument("--width", type=int, default=None, help="render at this many columns")
+    parser.add_argument(
+        "--long",
+        action="store_true",
+        help="also show the record's full documentation, history, likely situations, "
+        "upstream raise site and the other records that matched",
+    )
 
 
 def add_evidence_flags(parser: argparse.ArgumentParser) -> None:
@@ -113,6 +119,7 @@ def options(args: argparse.Namespace, file: TextIO) -> Options:
         import_torch=True,
         given=given(args),
         records=tuple(getattr(args, "records", ())),
+        detail="long" if getattr(args, "long", False) else "short",
     )
 
 

@@ -12,18 +12,18 @@ import json
 import os
 import shutil
 import sys
-import textwrap
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from errkb.render._document import Block, layout
+from errkb.render._document import Block, Section, fit, layout, unglued, wrap, wrap_code
 
 if TYPE_CHECKING:
     from typing import TextIO
 
     from errkb.findings import Diagnosis
     from errkb.options import Options
+    from errkb.render._document import Detail
 
 __all__ = ["Style", "render", "render_html", "render_json", "render_plain", "style_for"]
 
@@ -73,13 +73,19 @@ def style_for(file: TextIO, options: Options) -> Style:
 
 
 def render(diagnosis: Diagnosis, options: Options) -> None:
-    """Write ``diagnosis`` to ``options.file`` (stderr when None) in the form the stream suits."""
+    """Write ``diagnosis`` to ``options.file`` (stderr when None) in the form the stream suits.
+
+    ``options.detail`` chooses the short form (the fix first) or the long one.
+    """
     file = options.file if options.file is not None else sys.stderr
     style = style_for(file, options)
     if style.color:
-        _render_rich(diagnosis, file, style)
+        _render_rich(diagnosis, file, style, options.detail)
     else:
-        _write(file, render_plain(diagnosis, style.width, ascii_only=style.ascii))
+        _write(
+            file,
+            render_plain(diagnosis, style.width, ascii_only=style.ascii, detail=options.detail),
+        )
 
 
 def render_json(diagnosis: Diagnosis) -> str:
@@ -97,56 +103,81 @@ def _write(file: TextIO, text: str) -> None:
     file.flush()
 
 
-def render_plain(diagnosis: Diagnosis, width: int = 100, *, ascii_only: bool = False) -> str:
-    """The diagnosis as plain text, wrapped at ``width`` columns."""
-    blocks, notes = layout(diagnosis)
-    rule = ("-" if ascii_only else "\u2500") * min(width, 100)
-    out: list[str] = []
+def render_plain(
+    diagnosis: Diagnosis, width: int = 100, *, ascii_only: bool = False, detail: Detail = "short"
+) -> str:
+    r"""The diagnosis as plain text, no line wider than ``width`` columns.
+
+    Long code lines of an example fix are continued with Python's `` \`` (see
+    :func:`errkb.render._document.wrap_code`), so that what is copied still runs.
+    """
+    blocks, notes = layout(diagnosis, detail)
+    mark = "-" if ascii_only else "\u2500"
+    rule = mark * min(width, 100)
+    out: list[str] = [rule]
     for block in blocks:
-        out.extend([rule, f"errkb: {block.title} [{block.severity}]", f"  {block.subtitle}"])
-        out.extend(_plain_sections(block, width))
-    out.append(rule)
-    out.extend(f"errkb: note: {n}" for n in notes)
+        out.extend(wrap(f"errkb: {block.title} [{block.severity}]", width, indent="  "))
+        if block.subtitle:
+            out.extend(wrap(block.subtitle, width, "  "))
+        out.extend(_plain_sections(block, width, ascii_only=ascii_only, spaced=detail == "long"))
+        closing = f"{mark * 2} {block.footer} " if block.footer else ""
+        if len(closing) > len(rule):
+            out.extend(wrap(block.footer, width, "  "))
+            closing = ""
+        out.append(closing + mark * (len(rule) - len(closing)))
+    for note in notes:
+        out.extend(wrap(note, width, "errkb: note: ", "  "))
     return "\n".join(out) + "\n"
 
 
-def _plain_sections(block: Block, width: int) -> list[str]:
+_LEADS = {"numbered": "{n}. ", "list": "- "}
+
+
+def _plain_sections(block: Block, width: int, *, ascii_only: bool, spaced: bool) -> list[str]:
     out: list[str] = []
     for section in block.sections:
-        out.extend(["", section.heading])
+        if spaced:
+            out.append("")
+        if not section.inline:
+            out.extend(wrap(section.heading, width, indent="  "))
         for n, item in enumerate(section.items, 1):
             if section.kind == "code":
-                out.extend("    " + line for line in item.split("\n"))
+                for line in item.split("\n"):
+                    out.extend("    " + part for part in wrap_code(line, width - 4))
                 continue
-            lead = {"numbered": f"  {n}. ", "list": "  - "}.get(section.kind, "  ")
-            for paragraph in item.split("\n"):
-                out.extend(
-                    textwrap.wrap(
-                        paragraph,
-                        width=width,
-                        initial_indent=lead,
-                        subsequent_indent=" " * len(lead),
-                        break_on_hyphens=False,
-                        break_long_words=False,
-                    )
-                    or [lead.rstrip()]
-                )
-                lead = " " * len(lead)
+            if section.inline and n == 1:
+                lead = f"{section.heading}: "
+            else:
+                lead = "  " + _LEADS.get(section.kind, "").format(n=n)
+            tail = section.tail(n - 1)
+            if section.lines is None:
+                out.extend(wrap(f"{item}  {tail}" if tail else item, width, lead))
+            else:
+                out.extend(fit(item, width, section.lines, lead, tail=tail, ascii_only=ascii_only))
     return out
 
 
 _HTML_COLORS = {"critical": "#b00020", "error": "#d32f2f", "warning": "#b26a00"}
 
 
-def render_html(diagnosis: Diagnosis) -> str:
+def render_html(diagnosis: Diagnosis, *, detail: Detail = "short") -> str:
     """The diagnosis as a self-contained HTML fragment (a notebook's rich output).
 
-    The same layout as the plain text; every piece of text is cleaned, then HTML-escaped, so
-    nothing in a message or a record can add markup or script to the page.
+    The same layout and order as the plain text (cut as it is at 100 columns); every piece of
+    text is cleaned, then HTML-escaped, so nothing in a message or a record can add markup or
+    script to the page.
     """
     from html import escape
 
-    blocks, notes = layout(diagnosis)
+    def text(section: Section, index: int) -> str:
+        item, tail = section.items[index], section.tail(index)
+        if section.lines is None:
+            shown = unglued(f"{item}  {tail}" if tail else item)
+        else:
+            shown = " ".join(fit(item, 100, section.lines, tail=tail))
+        return escape(shown).replace("\n", "<br>")
+
+    blocks, notes = layout(diagnosis, detail)
     out = ['<div class="errkb-diagnosis" style="font-family: sans-serif; line-height: 1.4">']
     for block in blocks:
         color = _HTML_COLORS.get(block.severity, _HTML_COLORS["error"])
@@ -157,34 +188,36 @@ def render_html(diagnosis: Diagnosis) -> str:
             f"<div><strong>errkb: {escape(block.title)}</strong> "
             f'<span style="color: {color}">[{escape(block.severity)}]</span></div>'
         )
-        out.append(f'<div style="opacity: 0.7"><code>{escape(block.subtitle)}</code></div>')
+        if block.subtitle:
+            out.append(f'<div style="opacity: 0.7"><code>{escape(block.subtitle)}</code></div>')
         for section in block.sections:
-            out.append(f'<div style="margin-top: 6px"><strong>{escape(section.heading)}</strong>')
+            heading = f"<strong>{escape(section.heading)}</strong>"
+            indices = range(len(section.items))
+            if section.inline:
+                out.append(f'<div style="margin-top: 6px">{heading}: {text(section, 0)}</div>')
+                continue
+            out.append(f'<div style="margin-top: 6px">{heading}')
             if section.kind == "code":
                 out.extend(f"<pre>{escape(item)}</pre>" for item in section.items)
             elif section.kind == "text":
-                out.extend(
-                    "<p>" + escape(item).replace("\n", "<br>") + "</p>" for item in section.items
-                )
+                out.extend(f"<p>{text(section, i)}</p>" for i in indices)
             else:
                 tag = "ol" if section.kind == "numbered" else "ul"
-                items = "".join(
-                    "<li>" + escape(item).replace("\n", "<br>") + "</li>" for item in section.items
-                )
+                items = "".join(f"<li>{text(section, i)}</li>" for i in indices)
                 out.append(f"<{tag}>{items}</{tag}>")
             out.append("</div>")
+        if block.footer:
+            out.append(f'<div style="opacity: 0.7"><code>{escape(block.footer)}</code></div>')
         out.append("</div>")
     out.extend(f'<div style="opacity: 0.7">errkb: note: {escape(n)}</div>' for n in notes)
     out.append("</div>")
     return "\n".join(out) + "\n"
 
 
-def _render_rich(diagnosis: Diagnosis, file: TextIO, style: Style) -> None:
+def _render_rich(diagnosis: Diagnosis, file: TextIO, style: Style, detail: Detail) -> None:
     from rich import box
     from rich.console import Console, Group
-    from rich.padding import Padding
     from rich.panel import Panel
-    from rich.table import Table
     from rich.text import Text
 
     console = Console(
@@ -199,40 +232,79 @@ def _render_rich(diagnosis: Diagnosis, file: TextIO, style: Style) -> None:
         legacy_windows=False,
     )
     colors = {"critical": "bold red", "error": "red", "warning": "yellow"}
-    blocks, notes = layout(diagnosis)
+    # The panel's border and padding take two columns a side.
+    inner = style.width - 4
+    blocks, notes = layout(diagnosis, detail)
     for block in blocks:
-        parts: list[Any] = [Text(block.subtitle, style="dim")]
-        for section in block.sections:
-            parts.append(Text(""))
-            parts.append(Text(section.heading, style="bold"))
-            for n, item in enumerate(section.items, 1):
-                if section.kind == "code":
-                    parts.append(Padding(Text(item, style="cyan"), (0, 0, 0, 2)))
-                    continue
-                lead = {"numbered": f"{n}.", "list": "-"}.get(section.kind)
-                if lead is None:
-                    parts.append(Padding(Text(item), (0, 0, 0, 2)))
-                    continue
-                # A two-column grid gives wrapped lines a hanging indent under the text.
-                row = Table.grid(padding=(0, 1, 0, 0))
-                row.add_column(no_wrap=True)
-                row.add_column()
-                row.add_row(Text(lead, style="dim"), Text(item))
-                parts.append(Padding(row, (0, 0, 0, 2)))
-        title = Text.assemble(
-            ("errkb: ", "bold"),
-            (block.title, "bold"),
-            " ",
-            (f"[{block.severity}]", colors.get(block.severity, "red")),
+        color = colors.get(block.severity, "red")
+        heading = Text.assemble(
+            ("errkb: ", "bold"), (block.title, "bold"), " ", (f"[{block.severity}]", color)
         )
+        parts: list[Any] = []
+        if heading.cell_len > inner - 2:
+            # Too long for the border: the border says errkb, the first line the title.
+            parts.append(Text(block.title, style="bold"))
+            heading = Text.assemble(("errkb ", "bold"), (f"[{block.severity}]", color))
+        if block.subtitle:
+            parts.append(Text(block.subtitle, style="dim"))
+        for section in block.sections:
+            if detail == "long":
+                parts.append(Text(""))
+            parts.extend(_rich_section(section, inner, ascii_only=style.ascii))
+        footer = None
+        if block.footer and len(block.footer) + 4 <= inner:
+            footer = Text(block.footer, style="dim")
+        elif block.footer:
+            parts.append(Text(block.footer, style="dim"))
         console.print(
             Panel(
                 Group(*parts),
-                title=title,
+                title=heading,
                 title_align="left",
+                subtitle=footer,
+                subtitle_align="left",
                 box=box.ASCII if style.ascii else box.ROUNDED,
-                border_style=colors.get(block.severity, "red"),
+                border_style=color,
             )
         )
     for note in notes:
         console.print(Text(f"errkb: note: {note}", style="dim"))
+
+
+def _rich_section(section: Section, inner: int, *, ascii_only: bool) -> list[Any]:
+    """The renderables of one section, ``inner`` columns wide, wrapped as the plain text is."""
+    from rich.padding import Padding
+    from rich.table import Table
+    from rich.text import Text
+
+    parts: list[Any] = [] if section.inline else [Text(section.heading, style="bold")]
+    for n, item in enumerate(section.items, 1):
+        if section.kind == "code":
+            code = "\n".join(
+                part for line in item.split("\n") for part in wrap_code(line, inner - 2)
+            )
+            parts.append(Padding(Text(code, style="cyan", no_wrap=True), (0, 0, 0, 2)))
+            continue
+        lead: Text | None = None
+        indent = 2
+        if section.inline and n == 1:
+            lead, indent = Text(f"{section.heading}:", style="bold"), 0
+        elif section.kind in _LEADS:
+            lead = Text(_LEADS[section.kind].format(n=n).strip(), style="dim")
+        room = inner - indent - (lead.cell_len + 1 if lead is not None else 0)
+        tail = section.tail(n - 1)
+        # Wrapped here, not by rich, so both renderers break alike (and a fact stays whole).
+        if section.lines is not None:
+            lines = fit(item, room, section.lines, tail=tail, ascii_only=ascii_only)
+        else:
+            lines = wrap(f"{item}  {tail}" if tail else item, room)
+        if lead is None:
+            parts.append(Padding(Text("\n".join(lines)), (0, 0, 0, indent)))
+            continue
+        # A two-column grid gives wrapped lines a hanging indent under the text.
+        row = Table.grid(padding=(0, 1, 0, 0))
+        row.add_column(no_wrap=True)
+        row.add_column()
+        row.add_row(lead, Text("\n".join(lines)))
+        parts.append(Padding(row, (0, 0, 0, indent)))
+    return parts

@@ -1,12 +1,32 @@
-"""The neutral layout of a diagnosis, shared by the plain and the rich renderer.
+"""The neutral layout of a diagnosis, shared by the plain, the rich and the HTML renderer.
 
 Extraction first, rendering last: this module decides what is shown and in which order, as
-plain strings (already cleaned of unsafe characters); the renderers only decide how.
+plain strings (already cleaned of unsafe characters); the renderers only decide how. It also
+holds the text fitting both terminal renderers use, so that they cut and wrap alike.
+
+The short form (the default) puts the fix first::
+
+    title
+    Fix              the best computed solution, with its numbers
+    Example fix      the rewritten call (before/after) or the command line
+    Why              the record's documentation, its first sentences (at most three lines)
+    Facts            the numbers behind the fix, one line per source
+    Other solutions  one line each
+    Which led to / Reported again by   one line for each later exception of the failure
+
+and names the record in its closing line (``errkb show ID`` prints the rest). A record
+solution that names only settings that a computed solution sets says the same thing less
+precisely and is left out of the short form (the long form and the JSON keep it). The long
+form (``detail="long"``) adds the full documentation, the record's history, likely
+situations, the upstream raise site and the other records that matched, and shows every
+solution and every fact with its note.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import re
+import textwrap
+from typing import TYPE_CHECKING, Literal
 
 import attrs
 
@@ -14,84 +34,338 @@ from errkb._sanitize import clean
 from errkb.units import format_bytes
 
 if TYPE_CHECKING:
-    from errkb.findings import Diagnosis, Fact, Finding
+    from errkb.findings import Diagnosis, ExampleFix, Fact, Finding, Solution
 
-__all__ = ["Block", "Section", "layout"]
+__all__ = ["Block", "Detail", "Section", "fit", "layout", "unglued", "wrap", "wrap_code"]
+
+#: How much a diagnosis shows: the fix and what it rests on, or everything errkb knows.
+Detail = Literal["short", "long"]
+
+#: The most lines the record's documentation takes in the short form.
+WHY_LINES = 3
+#: Joins the words of an item that a line must not break apart (one fact); :func:`wrap` and
+#: :func:`fit` turn it back into a space. Cleaned text never holds it raw.
+GLUE = "\x1f"
 
 
 @attrs.frozen
 class Section:
-    """A headed part of a block. ``kind`` is ``text``, ``list``, ``numbered`` or ``code``."""
+    """A headed part of a block. ``kind`` is ``text``, ``list``, ``numbered`` or ``code``.
+
+    ``lines`` caps the wrapped lines of each item: what goes past is cut at a sentence end
+    where one fits, else with an ellipsis (see :func:`fit`). ``None`` shows items whole.
+    ``tails`` holds, item by item, an ending that is never cut (a solution's settings).
+    ``inline`` puts the heading at the start of the first item's line (``Fix: ...``).
+    """
 
     heading: str
     kind: str
     items: tuple[str, ...]
+    lines: int | None = None
+    tails: tuple[str, ...] = ()
+    inline: bool = False
+
+    def tail(self, index: int) -> str:
+        """The uncut ending of item ``index`` (``""`` when it has none)."""
+        return self.tails[index] if index < len(self.tails) else ""
 
 
 @attrs.frozen
 class Block:
-    """Everything shown for one finding: a title line, a subtitle, then sections."""
+    """Everything shown for one finding: a title line, sections, a closing line."""
 
     title: str
     severity: str
     subtitle: str
     sections: tuple[Section, ...]
+    footer: str = ""
 
 
-def _fact_line(fact: Fact) -> str:
+# -- fitting text to a width ---------------------------------------------------------------
+
+
+def wrap(text: str, width: int, lead: str = "", indent: str | None = None) -> list[str]:
+    """``text`` wrapped at ``width`` columns, each paragraph on its own; never a wider line.
+
+    ``lead`` starts the first line, ``indent`` (``lead``'s width in spaces by default) the
+    others. Words longer than a line (URLs, paths) are broken.
+    """
+    rest = " " * len(lead) if indent is None else indent
+    width = max(width, len(lead) + 8, len(rest) + 8)
+    out: list[str] = []
+    for paragraph in text.split("\n"):
+        out.extend(
+            line.replace(GLUE, " ")
+            for line in textwrap.wrap(
+                paragraph,
+                width=width,
+                initial_indent=lead,
+                subsequent_indent=rest,
+                break_on_hyphens=False,
+                break_long_words=True,
+            )
+        )
+        if not paragraph.strip():
+            out.append(lead.rstrip())
+        lead = rest
+    return out
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z(`'\"])")
+
+
+def fit(
+    text: str,
+    width: int,
+    lines: int,
+    lead: str = "",
+    *,
+    tail: str = "",
+    ascii_only: bool = False,
+) -> list[str]:
+    """``text`` and then ``tail`` wrapped as :func:`wrap` does, in at most ``lines`` lines.
+
+    Too long, ``text`` is cut after its last whole sentence that fits; when not even the first
+    one does, after the last word that fits, marked with an ellipsis. ``tail`` is never cut.
+
+    >>> fit("One. Two three four five.", 14, 1)
+    ['One.']
+    >>> fit("Lower the length from 32768 to 12288.", 30, 1, tail="[n=1]", ascii_only=True)
+    ['Lower the length from... [n=1]']
+    """
+    joined = f"{text}  {tail}" if tail else text
+    wrapped = wrap(joined, width, lead)
+    if len(wrapped) <= lines:
+        return wrapped
+    for end in reversed([m.start() for m in _SENTENCE_END.finditer(text)]):
+        shorter = wrap(f"{text[:end]}  {tail}" if tail else text[:end], width, lead)
+        if len(shorter) <= lines:
+            return shorter
+    mark = "..." if ascii_only else "\u2026"
+    ending = f"{mark} {tail}" if tail else mark
+    words = text.split(" ")
+    while len(words) > 1 and len(wrap(" ".join(words) + ending, width, lead)) > lines:
+        words.pop()
+    kept = wrap(" ".join(words) + ending, width, lead)
+    if len(kept) > lines:  # one word, or the tail alone, is longer than the room
+        kept = kept[:lines]
+        kept[-1] = kept[-1][: width - len(mark)] + mark
+    return kept
+
+
+def unglued(text: str) -> str:
+    """``text`` with :data:`GLUE` back to spaces, for renderers that do not wrap."""
+    return text.replace(GLUE, " ")
+
+
+def wrap_code(line: str, width: int) -> list[str]:
+    r"""A line of code in lines of at most ``width`` columns.
+
+    A long line is broken at a space outside string literals and continued with Python's own
+    line continuation (`` \``), indented four more columns, so that what is copied still
+    runs; with no such space it is broken anywhere, with the same marker.
+    """
+    if len(line) <= width:
+        return [line]
+    indent = len(line) - len(line.lstrip(" ")) + 4
+    out: list[str] = []
+    rest = line
+    while len(rest) > width:
+        room = width - 2  # the " \" marker
+        cut = _code_break(rest, room)
+        head, rest = rest[:cut].rstrip(), " " * indent + rest[cut:].lstrip(" ")
+        out.append(head + " \\")
+        if len(rest.strip()) + indent > width:
+            indent = 0  # the continuation indent alone would not leave room: give it up
+    out.append(rest)
+    return out
+
+
+def _code_break(text: str, room: int) -> int:
+    """Where to break ``text`` to keep ``room`` columns: the last space outside quotes."""
+    best = 0
+    quote = ""
+    for i, ch in enumerate(text[: room + 1]):
+        if quote:
+            if ch == quote and text[i - 1] != "\\":
+                quote = ""
+        elif ch in "'\"":
+            quote = ch
+        elif ch == " " and i > 0 and text[:i].strip():
+            best = i
+    return best or max(room, 1)
+
+
+# -- what is shown -------------------------------------------------------------------------
+
+_SOURCE_LABELS = {
+    "message": "from the message",
+    "frame": "from your code",
+    "gpu": "measured on the GPU",
+    "model-config": "from the model's config",
+    "flag": "given",
+    "probe": "probed",
+    "computed": "computed",
+    "default": "assumed",
+}
+
+
+def _fact_value(fact: Fact, *, exact: bool) -> str:
     value = fact.value
     unit = f" {fact.unit}" if fact.unit else ""
     if fact.unit == "bytes" and isinstance(value, int) and abs(value) >= 1024:
-        shown, unit = f"{format_bytes(value)} ({value:,} bytes)", ""
-    elif isinstance(value, int) and not isinstance(value, bool):
-        shown = f"{value:,}"
-    else:
-        shown = str(value)
+        shown = format_bytes(value) + (f" ({value:,} bytes)" if exact else "")
+        return f"{fact.name} = {shown}"
+    if isinstance(value, int) and not isinstance(value, bool):
+        return f"{fact.name} = {value:,}{unit}"
+    return f"{fact.name} = {value}{unit}"
+
+
+def _fact_line(fact: Fact) -> str:
     note = f"; {fact.note}" if fact.note else ""
-    return f"{fact.name} = {shown}{unit}  ({fact.source}{note})"
+    return f"{_fact_value(fact, exact=True)}  ({fact.source}{note})"
 
 
-def _solution_line(text: str, settings: dict[str, object], estimate: bool) -> str:
-    shown = ", ".join(f"{k}={v!r}" for k, v in settings.items())
-    line = text + (f"  [{shown}]" if shown else "")
-    return line + ("  (estimate)" if estimate else "")
+def _facts_by_source(facts: tuple[Fact, ...]) -> tuple[str, ...]:
+    """One line per source, in the order the sources first appear: the compact facts."""
+    groups: dict[str, list[str]] = {}
+    for fact in facts:
+        groups.setdefault(fact.source, []).append(_fact_value(fact, exact=False))
+    return tuple(
+        clean(f"{_SOURCE_LABELS.get(source, source)}: ")
+        + "; ".join(clean(v).replace(" ", GLUE) for v in values)
+        for source, values in groups.items()
+    )
 
 
-def _block(
-    diagnosis: Diagnosis, finding: Finding, others: list[Finding], after: list[Finding]
-) -> Block:
+def _settings(solution: Solution) -> str:
+    """A solution's computed values, ``[max_model_len=12288]``, and whether they are estimates."""
+    shown = ", ".join(f"{k}={v!r}" for k, v in solution.settings.items())
+    said = f"[{shown}]" if shown else ""
+    return f"{said}  (estimate)" if solution.estimate else said
+
+
+def _solution_line(solution: Solution) -> str:
+    tail = _settings(solution)
+    return f"{solution.text}  {tail}" if tail else solution.text
+
+
+_SETTING = re.compile(r"(?<![\w-])(?:--)?([a-z][a-z0-9]*(?:[_-][a-z0-9]+)+)")
+
+
+def named_settings(text: str) -> set[str]:
+    """The settings ``text`` names: snake_case words and ``--command-line-flags``, as snake_case.
+
+    >>> sorted(named_settings("pass max_model_len (CLI --max-model-len), see nvidia-smi"))
+    ['max_model_len']
+    """
+    names = set()
+    for m in _SETTING.finditer(text):
+        word = m.group(1)
+        if "_" in word or m.group().startswith("--"):
+            names.add(word.replace("-", "_"))
+    return names
+
+
+def short_solutions(solutions: tuple[Solution, ...]) -> tuple[Solution, ...]:
+    """The solutions of the short form, the best computed one first; duplicates merged.
+
+    A computed solution (one with ``settings``) absorbs the record's solutions that name
+    only settings computed solutions set: "lower max_model_len" says less than "lower
+    max_model_len from 32768 to 12288".
+    """
+    computed = [s for s in solutions if s.settings]
+    keys = {k for s in computed for k in s.settings}
+    kept = [
+        s
+        for s in solutions
+        if s.settings or not (names := named_settings(s.text)) or not names <= keys
+    ]
+    return tuple(sorted(kept, key=lambda s: not s.settings))
+
+
+def _code(fix: ExampleFix, *, short: bool) -> str:
+    before = fix.before.split("\n") if fix.before else []
+    after = fix.after.split("\n")
+    if short:
+        # The lines before and after share at their start (imports) are shown once, after.
+        while len(before) > 1 and before[0] == after[0]:
+            before = before[1:]
+    parts = []
+    if not short and fix.note:
+        parts.append(f"# {fix.note}")
+    if before:
+        parts.extend(["# before", *before, *([""] if not short else []), "# after"])
+    parts.extend(after)
+    return "\n".join(parts)
+
+
+def _fix_section(fix: ExampleFix | None, *, short: bool) -> list[Section]:
+    if fix is None:
+        return []
+    said = [s for s in (fix.location, fix.note if short else None) if s]
+    heading = "Example fix" + (f" ({'; '.join(said)})" if said else "")
+    return [Section(clean(heading), "code", (clean(_code(fix, short=short)),))]
+
+
+def _led_to(after: list[Finding]) -> list[Section]:
+    sections = []
+    for heading, findings in (
+        ("Which led to", [f for f in after if not f.wrapper]),
+        ("Reported again by", [f for f in after if f.wrapper]),
+    ):
+        if findings:
+            titles = tuple(clean(f.record.heading) for f in findings)
+            ids = tuple(clean(f"({f.record.id})") for f in findings)
+            sections.append(Section(heading, "list", titles, lines=1, tails=ids))
+    return sections
+
+
+def _short_sections(finding: Finding) -> list[Section]:
     record = finding.record
-    exc = diagnosis.exceptions[finding.exception]
-    where = f"exception {exc.index + 1} of {len(diagnosis.exceptions)}"
-    captures = ", ".join(f"{k}={v}" for k, v in finding.match.captures.items() if v is not None)
-    subtitle = f"{record.id} | matched {exc.class_name or 'a message'} ({where})"
-    if captures:
-        subtitle += f" | {captures}"
     sections: list[Section] = []
+    solutions = short_solutions(finding.solutions)
+    if solutions:
+        best = clean(_solution_line(solutions[0]))
+        sections.append(Section("Fix", "text", (best,), inline=True))
+    sections.extend(_fix_section(finding.example_fix, short=True))
+    if record.documentation:
+        why = (clean(record.documentation),)
+        sections.append(Section("Why", "text", why, lines=WHY_LINES, inline=True))
+    if finding.facts:
+        sections.append(Section("Facts", "list", _facts_by_source(finding.facts)))
+    elif captures := [f"{k} = {v}" for k, v in finding.match.captures.items() if v is not None]:
+        # No advisor worked on it: what the message said is what the solutions rest on.
+        said = clean(f"{_SOURCE_LABELS['message']}: ") + "; ".join(
+            clean(c).replace(" ", GLUE) for c in captures
+        )
+        sections.append(Section("Facts", "list", (said,)))
+    if solutions[1:]:
+        texts = tuple(clean(s.text) for s in solutions[1:])
+        tails = tuple(clean(_settings(s)) for s in solutions[1:])
+        sections.append(Section("Other solutions", "list", texts, lines=1, tails=tails))
+    return sections
+
+
+def _long_sections(finding: Finding, others: list[Finding]) -> list[Section]:
+    record = finding.record
+    sections: list[Section] = []
+    if finding.solutions:
+        lines = tuple(clean(_solution_line(s)) for s in finding.solutions)
+        sections.append(Section("Solutions", "numbered", lines))
+    sections.extend(_fix_section(finding.example_fix, short=False))
     if record.documentation:
         sections.append(Section("What happened", "text", (clean(record.documentation),)))
-    situations = [s for s in (record.common_situations, record.trigger_scenarios) if s]
-    if situations:
-        sections.append(Section("Likely situations", "list", tuple(clean(s) for s in situations)))
-    if finding.solutions:
-        lines = tuple(
-            clean(_solution_line(s.text, dict(s.settings), s.estimate)) for s in finding.solutions
-        )
-        sections.append(Section("Solutions", "numbered", lines))
     if finding.facts:
         sections.append(
             Section("Facts", "list", tuple(clean(_fact_line(f)) for f in finding.facts))
         )
-    fix = finding.example_fix
-    if fix is not None:
-        heading = "Example fix" + (f" ({clean(fix.location)})" if fix.location else "")
-        parts = []
-        if fix.note:
-            parts.append(f"# {fix.note}")
-        if fix.before:
-            parts.extend(["# before", fix.before, "", "# after"])
-        parts.append(fix.after)
-        sections.append(Section(heading, "code", (clean("\n".join(parts)),)))
+    situations = [s for s in (record.common_situations, record.trigger_scenarios) if s]
+    if situations:
+        sections.append(Section("Likely situations", "list", tuple(clean(s) for s in situations)))
+    history = getattr(record, "history", None)
+    if history:
+        sections.append(Section("History", "text", (clean(history),)))
     upstream = []
     if record.file_path:
         line = f":{record.line_number}" if record.line_number else ""
@@ -104,29 +378,48 @@ def _block(
     if others:
         also = tuple(clean(f"{o.record.id} (score {o.match.score})") for o in others)
         sections.append(Section("Also matched", "list", also))
-    later = [f for f in after if not f.wrapper]
-    if later:
-        lines = tuple(clean(f"{f.record.heading} ({f.record.id})") for f in later)
-        sections.append(Section("Which led to", "list", lines))
-    wrappers = [f for f in after if f.wrapper]
-    if wrappers:
-        lines = tuple(clean(f"{w.record.heading} ({w.record.id})") for w in wrappers)
-        sections.append(Section("Reported again by", "list", lines))
+    return sections
+
+
+def _block(
+    diagnosis: Diagnosis,
+    finding: Finding,
+    others: list[Finding],
+    after: list[Finding],
+    detail: Detail,
+) -> Block:
+    record = finding.record
+    exc = diagnosis.exceptions[finding.exception]
+    matched = (
+        f"matched {exc.class_name or 'a message'} "
+        f"(exception {exc.index + 1} of {len(diagnosis.exceptions)})"
+    )
+    if detail == "long":
+        captures = ", ".join(f"{k}={v}" for k, v in finding.match.captures.items() if v is not None)
+        subtitle = f"{record.id} | {matched}" + (f" | {captures}" if captures else "")
+        sections = _long_sections(finding, others)
+        footer = ""
+    else:
+        subtitle = ""
+        sections = _short_sections(finding)
+        footer = f"{matched} | more: errkb show {record.id}"
     return Block(
         title=clean(record.heading),
         severity=clean(record.severity or "error"),
         subtitle=clean(subtitle),
-        sections=tuple(sections),
+        sections=(*sections, *_led_to(after)),
+        footer=clean(footer),
     )
 
 
-def layout(diagnosis: Diagnosis) -> tuple[list[Block], list[str]]:
+def layout(diagnosis: Diagnosis, detail: Detail = "short") -> tuple[list[Block], list[str]]:
     """The blocks to show and the closing notes.
 
     One block per failure, in the diagnosis' order (the most recent failure first): its root
     cause, the first exception of it that matched. The other exceptions of that failure that
     matched are one line each under it: what the root cause led to ("Which led to"), and
-    wrappers, exceptions that only report it ("Reported again by").
+    wrappers, exceptions that only report it ("Reported again by"). ``detail`` chooses the
+    short form or the long one (see the module's documentation).
     """
     blocks = []
     by_failure: dict[int, list[Finding]] = {}
@@ -134,5 +427,5 @@ def layout(diagnosis: Diagnosis) -> tuple[list[Block], list[str]]:
         by_failure.setdefault(diagnosis.exceptions[finding.exception].failure, []).append(finding)
     for root, *after in by_failure.values():
         others = [f for f in diagnosis.findings if f.exception == root.exception and f is not root]
-        blocks.append(_block(diagnosis, root, others, after))
+        blocks.append(_block(diagnosis, root, others, after, detail))
     return blocks, [clean(n) for n in diagnosis.notes]

@@ -87,7 +87,7 @@ def test_explain_text_output_is_plain_when_piped():
     proc = run_cli("explain", SEED_MESSAGE, env={"NO_COLOR": "1"})
     assert 0 == proc.returncode
     assert b"\x1b" not in proc.stdout
-    assert b"Solutions" in proc.stdout
+    assert b"\nFix: " in proc.stdout
 
 
 def test_force_color_gives_rich_output():

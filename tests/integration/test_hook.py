@@ -59,8 +59,8 @@ def test_uncaught_seed_error_prints_traceback_then_diagnosis_exit_1():
         ln for ln in traceback_part.splitlines() if not ln.strip().startswith(b"File")
     ]
     assert b"vllm-kv-cache-max-seq-len" in ours
-    assert b"Solutions" in ours
-    assert b"max_model_len=32768" in ours
+    assert b"\nFix: " in ours
+    assert b"max_model_len = 32,768 tokens" in ours
 
 
 def test_no_match_adds_nothing():

@@ -101,7 +101,7 @@ def test_html_escapes_untrusted_text():
     )
     html = render_html(explain("boom <b>x</b>", options=_no_probes(), registry=registry))
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
-    assert "what=&lt;b&gt;x&lt;/b&gt;" in html
+    assert "what = &lt;b&gt;x&lt;/b&gt;" in html
     assert "<script>" not in html
     assert "\x1b" not in html
 

@@ -113,14 +113,16 @@ def test_hostile_frame_values_are_escaped(tmp_path, color):
 
 
 def test_plain_render_into_a_string_console():
-    """The plain form at width 100: heading, record id, sections, a rule of box characters."""
+    """The plain form at width 100: heading, the fix, the record id, a rule of box characters."""
     diagnosis = errkb.explain(SEED_MESSAGE)
     out = io.StringIO()
     render(diagnosis, Options(file=out, color=False, width=100, probes=False))
     text = out.getvalue()
     assert text.startswith("\u2500" * 100 + "\nerrkb: ")
-    assert "vllm-kv-cache-max-seq-len | matched a message (exception 1 of 1)" in text
-    assert "\nSolutions\n  1. " in text
+    assert (
+        "matched a message (exception 1 of 1) | more: errkb show vllm-kv-cache-max-seq-len" in text
+    )
+    assert "\nFix: Lower max_model_len " in text
 
 
 def test_ascii_fallback_has_no_box_characters():
@@ -166,7 +168,7 @@ def test_one_failure_is_one_block_with_what_it_led_to_and_its_wrapper_as_lines()
         line for line in text.splitlines() if line.startswith("errkb: ") and "note:" not in line
     ]
     assert text.index("The gear slipped") < text.index("Which led to")
-    assert "  - The belt tore (belt-torn)" in text
-    assert "Reported again by\n  - The machine stopped (see above) (machine-wrapper)" in text
-    assert "gear-slipped |" in text
-    assert "belt-torn |" not in text  # no block (subtitle) of its own
+    assert "  - The belt tore  (belt-torn)" in text
+    assert "Reported again by\n  - The machine stopped (see above)  (machine-wrapper)" in text
+    assert "more: errkb show gear-slipped" in text
+    assert "errkb show belt-torn" not in text  # no block (closing line) of its own
