@@ -1,4 +1,4 @@
-"""Automation for errkb: tests, lint, types, records, docs and benchmarks.
+"""Automation for errkb: tests, lint, types, records, docs, ChatTTS's engine and benchmarks.
 
 `nox` alone runs what CI runs (every session but `bench`). Dependencies come from
 pyproject.toml's dependency groups, never repeated here.
@@ -10,7 +10,7 @@ import nox
 
 nox.options.default_venv_backend = "venv"
 nox.options.reuse_existing_virtualenvs = True
-nox.options.sessions = ["tests", "lint", "typecheck", "records", "docs"]
+nox.options.sessions = ["tests", "lint", "typecheck", "records", "docs", "chattts"]
 
 PYPROJECT = nox.project.load_toml("pyproject.toml")
 PYTHON = "3.11"
@@ -59,6 +59,21 @@ def docs(session: nox.Session) -> None:
     mode = [] if "--write" in session.posargs else ["--check"]
     session.run("python", "-m", "errkb._docgen", *mode, "docs/errors")
     session.run("mkdocs", "build", "--strict", env={"NO_MKDOCS_2_WARNING": "1"})
+
+
+# Default: about a minute on two cores, CPU torch only, every package from the registry.
+@nox.session(python=PYTHON)
+def chattts(session: nox.Session) -> None:
+    """Run ChatTTS 0.2.5's vendored vLLM engine on CPU torch: its KV-cache error, errkb's fix."""
+    session.install("--no-deps", *nox.project.dependency_groups(PYPROJECT, "chattts-engine"))
+    session.install(*nox.project.dependency_groups(PYPROJECT, "chattts"))
+    session.install(".")
+    session.run(
+        "pytest",
+        "tests/chattts",
+        *session.posargs,
+        env={"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"},
+    )
 
 
 @nox.session(python=PYTHON, default=False)
