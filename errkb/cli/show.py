@@ -1,4 +1,4 @@
-"""``errkb show``: one record by id or slug, as lines of text or as its JSON."""
+"""``errkb show``: one record by id or slug, in the long form of a diagnosis or as its JSON."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 import sys
 from typing import TYPE_CHECKING
 
-from errkb.cli._common import EXIT_NONE, EXIT_OK, registry
+from errkb.cli._common import EXIT_NONE, EXIT_OK, options, registry
 
 if TYPE_CHECKING:
     import argparse
@@ -15,9 +15,14 @@ __all__ = ["run"]
 
 
 def run(args: argparse.Namespace) -> int:
-    """Print the record; exit 1 when no record has that id or slug."""
-    from errkb._sanitize import clean
+    """Print the record's long form (or its JSON); exit 1 when no record has that id or slug.
+
+    The long form is what ``errkb explain --long`` shows of a diagnosis, less the numbers of
+    a message: what the record matches, its solutions, example, documentation, history,
+    likely situations and where upstream raises the error.
+    """
     from errkb.exceptions import RegistryError
+    from errkb.render import render_record
 
     try:
         record = registry(args).get(args.key)
@@ -27,19 +32,5 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(record.to_json(), indent=2, ensure_ascii=True))
         return EXIT_OK
-    lines = [f"{record.id}  [{record.severity or 'error'}]  {record.heading}"]
-    for label, value in (
-        ("class", record.error_class),
-        ("message", record.error_message),
-        ("pattern", record.message_pattern),
-        ("raised in", f"{record.repo or ''} {record.file_path or ''}:{record.line_number or ''}"),
-        ("url", record.github_url),
-        ("tags", ", ".join(record.tags)),
-        ("what happened", record.documentation),
-    ):
-        if value and value.strip(" :"):
-            lines.append(f"{label:>14}: {value}")
-    for i, solution in enumerate(record.solutions, 1):
-        lines.append(f"{'solution ' + str(i):>14}: {solution}")
-    print(clean("\n".join(lines)))
+    render_record(record, options(args, sys.stdout))
     return EXIT_OK

@@ -16,16 +16,34 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from errkb.render._document import Block, Section, fit, layout, unglued, wrap, wrap_code
+from errkb.render._document import (
+    Block,
+    Section,
+    fit,
+    layout,
+    record_block,
+    unglued,
+    wrap,
+    wrap_code,
+)
 
 if TYPE_CHECKING:
     from typing import TextIO
 
     from errkb.findings import Diagnosis
     from errkb.options import Options
+    from errkb.records import Record
     from errkb.render._document import Detail
 
-__all__ = ["Style", "render", "render_html", "render_json", "render_plain", "style_for"]
+__all__ = [
+    "Style",
+    "render",
+    "render_html",
+    "render_json",
+    "render_plain",
+    "render_record",
+    "style_for",
+]
 
 
 @attrs.frozen
@@ -112,6 +130,28 @@ def render_plain(
     :func:`errkb.render._document.wrap_code`), so that what is copied still runs.
     """
     blocks, notes = layout(diagnosis, detail)
+    return _plain(blocks, notes, width, ascii_only=ascii_only, spaced=detail == "long")
+
+
+def render_record(record: Record, options: Options) -> None:
+    """Write the long form of ``record`` alone (``errkb show``) to ``options.file``.
+
+    The same layout as a diagnosis in the long form, without numbers: what the record
+    matches, its solutions (captures as ``<name>``), example, documentation, history, likely
+    situations and upstream raise site.
+    """
+    file = options.file if options.file is not None else sys.stdout
+    style = style_for(file, options)
+    blocks = [record_block(record)]
+    if style.color:
+        _rich(blocks, [], file, style, spaced=True)
+    else:
+        _write(file, _plain(blocks, [], style.width, ascii_only=style.ascii, spaced=True))
+
+
+def _plain(
+    blocks: list[Block], notes: list[str], width: int, *, ascii_only: bool, spaced: bool
+) -> str:
     mark = "-" if ascii_only else "\u2500"
     rule = mark * min(width, 100)
     out: list[str] = [rule]
@@ -119,10 +159,11 @@ def render_plain(
         out.extend(wrap(f"errkb: {block.title} [{block.severity}]", width, indent="  "))
         if block.subtitle:
             out.extend(wrap(block.subtitle, width, "  "))
-        out.extend(_plain_sections(block, width, ascii_only=ascii_only, spaced=detail == "long"))
-        closing = f"{mark * 2} {block.footer} " if block.footer else ""
+        out.extend(_plain_sections(block, width, ascii_only=ascii_only, spaced=spaced))
+        footer = block.closing(len(rule) - 4)
+        closing = f"{mark * 2} {footer} " if footer else ""
         if len(closing) > len(rule):
-            out.extend(wrap(block.footer, width, "  "))
+            out.extend(wrap(footer, width, "  "))
             closing = ""
         out.append(closing + mark * (len(rule) - len(closing)))
     for note in notes:
@@ -145,15 +186,19 @@ def _plain_sections(block: Block, width: int, *, ascii_only: bool, spaced: bool)
                 for line in item.split("\n"):
                     out.extend("    " + part for part in wrap_code(line, width - 4))
                 continue
+            indent = None
             if section.inline and n == 1:
                 lead = f"{section.heading}: "
             else:
                 lead = "  " + _LEADS.get(section.kind, "").format(n=n)
+                indent = "    " if section.kind == "hanging" else None
             tail = section.tail(n - 1)
             if section.lines is None:
-                out.extend(wrap(f"{item}  {tail}" if tail else item, width, lead))
+                out.extend(wrap(f"{item}  {tail}" if tail else item, width, lead, indent))
             else:
-                out.extend(fit(item, width, section.lines, lead, tail=tail, ascii_only=ascii_only))
+                out.extend(
+                    fit(item, width, section.lines, lead, indent, tail=tail, ascii_only=ascii_only)
+                )
     return out
 
 
@@ -207,7 +252,8 @@ def render_html(diagnosis: Diagnosis, *, detail: Detail = "short") -> str:
                 out.append(f"<{tag}>{items}</{tag}>")
             out.append("</div>")
         if block.footer:
-            out.append(f'<div style="opacity: 0.7"><code>{escape(block.footer)}</code></div>')
+            footer = escape(" | ".join(block.footer))
+            out.append(f'<div style="opacity: 0.7"><code>{footer}</code></div>')
         out.append("</div>")
     out.extend(f'<div style="opacity: 0.7">errkb: note: {escape(n)}</div>' for n in notes)
     out.append("</div>")
@@ -215,6 +261,13 @@ def render_html(diagnosis: Diagnosis, *, detail: Detail = "short") -> str:
 
 
 def _render_rich(diagnosis: Diagnosis, file: TextIO, style: Style, detail: Detail) -> None:
+    blocks, notes = layout(diagnosis, detail)
+    _rich(blocks, notes, file, style, spaced=detail == "long")
+
+
+def _rich(
+    blocks: list[Block], notes: list[str], file: TextIO, style: Style, *, spaced: bool
+) -> None:
     from rich import box
     from rich.console import Console, Group
     from rich.panel import Panel
@@ -234,7 +287,6 @@ def _render_rich(diagnosis: Diagnosis, file: TextIO, style: Style, detail: Detai
     colors = {"critical": "bold red", "error": "red", "warning": "yellow"}
     # The panel's border and padding take two columns a side.
     inner = style.width - 4
-    blocks, notes = layout(diagnosis, detail)
     for block in blocks:
         color = colors.get(block.severity, "red")
         heading = Text.assemble(
@@ -248,20 +300,19 @@ def _render_rich(diagnosis: Diagnosis, file: TextIO, style: Style, detail: Detai
         if block.subtitle:
             parts.append(Text(block.subtitle, style="dim"))
         for section in block.sections:
-            if detail == "long":
+            if spaced:
                 parts.append(Text(""))
             parts.extend(_rich_section(section, inner, ascii_only=style.ascii))
-        footer = None
-        if block.footer and len(block.footer) + 4 <= inner:
-            footer = Text(block.footer, style="dim")
-        elif block.footer:
-            parts.append(Text(block.footer, style="dim"))
+        footer = block.closing(inner - 4)
+        if len(footer) > inner - 4:
+            parts.append(Text(footer, style="dim"))
+            footer = ""
         console.print(
             Panel(
                 Group(*parts),
                 title=heading,
                 title_align="left",
-                subtitle=footer,
+                subtitle=Text(footer, style="dim") if footer else None,
                 subtitle_align="left",
                 box=box.ASCII if style.ascii else box.ROUNDED,
                 border_style=color,
@@ -294,10 +345,11 @@ def _rich_section(section: Section, inner: int, *, ascii_only: bool) -> list[Any
         room = inner - indent - (lead.cell_len + 1 if lead is not None else 0)
         tail = section.tail(n - 1)
         # Wrapped here, not by rich, so both renderers break alike (and a fact stays whole).
+        more = "  " if section.kind == "hanging" else None
         if section.lines is not None:
-            lines = fit(item, room, section.lines, tail=tail, ascii_only=ascii_only)
+            lines = fit(item, room, section.lines, "", more, tail=tail, ascii_only=ascii_only)
         else:
-            lines = wrap(f"{item}  {tail}" if tail else item, room)
+            lines = wrap(f"{item}  {tail}" if tail else item, room, "", more)
         if lead is None:
             parts.append(Padding(Text("\n".join(lines)), (0, 0, 0, indent)))
             continue

@@ -35,14 +35,27 @@ from errkb.units import format_bytes
 
 if TYPE_CHECKING:
     from errkb.findings import Diagnosis, ExampleFix, Fact, Finding, Solution
+    from errkb.records import Record
 
-__all__ = ["Block", "Detail", "Section", "fit", "layout", "unglued", "wrap", "wrap_code"]
+__all__ = [
+    "Block",
+    "Detail",
+    "Section",
+    "fit",
+    "layout",
+    "record_block",
+    "unglued",
+    "wrap",
+    "wrap_code",
+]
 
 #: How much a diagnosis shows: the fix and what it rests on, or everything errkb knows.
 Detail = Literal["short", "long"]
 
 #: The most lines the record's documentation takes in the short form.
 WHY_LINES = 3
+#: The most lines the facts of one source take in the short form (the long form has all).
+FACT_LINES = 2
 #: Joins the words of an item that a line must not break apart (one fact); :func:`wrap` and
 #: :func:`fit` turn it back into a space. Cleaned text never holds it raw.
 GLUE = "\x1f"
@@ -50,7 +63,10 @@ GLUE = "\x1f"
 
 @attrs.frozen
 class Section:
-    """A headed part of a block. ``kind`` is ``text``, ``list``, ``numbered`` or ``code``.
+    """A headed part of a block.
+
+    ``kind`` is ``text``, ``list`` (``-`` items), ``numbered``, ``hanging`` (items without a
+    mark, their wrapped lines indented under them) or ``code``.
 
     ``lines`` caps the wrapped lines of each item: what goes past is cut at a sentence end
     where one fits, else with an ellipsis (see :func:`fit`). ``None`` shows items whole.
@@ -72,13 +88,26 @@ class Section:
 
 @attrs.frozen
 class Block:
-    """Everything shown for one finding: a title line, sections, a closing line."""
+    """Everything shown for one finding: a title line, sections, a closing line.
+
+    ``footer`` holds the parts of the closing line, the most needed first.
+    """
 
     title: str
     severity: str
     subtitle: str
     sections: tuple[Section, ...]
-    footer: str = ""
+    footer: tuple[str, ...] = ()
+
+    def closing(self, room: int) -> str:
+        """The closing line in ``room`` columns: the footer's parts, the last left out to fit.
+
+        The first part, the command that shows the rest, is always kept.
+        """
+        parts = list(self.footer)
+        while len(parts) > 1 and len(" | ".join(parts)) > room:
+            parts.pop()
+        return " | ".join(parts)
 
 
 # -- fitting text to a width ---------------------------------------------------------------
@@ -119,6 +148,7 @@ def fit(
     width: int,
     lines: int,
     lead: str = "",
+    indent: str | None = None,
     *,
     tail: str = "",
     ascii_only: bool = False,
@@ -134,19 +164,19 @@ def fit(
     ['Lower the length from... [n=1]']
     """
     joined = f"{text}  {tail}" if tail else text
-    wrapped = wrap(joined, width, lead)
+    wrapped = wrap(joined, width, lead, indent)
     if len(wrapped) <= lines:
         return wrapped
     for end in reversed([m.start() for m in _SENTENCE_END.finditer(text)]):
-        shorter = wrap(f"{text[:end]}  {tail}" if tail else text[:end], width, lead)
+        shorter = wrap(f"{text[:end]}  {tail}" if tail else text[:end], width, lead, indent)
         if len(shorter) <= lines:
             return shorter
     mark = "..." if ascii_only else "\u2026"
     ending = f"{mark} {tail}" if tail else mark
     words = text.split(" ")
-    while len(words) > 1 and len(wrap(" ".join(words) + ending, width, lead)) > lines:
+    while len(words) > 1 and len(wrap(" ".join(words) + ending, width, lead, indent)) > lines:
         words.pop()
-    kept = wrap(" ".join(words) + ending, width, lead)
+    kept = wrap(" ".join(words) + ending, width, lead, indent)
     if len(kept) > lines:  # one word, or the tail alone, is longer than the room
         kept = kept[:lines]
         kept[-1] = kept[-1][: width - len(mark)] + mark
@@ -199,12 +229,12 @@ def _code_break(text: str, room: int) -> int:
 # -- what is shown -------------------------------------------------------------------------
 
 _SOURCE_LABELS = {
-    "message": "from the message",
-    "frame": "from your code",
-    "gpu": "measured on the GPU",
-    "model-config": "from the model's config",
+    "message": "message",
+    "frame": "your code",
+    "gpu": "GPU",
+    "model-config": "model config",
     "flag": "given",
-    "probe": "probed",
+    "probe": "probe",
     "computed": "computed",
     "default": "assumed",
 }
@@ -238,15 +268,20 @@ def _facts_by_source(facts: tuple[Fact, ...]) -> tuple[str, ...]:
     )
 
 
-def _settings(solution: Solution) -> str:
-    """A solution's computed values, ``[max_model_len=12288]``, and whether they are estimates."""
+def _settings(solution: Solution, *, short: bool = False) -> str:
+    """A solution's computed values, ``[max_model_len=12288]``, and whether they are estimates.
+
+    The short form leaves the values out when the text already states every one of them.
+    """
     shown = ", ".join(f"{k}={v!r}" for k, v in solution.settings.items())
+    if short and all(str(v) in solution.text for v in solution.settings.values()):
+        shown = ""
     said = f"[{shown}]" if shown else ""
-    return f"{said}  (estimate)" if solution.estimate else said
+    return f"{said}  (estimate)".strip() if solution.estimate else said
 
 
-def _solution_line(solution: Solution) -> str:
-    tail = _settings(solution)
+def _solution_line(solution: Solution, *, short: bool = False) -> str:
+    tail = _settings(solution, short=short)
     return f"{solution.text}  {tail}" if tail else solution.text
 
 
@@ -326,23 +361,24 @@ def _short_sections(finding: Finding) -> list[Section]:
     sections: list[Section] = []
     solutions = short_solutions(finding.solutions)
     if solutions:
-        best = clean(_solution_line(solutions[0]))
+        best = clean(_solution_line(solutions[0], short=True))
         sections.append(Section("Fix", "text", (best,), inline=True))
     sections.extend(_fix_section(finding.example_fix, short=True))
     if record.documentation:
         why = (clean(record.documentation),)
         sections.append(Section("Why", "text", why, lines=WHY_LINES, inline=True))
     if finding.facts:
-        sections.append(Section("Facts", "list", _facts_by_source(finding.facts)))
+        facts = _facts_by_source(finding.facts)
+        sections.append(Section("Facts", "hanging", facts, lines=FACT_LINES))
     elif captures := [f"{k} = {v}" for k, v in finding.match.captures.items() if v is not None]:
         # No advisor worked on it: what the message said is what the solutions rest on.
         said = clean(f"{_SOURCE_LABELS['message']}: ") + "; ".join(
             clean(c).replace(" ", GLUE) for c in captures
         )
-        sections.append(Section("Facts", "list", (said,)))
+        sections.append(Section("Facts", "hanging", (said,)))
     if solutions[1:]:
         texts = tuple(clean(s.text) for s in solutions[1:])
-        tails = tuple(clean(_settings(s)) for s in solutions[1:])
+        tails = tuple(clean(_settings(s, short=True)) for s in solutions[1:])
         sections.append(Section("Other solutions", "list", texts, lines=1, tails=tails))
     return sections
 
@@ -398,17 +434,17 @@ def _block(
         captures = ", ".join(f"{k}={v}" for k, v in finding.match.captures.items() if v is not None)
         subtitle = f"{record.id} | {matched}" + (f" | {captures}" if captures else "")
         sections = _long_sections(finding, others)
-        footer = ""
+        footer: tuple[str, ...] = ()
     else:
         subtitle = ""
         sections = _short_sections(finding)
-        footer = f"{matched} | more: errkb show {record.id}"
+        footer = (f"more: errkb show {record.id}", matched)
     return Block(
         title=clean(record.heading),
         severity=clean(record.severity or "error"),
         subtitle=clean(subtitle),
         sections=(*sections, *_led_to(after)),
-        footer=clean(footer),
+        footer=tuple(clean(f) for f in footer),
     )
 
 
@@ -429,3 +465,38 @@ def layout(diagnosis: Diagnosis, detail: Detail = "short") -> tuple[list[Block],
         others = [f for f in diagnosis.findings if f.exception == root.exception and f is not root]
         blocks.append(_block(diagnosis, root, others, after, detail))
     return blocks, [clean(n) for n in diagnosis.notes]
+
+
+def record_block(record: Record) -> Block:
+    """The long form of a record on its own (``errkb show``): no message, so no numbers.
+
+    What it matches comes first; solutions show the captures they use as placeholders,
+    ``<name>``, as a diagnosis does when a message lacks them.
+    """
+    from errkb._patterns import fill_template
+    from errkb.findings import ExampleFix, Finding, Solution
+    from errkb.match import Match
+
+    finding = Finding(
+        match=Match(record=record, captures={}, score=1.0),
+        exception=0,
+        solutions=tuple(Solution(text=fill_template(s, {})) for s in record.solutions),
+        example_fix=ExampleFix.from_record_text(record.example_fix) if record.example_fix else None,
+    )
+    said = [
+        f"{label}: {value}"
+        for label, value in (
+            ("class", record.error_class),
+            ("message", record.error_message),
+            ("pattern", record.message_pattern),
+            ("tags", ", ".join(record.tags)),
+        )
+        if value
+    ]
+    matches = [Section("Matches", "list", tuple(clean(s) for s in said))] if said else []
+    return Block(
+        title=clean(record.heading),
+        severity=clean(record.severity or "error"),
+        subtitle=clean(record.id),
+        sections=(*matches, *_long_sections(finding, [])),
+    )

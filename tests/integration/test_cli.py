@@ -283,3 +283,25 @@ def test_version_imports_neither_rich_nor_the_records():
         if m.split(".")[0] == "rich"
         or m in ("errkb.registry", "errkb.records", "errkb.cli.explain", "errkb.cli.scan")
     ]
+
+
+def test_explain_long_shows_the_prose_the_short_form_leaves_out():
+    """--long adds what happened, likely situations, history, upstream and the other matches."""
+    short = run_cli("explain", "--no-probes", "--no-color", SEED_MESSAGE).stdout.decode()
+    proc = run_cli("explain", "--long", "--no-probes", "--no-color", SEED_MESSAGE)
+    assert 0 == proc.returncode
+    long = proc.stdout.decode()
+    for heading in ("What happened", "Likely situations", "History", "Upstream", "Also matched"):
+        assert f"\n{heading}\n" in long, heading
+        assert f"\n{heading}\n" not in short, heading
+
+
+def test_show_prints_the_long_form_of_a_record():
+    """errkb show: the record's solutions, example, documentation, history and upstream."""
+    proc = run_cli("show", "vllm-kv-cache-max-seq-len", env={"NO_COLOR": "1"})
+    assert 0 == proc.returncode
+    out = proc.stdout.decode()
+    assert "errkb: vLLM (V0 engine): max_model_len does not fit in the GPU KV cache" in out
+    for heading in ("Matches", "Solutions", "Example fix", "What happened", "History", "Upstream"):
+        assert f"\n{heading}\n" in out, heading
+    assert "  1. Cap the context: pass max_model_len" in out

@@ -103,7 +103,7 @@ def test_end_to_end_hook_rewrites_the_users_multiline_call(tmp_path):
     err = proc.stderr.decode()
     assert 1 == proc.returncode
     assert "ValueError: The model's max seq len (32768)" in err
-    assert "  - computed: kv_bytes_per_token = 128 KiB;" in err
+    assert "\n  computed: kv_bytes_per_token = 128 KiB;" in err
     assert "; gpu_memory_utilization_needed = 0.54" in " ".join(err.split())
     assert "Raise gpu_memory_utilization from 0.5 to 0.54" in err
     assert f"Example fix ({app}:" in err

@@ -120,7 +120,7 @@ def test_plain_render_into_a_string_console():
     text = out.getvalue()
     assert text.startswith("\u2500" * 100 + "\nerrkb: ")
     assert (
-        "matched a message (exception 1 of 1) | more: errkb show vllm-kv-cache-max-seq-len" in text
+        "more: errkb show vllm-kv-cache-max-seq-len | matched a message (exception 1 of 1)" in text
     )
     assert "\nFix: Lower max_model_len " in text
 
@@ -172,3 +172,161 @@ def test_one_failure_is_one_block_with_what_it_led_to_and_its_wrapper_as_lines()
     assert "Reported again by\n  - The machine stopped (see above)  (machine-wrapper)" in text
     assert "more: errkb show gear-slipped" in text
     assert "errkb show belt-torn" not in text  # no block (closing line) of its own
+
+
+# -- the short form: the fix first, within the budget, no line wider than the terminal --------
+
+_SGR_TEXT = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def _seed(model=None):
+    given = {"model": str(model), "gpu_memory_bytes": 24 * 2**30} if model else {}
+    return errkb.explain(SEED_MESSAGE, options=Options(probes=False, given=given))
+
+
+def _shown(diagnosis, width, *, color=False, detail="short"):
+    """The rendered lines, colour codes taken out."""
+    out = io.StringIO()
+    render(diagnosis, Options(file=out, color=color, width=width, detail=detail))
+    return _SGR_TEXT.sub("", out.getvalue()).splitlines()
+
+
+@pytest.mark.parametrize("with_model", [False, True])
+def test_the_seeds_diagnosis_fits_in_30_lines_at_100_columns(llama_dir, with_model):
+    """The whole short form, note included, is at most 30 lines, with or without a model."""
+    lines = _shown(_seed(llama_dir if with_model else None), 100)
+    assert len(lines) <= 30, "\n".join(lines)
+
+
+@pytest.mark.parametrize("with_model", [False, True])
+def test_the_fix_is_within_the_first_12_lines(llama_dir, with_model):
+    """The computed fix, with its numbers, is the third line; the rewritten call follows it."""
+    lines = _shown(_seed(llama_dir if with_model else None), 100)
+    fix = next(i for i, line in enumerate(lines, 1) if line.startswith("Fix: "))
+    assert 3 == fix
+    assert lines[fix - 1].startswith("Fix: Lower max_model_len from 32768 to 12288")
+    assert "max_model_len=12288)" in "\n".join(lines[:12])
+
+
+def _wide_diagnoses(llama_dir):
+    return [_seed(llama_dir), _seed(), _chain_diagnosis(), errkb.explain(_MAT1)]
+
+
+@pytest.mark.parametrize("width", [60, 80, 100, 120])
+@pytest.mark.parametrize("color", [False, True])
+@pytest.mark.parametrize("detail", ["short", "long"])
+def test_no_line_is_wider_than_the_terminal(llama_dir, width, color, detail):
+    """Plain and rich, short and long, at 60 to 120 columns: every line fits, code included."""
+    from rich.cells import cell_len
+
+    for diagnosis in _wide_diagnoses(llama_dir):
+        lines = _shown(diagnosis, width, color=color, detail=detail)
+        too_wide = [line for line in lines if cell_len(line) > width]
+        assert [] == too_wide
+
+
+def test_a_long_code_line_continues_with_a_backslash_and_still_compiles():
+    """The example fix's code is wrapped with Python's line continuation, never cut."""
+    from errkb.render._document import wrap_code
+
+    line = (
+        '    llm = LLM(model="meta-llama/Llama-3.1-8B-Instruct", gpu_memory_utilization=0.9, x=1)'
+    )
+    lines = wrap_code(line, 60)
+    assert all(len(part) <= 60 for part in lines)
+    assert lines[0].endswith(" \\")
+    assert '"meta-llama/Llama-3.1-8B-Instruct"' in "\n".join(lines)  # no break inside a string
+    compile("if True:\n" + "\n".join(lines), "<fix>", "exec")
+
+
+def test_a_record_solution_about_computed_settings_is_merged_into_the_computed_one():
+    """The record's "Cap the context: pass max_model_len" goes when errkb computed the length;
+    the long form and the JSON keep it."""
+    diagnosis = _seed()
+    cap = "Cap the context: pass max_model_len"
+    assert cap not in "\n".join(_shown(diagnosis, 100))
+    assert cap in " ".join(" ".join(_shown(diagnosis, 100, detail="long")).split())
+    assert any(s.text.startswith(cap) for s in diagnosis.top.solutions)
+    assert "Give the cache more memory" in "\n".join(_shown(diagnosis, 100))  # another setting
+
+
+def test_merging_drops_only_solutions_naming_nothing_but_computed_settings():
+    """A solution naming a setting errkb did not compute, or none at all, stays."""
+    from errkb.findings import Solution
+    from errkb.render._document import short_solutions
+
+    computed = Solution(text="Lower max_model_len to 12288.", settings={"max_model_len": 12288})
+    same = Solution(text="Pass --max-model-len below the capacity.")
+    other = Solution(text="Lower max_model_len or raise gpu_memory_utilization.")
+    plain = Solution(text="Free the GPU.")
+    assert (computed, other, plain) == short_solutions((same, other, plain, computed))
+
+
+_MAT1 = "RuntimeError: mat1 and mat2 shapes cannot be multiplied (4x2048 and 512x10)"
+
+
+def test_captures_are_filled_into_the_fix():
+    """The mat1/mat2 record's fix names the numbers of the message, not the names of captures."""
+    lines = _shown(errkb.explain(_MAT1), 100)
+    assert lines[2].startswith("Fix: Set the Linear layer's in_features=2048 ")
+    assert "{mat1_cols}" not in "\n".join(lines)
+
+
+def test_a_finding_without_facts_shows_its_captures_as_facts():
+    """No advisor: the message's captures are the facts the solutions rest on."""
+    assert "  message: mat1_rows = 4; mat1_cols = 2048; mat2_rows = 512; mat2_cols = 10" in (
+        _shown(errkb.explain(_MAT1), 100)
+    )
+
+
+def test_a_wrapper_is_one_line_of_its_root_causes_block_however_long_its_title():
+    """The wrapper of a chain is one line under the root cause's block, even at 60 columns."""
+    lines = _shown(_chain_diagnosis(), 60)
+    at = lines.index("Reported again by")
+    assert lines[at + 1].startswith("  - The machine stopped")
+    assert lines[at + 1].endswith("(machine-wrapper)")
+    assert lines[at + 2].startswith("\u2500")  # the closing rule: nothing more of the wrapper
+    assert 1 == sum(line.startswith("errkb: ") for line in lines)
+
+
+def test_the_long_form_adds_the_prose_and_the_short_form_leaves_it_out():
+    """What happened, History, Likely situations, Upstream, Also matched: --long only."""
+    short = "\n".join(_shown(_seed(), 100))
+    long = "\n".join(_shown(_seed(), 100, detail="long"))
+    for heading in ("What happened", "History", "Likely situations", "Upstream", "Also matched"):
+        assert f"\n{heading}\n" in long, heading
+        assert f"\n{heading}\n" not in short, heading
+
+
+def test_the_short_form_order():
+    """Title, fix, rewritten call, why, facts, other solutions, the record's id last."""
+    lines = _shown(_seed(), 100)
+    starts = [
+        "errkb: ",
+        "Fix: ",
+        "Example fix",
+        "Why: ",
+        "Facts",
+        "Other solutions",
+        "\u2500\u2500 more",
+    ]
+    found = [next(i for i, line in enumerate(lines) if line.startswith(s)) for s in starts]
+    assert sorted(found) == found
+
+
+def test_html_follows_the_same_order():
+    """The notebook's HTML shows the short form in the terminal's order."""
+    from errkb.render import render_html
+
+    html = render_html(_seed())
+    marks = ["<strong>Fix</strong>", "<strong>Example fix", "<strong>Why</strong>", "<strong>Facts"]
+    found = [html.index(m) for m in [*marks, "<strong>Other solutions"]]
+    assert sorted(found) == found
+    assert "What happened" not in html
+    assert "What happened" in render_html(_seed(), detail="long")
+
+
+def test_detail_must_be_short_or_long():
+    """Options(detail=...) is checked when the options are made."""
+    with pytest.raises(ValueError, match="detail"):
+        Options(detail="medium")
