@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from errkb.findings import Diagnosis
+    from errkb.render._document import Detail
 
 __all__ = ["bundle", "is_kernel", "publish"]
 
@@ -26,11 +27,14 @@ def is_kernel(shell: Any) -> bool:
     return any(cls.__name__ == "ZMQInteractiveShell" for cls in type(shell).__mro__)
 
 
-def bundle(diagnosis: Diagnosis, width: int = 100) -> dict[str, str]:
+def bundle(diagnosis: Diagnosis, width: int = 100, detail: Detail = "short") -> dict[str, str]:
     """The MIME bundle of ``diagnosis``: ``text/html`` and the ``text/plain`` fallback."""
     from errkb.render import render_html, render_plain
 
-    return {"text/html": render_html(diagnosis), "text/plain": render_plain(diagnosis, width)}
+    return {
+        "text/html": render_html(diagnosis, detail=detail),
+        "text/plain": render_plain(diagnosis, width, detail=detail),
+    }
 
 
 def publish(data: dict[str, str]) -> None:
