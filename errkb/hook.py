@@ -376,7 +376,11 @@ def _diagnose_bounded(exc: BaseException, shell: Any = None) -> None:
 
     def bundles() -> list[dict[str, str]]:
         diagnosis = _diagnose(exc, options)
-        return [] if diagnosis is None else [notebook.bundle(diagnosis, options.width or 100, options.detail)]
+        return (
+            []
+            if diagnosis is None
+            else [notebook.bundle(diagnosis, options.width or 100, options.detail)]
+        )
 
     outcome = _guard.guarded(bundles, options.timeout)
     outcome.report()
