@@ -608,3 +608,184 @@ def test_dtype_flag_makes_a_float32_cache_four_bytes_a_value(harness):
     fix = diagnosis["example_fix"]
     assert shlex.join([*command, "--gpu-memory-utilization", "0.93"]) == fix["after"]
     harness.starts(*shlex.split(fix["after"])[1:], env=ROOMY)
+
+
+# --- Number cases (issue 14): each expected value worked from vLLM's source ------------------
+
+#: A Gemma-3-27B shape: 62 layers, every 6th global, the others sliding over 1024 tokens.
+GEMMA3 = {
+    "model_type": "gemma3_text",
+    "num_hidden_layers": 62,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 16,
+    "head_dim": 128,
+    "hidden_size": 5376,
+    "sliding_window": 1024,
+    "sliding_window_pattern": 6,
+    "torch_dtype": "bfloat16",
+    "max_position_embeddings": 131072,
+}
+#: A DeepSeek-V3 shape: 61 layers of MLA, latent 512 + rope 64.
+DEEPSEEK_V3 = {
+    "model_type": "deepseek_v3",
+    "num_hidden_layers": 61,
+    "num_attention_heads": 128,
+    "num_key_value_heads": 128,
+    "hidden_size": 7168,
+    "kv_lora_rank": 512,
+    "qk_rope_head_dim": 64,
+    "qk_nope_head_dim": 128,
+    "torch_dtype": "bfloat16",
+    "max_position_embeddings": 163840,
+}
+
+
+def model_folder(harness: Harness, name: str, config: dict) -> str:
+    """A second model folder beside the Llama one; its path, quoted for a script."""
+    folder = harness.root / name
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(config))
+    return json.dumps(str(folder))
+
+
+def test_v1_sliding_window_gemma3_gets_0_93(harness):
+    """Gemma-3-27B shape, V1 0.9.1, 12.00 GiB available at 0.9 on 80 GiB: 10 full layers x 8192
+    blocks x 128 KiB = 10 GiB, 52 sliding layers x (cdiv(1023 + 8192, 16) + 1 = 577) blocks x
+    128 KiB = 3.66 GiB (kv_cache_interface.py:138-154@v0.9.1); 0.9 + 1.66 / 80 = 0.9208, 0.93,
+    which gives 14.4 GiB and starts (as if every layer were full, 62 GiB: infeasible)."""
+    gemma = model_folder(harness, "gemma", GEMMA3)
+    path = harness.script(
+        "from vllm import LLM\n\n"
+        f"llm = LLM(model={gemma}, max_model_len=131072, max_num_batched_tokens=8192)\n"
+    )
+    env = {**ROOMY, "FAKE_PEAK_BYTES": str(60 * GIB), "VLLM_USE_V1": "1"}
+    proc = harness.run(str(path), env=env)
+    assert b"(13.66 GiB KV cache is needed" in proc.stderr
+    assert b"available KV cache memory (12.00 GiB)" in proc.stderr
+    fix = fix_and_rerun(harness, path, env)
+    assert fix["after"].endswith("max_num_batched_tokens=8192, gpu_memory_utilization=0.93)")
+
+
+def test_v1_rounded_sizes_give_a_length_vllm_accepts(harness):
+    """Llama-3-8B shape, V1 0.8.4-0.9.0 wording (no estimate), "16.00 GiB" needed, "9.47 GiB"
+    available (10,164,040,105 bytes: 4846 blocks of 2 MiB). 0.99 would be needed, more than the
+    73 GiB free at start allows, so the length changes: 77536, which the engine accepts (77568
+    needs 10,166,992,896 bytes). From the run's frames and from a pasted log alike."""
+    peak = int(80 * GIB * 0.9) - 10_164_040_105
+    env = {
+        **ROOMY,
+        "FAKE_PEAK_BYTES": str(peak),
+        "FAKE_GPU_FREE_BYTES": str(73 * GIB),
+        "VLLM_USE_V1": "1",
+        "FAKE_VLLM_VERSION": "0.9.0",
+    }
+    path = harness.script("from vllm import LLM\n\nllm = LLM(model=MODEL, max_model_len=131072)\n")
+    proc = harness.run(str(path), env=env)
+    assert b"(16.00 GiB KV cache is needed" in proc.stderr
+    assert b"memory (9.47 GiB). Based on the available memory,  Try" in proc.stderr
+    fix = fix_and_rerun(harness, path, env)
+    assert fix["after"].endswith(", max_model_len=77536)")
+    # The message alone: the least 9.47 GiB can be gives the same length.
+    command = ["python", "-m", API_SERVER, "--model", str(harness.model)]
+    command += ["--max-model-len", "131072"]
+    diagnosis = explain_paste(
+        pasted_log(harness, command, env), "--model", str(harness.model), "--gpu-memory", "80GiB"
+    )
+    lengths = [
+        s["settings"]["max_model_len"]
+        for s in diagnosis["solutions"]
+        if "max_model_len" in s["settings"]
+    ]
+    assert [77536] == lengths
+    command[command.index("131072")] = "77536"
+    harness.starts(*command[1:], env=env)
+
+
+@pytest.mark.parametrize("version", ["0.20.0", "0.22.0"])
+def test_v1_default_utilization_092_from_0_20(harness, version):
+    """From 0.20.0 the default is 0.92 (config/cache.py:66@v0.20.0): 80 x 0.92 - 70 = 3.6 GiB for
+    the 4 GiB that 32768 tokens need; 0.92 + 0.4 / 80 = 0.925, 0.93, which starts."""
+    env = {**ROOMY, "VLLM_USE_V1": "1", "FAKE_VLLM_VERSION": version}
+    path = harness.script("from vllm import LLM\n\nllm = LLM(model=MODEL, max_model_len=32768)\n")
+    fix = fix_and_rerun(harness, path, env)
+    assert fix["after"].endswith("max_model_len=32768, gpu_memory_utilization=0.93)")
+
+
+def test_pasted_0_22_wording_starts_from_the_092_default(harness):
+    """A pasted 0.22 log ("the model's", the CPU backend): the run used 0.92, never "0.9 to
+    0.91"; the fix, --gpu-memory-utilization 0.93, starts."""
+    env = {**ROOMY, "VLLM_USE_V1": "1", "FAKE_VLLM_VERSION": "0.22.0"}
+    command = ["python", "-m", API_SERVER, "--model", str(harness.model)]
+    command += ["--max-model-len", "32768"]
+    paste = pasted_log(harness, command, env)
+    assert b"(which also controls CPU memory on the CPU backend)" in paste
+    diagnosis = explain_paste(paste, "--model", str(harness.model), "--gpu-memory", "80GiB")
+    texts = [s["text"] for s in diagnosis["solutions"] if "gpu_memory_utilization" in s["settings"]]
+    assert any("from 0.92 to 0.93" in t for t in texts), texts
+    fix = diagnosis["example_fix"]
+    assert shlex.join([*command, "--gpu-memory-utilization", "0.93"]) == fix["after"]
+    harness.starts(*shlex.split(fix["after"])[1:], env=env)
+
+
+def test_pipeline_parallel_caches_one_stage(harness):
+    """pipeline_parallel_size=2: 16 of 32 layers a GPU, 1 MiB a block. 2 GiB at 0.9 hold 32768
+    tokens; 65536 need 2 GiB more: 0.925, 0.93, which starts (all 32 layers would say 0.95)."""
+    path = harness.script(
+        "from vllm import LLM\n\n"
+        "llm = LLM(model=MODEL, max_model_len=65536, pipeline_parallel_size=2)\n"
+    )
+    fix = fix_and_rerun(harness, path, ROOMY)
+    assert fix["after"].endswith("pipeline_parallel_size=2, gpu_memory_utilization=0.93)")
+
+
+def test_explicit_float32_dtype_caches_four_bytes_a_value(harness):
+    """dtype="float32": 4 MiB a block. 2 GiB at 0.9 hold 8192 tokens; 16384 need 2 GiB more:
+    0.93, which starts (2 bytes a value would say 0.92, which leaves 14736 tokens)."""
+    path = harness.script(
+        'from vllm import LLM\n\nllm = LLM(model=MODEL, dtype="float32", max_model_len=16384)\n'
+    )
+    fix = fix_and_rerun(harness, path, ROOMY)
+    assert fix["after"].endswith("max_model_len=16384, gpu_memory_utilization=0.93)")
+
+
+def test_mla_fp8_ds_mla_page_replicated_under_tensor_parallelism(harness):
+    """DeepSeek-V3 shape, kv_cache_dtype="fp8_ds_mla", tensor_parallel_size=2, V1 0.22: 656 bytes
+    a token a layer on every GPU (kv_cache_interface.py:331-338@v0.20.0), 163840 tokens x 61
+    layers = 6.11 GiB against 5 GiB at 0.92: 0.92 + 1.106 / 80 = 0.9338, 0.94, which starts."""
+    deepseek = model_folder(harness, "deepseek", DEEPSEEK_V3)
+    path = harness.script(
+        "from vllm import LLM\n\n"
+        f'llm = LLM(model={deepseek}, max_model_len=163840, kv_cache_dtype="fp8_ds_mla", '
+        "tensor_parallel_size=2)\n"
+    )
+    peak = int(80 * GIB * 0.92) - 5 * GIB
+    env = {
+        **ROOMY,
+        "FAKE_PEAK_BYTES": str(peak),
+        "VLLM_USE_V1": "1",
+        "FAKE_VLLM_VERSION": "0.22.0",
+    }
+    fix = fix_and_rerun(harness, path, env)
+    assert fix["after"].endswith("tensor_parallel_size=2, gpu_memory_utilization=0.94)")
+
+
+def test_swapped_numbers_get_a_note_and_no_fix(harness):
+    """A pasted V0 message with its numbers swapped ("max seq len (16384) ... KV cache (32768)"):
+    the figures contradict each other, so nothing is worked out from them (no setting, no rewrite
+    of the pasted command), and a note says why."""
+    command = ["python", "-m", API_SERVER, "--model", str(harness.model)]
+    command += ["--max-model-len", "32768"]
+    paste = pasted_log(harness, command, ROOMY).decode()
+    error = "max seq len (32768) is larger than the maximum number of tokens that can be stored in KV cache (16384)"
+    assert error in paste
+    swapped = error.replace("32768", "X").replace("16384", "32768").replace("X", "16384")
+    diagnosis = explain_paste(paste.replace(error, swapped).encode())
+    assert [] == [s for s in diagnosis["solutions"] if s["settings"]]
+    # Nothing computed and nothing of the user's rewritten: at most the record's own
+    # illustration, with the record's own model, not the pasted command.
+    fix = diagnosis["example_fix"]
+    if fix is not None:
+        assert fix["location"] is None
+        assert str(harness.model) not in fix["before"] + fix["after"]
+        assert "--max-model-len" not in fix["before"] + fix["after"]
+    assert any("contradict each other" in n for n in diagnosis["notes"]), diagnosis["notes"]

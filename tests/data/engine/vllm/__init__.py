@@ -10,7 +10,8 @@ It imports nothing from errkb, so it cannot share errkb's mistakes. On success t
 ``engine started`` and does nothing more.
 
 ``VLLM_USE_V1=1`` runs the V1 engine's check; ``FAKE_VLLM_VERSION`` picks the wording of the
-release it stands for (V0: 0.6.0; V1: 0.7.3, 0.8.3, 0.8.4 or 0.9.1, the default).
+release it stands for (V0: 0.6.0; V1: 0.7.3, 0.8.3, 0.8.4, 0.9.1 (the default), 0.13.0, 0.20.0 or
+0.22.0; from 0.20.0 the default `gpu_memory_utilization` is 0.92).
 """
 
 from vllm.engine.arg_utils import AsyncEngineArgs, EngineArgs

@@ -25,6 +25,9 @@ DTYPE_SIZE = {
     "fp8": 1,
     "fp8_e4m3": 1,
     "fp8_e5m2": 1,
+    # DeepSeek's sparse-MLA cache (vllm/v1/kv_cache_interface.py:331-338@v0.20.0): bytes, sized
+    # per token by the spec itself.
+    "fp8_ds_mla": 1,
 }
 
 
@@ -55,6 +58,15 @@ def weights_memory() -> int:
 
 def version() -> str:
     return os.environ.get("FAKE_VLLM_VERSION", "0.9.1" if use_v1() else "0.6.0")
+
+
+def release() -> tuple[int, ...]:
+    return tuple(int(p) for p in version().split(".")[:3])
+
+
+def default_gpu_memory_utilization() -> float:
+    """0.9 until 0.19.1, 0.92 from 0.20.0 (vllm/config/cache.py:66@v0.20.0)."""
+    return 0.92 if release() >= (0, 20, 0) else 0.9
 
 
 def use_v1() -> bool:

@@ -5,6 +5,17 @@ float32 checkpoint is served in float16 under dtype="auto"), ``get_head_size`` (
 ``head_dim`` if the config has one, else hidden_size // num_attention_heads),
 ``get_total_num_kv_heads`` (config.py:473: ``num_key_value_heads``, else the attention heads)
 and ``get_num_kv_heads`` (config.py:516: at least one per GPU under tensor parallelism).
+
+DeepSeek's MLA (``use_mla``; ``is_deepseek_mla`` in vllm/config.py@v0.7.1: a
+``kv_lora_rank`` in the config) caches one latent per token: a head of ``kv_lora_rank +
+qk_rope_head_dim`` (config.py:747-753@v0.7.1), one per GPU whatever the tensor parallelism
+(config.py:815-819@v0.7.1); V0 before 0.7.1 padded the heads instead, which the stand-in does not
+follow (no V0 test uses an MLA model). Under pipeline parallelism a GPU holds its stage's layers:
+``get_num_layers`` (config.py:262-264@v0.2.7) through ``get_pp_indices``
+(vllm/distributed/utils.py:84-89@v0.6.6: ``total // pp`` each, the rest to the last stage);
+the stand-in sizes the largest stage, the one with the fewest blocks. ``SchedulerConfig``
+keeps ``max_num_batched_tokens`` (``SchedulerConfig`` in vllm/config.py@v0.9.1; 2048 when nothing
+sets it, ``_DEFAULT_MAX_NUM_BATCHED_TOKENS``), which sizes a V1 sliding-window layer.
 """
 
 from __future__ import annotations
@@ -32,7 +43,13 @@ class ModelConfig:
             )
         self.max_model_len = derived if max_model_len is None else max_model_len
 
+    @property
+    def use_mla(self) -> bool:
+        return getattr(self.hf_text_config, "kv_lora_rank", None) is not None
+
     def get_head_size(self) -> int:
+        if self.use_mla:
+            return int(self.hf_text_config.kv_lora_rank + self.hf_text_config.qk_rope_head_dim)
         head_dim = getattr(self.hf_text_config, "head_dim", None)
         if head_dim is not None:
             return int(head_dim)
@@ -43,11 +60,20 @@ class ModelConfig:
         return int(heads if heads is not None else self.hf_text_config.num_attention_heads)
 
     def get_num_kv_heads(self, parallel_config: ParallelConfig) -> int:
+        if self.use_mla:
+            return 1
         return max(1, self.get_total_num_kv_heads() // parallel_config.tensor_parallel_size)
 
+    def get_layers_start_end_indices(self, parallel_config: ParallelConfig) -> tuple[int, int]:
+        """The largest stage's layers (the last, under v0.6.6's split)."""
+        total = int(self.hf_text_config.num_hidden_layers)
+        pp = parallel_config.pipeline_parallel_size
+        start = (total // pp) * (pp - 1)
+        return start, total
+
     def get_num_attention_layers(self, parallel_config: ParallelConfig) -> int:
-        del parallel_config  # one pipeline stage: every layer is here
-        return int(self.hf_text_config.num_hidden_layers)
+        start, end = self.get_layers_start_end_indices(parallel_config)
+        return end - start
 
 
 def _dtype(config_dtype: str | None, dtype: str) -> str:
@@ -75,20 +101,32 @@ class CacheConfig:
 
 
 class ParallelConfig:
-    def __init__(self, tensor_parallel_size: int) -> None:
+    def __init__(self, tensor_parallel_size: int, pipeline_parallel_size: int = 1) -> None:
         self.tensor_parallel_size = tensor_parallel_size
-        self.pipeline_parallel_size = 1
+        self.pipeline_parallel_size = pipeline_parallel_size
+
+
+class SchedulerConfig:
+    def __init__(self, max_num_batched_tokens: int | None) -> None:
+        self.max_num_batched_tokens = (
+            2048 if max_num_batched_tokens is None else max_num_batched_tokens
+        )
 
 
 class EngineConfig:
     """The configs together (``EngineConfig`` in v0.6.0, ``VllmConfig`` in V1)."""
 
     def __init__(
-        self, model_config: ModelConfig, cache_config: CacheConfig, parallel_config: ParallelConfig
+        self,
+        model_config: ModelConfig,
+        cache_config: CacheConfig,
+        parallel_config: ParallelConfig,
+        scheduler_config: SchedulerConfig | None = None,
     ) -> None:
         self.model_config = model_config
         self.cache_config = cache_config
         self.parallel_config = parallel_config
+        self.scheduler_config = scheduler_config or SchedulerConfig(None)
 
 
 VllmConfig = EngineConfig

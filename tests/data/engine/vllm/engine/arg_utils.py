@@ -3,7 +3,10 @@
 A dataclass, as in vLLM, so a keyword it lacks is a TypeError, and ``from_cli_args`` reads the
 same names from ``vllm serve``'s flags (arg_utils.py:759). Only the fields the stand-in reads,
 plus a few a script commonly passes, are here; the defaults are vLLM's (arg_utils.py:88: a
-utilization of 0.90; a block of 16 tokens on CUDA).
+utilization of 0.90; a block of 16 tokens on CUDA). From 0.20.0 the default utilization is 0.92
+(``CacheConfig``, vllm/config/cache.py:66@v0.20.0; ``EngineArgs`` takes it,
+vllm/engine/arg_utils.py:502@v0.20.0): ``None`` here stands for "the release's default", taken
+when the configs are made, so ``LLM()``, ``EngineArgs`` and ``vllm serve`` share it.
 """
 
 from __future__ import annotations
@@ -11,7 +14,14 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
-from vllm.config import CacheConfig, EngineConfig, ModelConfig, ParallelConfig
+from vllm import _fake
+from vllm.config import (
+    CacheConfig,
+    EngineConfig,
+    ModelConfig,
+    ParallelConfig,
+    SchedulerConfig,
+)
 
 
 @dataclasses.dataclass
@@ -23,8 +33,10 @@ class EngineArgs:
     max_model_len: int | None = None
     block_size: int = 16
     swap_space: float = 4
-    gpu_memory_utilization: float = 0.90
+    gpu_memory_utilization: float | None = None
     tensor_parallel_size: int = 1
+    pipeline_parallel_size: int = 1
+    max_num_batched_tokens: int | None = None
     trust_remote_code: bool = False
     enforce_eager: bool | None = None
     seed: int = 0
@@ -46,6 +58,10 @@ class EngineArgs:
         parser.add_argument(
             "--tensor-parallel-size", "-tp", type=int, default=EngineArgs.tensor_parallel_size
         )
+        parser.add_argument(
+            "--pipeline-parallel-size", "-pp", type=int, default=EngineArgs.pipeline_parallel_size
+        )
+        parser.add_argument("--max-num-batched-tokens", type=int, default=None)
         parser.add_argument("--trust-remote-code", action="store_true")
         parser.add_argument("--enforce-eager", action="store_true", default=None)
         parser.add_argument("--seed", type=int, default=EngineArgs.seed)
@@ -59,12 +75,16 @@ class EngineArgs:
         return cls(**{name: getattr(args, name) for name in names if hasattr(args, name)})
 
     def create_engine_config(self) -> EngineConfig:
+        utilization = self.gpu_memory_utilization
+        if utilization is None:
+            utilization = _fake.default_gpu_memory_utilization()
         return EngineConfig(
             model_config=ModelConfig(self.model, self.dtype, self.max_model_len),
             cache_config=CacheConfig(
-                self.block_size, self.gpu_memory_utilization, self.kv_cache_dtype, self.swap_space
+                self.block_size, utilization, self.kv_cache_dtype, self.swap_space
             ),
-            parallel_config=ParallelConfig(self.tensor_parallel_size),
+            parallel_config=ParallelConfig(self.tensor_parallel_size, self.pipeline_parallel_size),
+            scheduler_config=SchedulerConfig(self.max_num_batched_tokens),
         )
 
 

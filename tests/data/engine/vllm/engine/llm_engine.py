@@ -9,7 +9,13 @@ engine core sizes the cache instead (:mod:`vllm.v1.engine.core`).
 from __future__ import annotations
 
 from vllm import _fake
-from vllm.config import CacheConfig, EngineConfig, ModelConfig, ParallelConfig
+from vllm.config import (
+    CacheConfig,
+    EngineConfig,
+    ModelConfig,
+    ParallelConfig,
+    SchedulerConfig,
+)
 from vllm.engine.arg_utils import EngineArgs
 from vllm.usage.usage_lib import UsageContext
 from vllm.worker.worker import Worker
@@ -22,6 +28,7 @@ class LLMEngine:
         cache_config: CacheConfig,
         parallel_config: ParallelConfig,
         usage_context: UsageContext = UsageContext.ENGINE_CONTEXT,
+        scheduler_config: SchedulerConfig | None = None,
     ) -> None:
         self.model_config = model_config
         self.cache_config = cache_config
@@ -30,7 +37,8 @@ class LLMEngine:
         if _fake.use_v1():
             from vllm.v1.engine.core import EngineCore
 
-            self.engine_core = EngineCore(EngineConfig(model_config, cache_config, parallel_config))
+            config = EngineConfig(model_config, cache_config, parallel_config, scheduler_config)
+            self.engine_core = EngineCore(config)
         else:
             self.driver_worker = Worker(model_config, cache_config, parallel_config)
             self._initialize_kv_caches()
@@ -53,4 +61,5 @@ class LLMEngine:
             engine_config.cache_config,
             engine_config.parallel_config,
             usage_context=usage_context,
+            scheduler_config=engine_config.scheduler_config,
         )

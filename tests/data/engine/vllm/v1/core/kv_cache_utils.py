@@ -8,6 +8,13 @@ release (``FAKE_VLLM_VERSION``):
 * 0.8.4 to 0.9.0 (kv_cache_utils.py:510@v0.8.4): an estimate was meant, but the f-string
   holding it stands alone, so the message says "Based on the available memory," and stops;
 * 0.9.1 on (kv_cache_utils.py:538@v0.9.1): "... the estimated maximum model length is N."
+* 0.13.0 on: a link to the docs at the end (kv_cache_utils.py:688-691@v0.13.0);
+* 0.20.0 on: sizes as ``round(x, 2)`` GiB (``format_gib``, vllm/utils/mem_utils.py:27-28@v0.20.0);
+* 0.22.0 on: "the model's" and "(which also controls CPU memory on the CPU backend)"
+  (kv_cache_utils.py:697-724@v0.22.0).
+
+The needed bytes are the sum over layers of each spec's ``max_memory_usage_bytes``
+(kv_cache_utils.py:484-490@v0.9.1), so a sliding-window layer counts its window only.
 
 ``estimate_max_model_len`` is the binary search of kv_cache_utils.py:493@v0.9.1; like vLLM's it
 leaves ``model_config.max_model_len`` at the last length it tried.
@@ -18,7 +25,7 @@ from __future__ import annotations
 from vllm import _fake
 from vllm._fake import GiB_bytes
 from vllm.config import VllmConfig
-from vllm.v1.kv_cache_interface import FullAttentionSpec
+from vllm.v1.kv_cache_interface import FullAttentionSpec  # and its subclasses
 
 
 def max_memory_usage_bytes(vllm_config: VllmConfig, specs: list[FullAttentionSpec]) -> int:
@@ -48,10 +55,6 @@ def estimate_max_model_len(
     return result
 
 
-def _release(version: str) -> tuple[int, ...]:
-    return tuple(int(p) for p in version.split(".")[:3])
-
-
 def check_enough_kv_cache_memory(
     vllm_config: VllmConfig, kv_cache_spec: dict[str, FullAttentionSpec], available_memory: int
 ) -> None:
@@ -65,7 +68,7 @@ def check_enough_kv_cache_memory(
     needed_memory = max_memory_usage_bytes(vllm_config, list(kv_cache_spec.values()))
     if needed_memory <= available_memory:
         return
-    release = _release(_fake.version())
+    release = _fake.release()
     if release < (0, 8, 3):
         raise ValueError(
             f"To serve at least one request with the models's max seq len "
@@ -102,6 +105,26 @@ def check_enough_kv_cache_memory(
         estimated_msg = (
             "Based on the available memory, "
             f"the estimated maximum model length is {estimated_max_len}."
+        )
+    if release >= (0, 13, 0):
+        needed = f"{needed_memory / GiB_bytes:.2f}"
+        available = f"{available_memory / GiB_bytes:.2f}"
+        if release >= (0, 20, 0):
+            needed = str(round(needed_memory / GiB_bytes, 2))
+            available = str(round(available_memory / GiB_bytes, 2))
+        model_s, cpu = "models's", ""
+        if release >= (0, 22, 0):
+            model_s, cpu = "model's", " (which also controls CPU memory on the CPU backend)"
+        raise ValueError(
+            f"To serve at least one request with the {model_s} max seq len "
+            f"({max_model_len}), ({needed} GiB KV "
+            f"cache is needed, which is larger than the available KV cache "
+            f"memory ({available} GiB). "
+            f"{estimated_msg} "
+            f"Try increasing `gpu_memory_utilization`{cpu} or decreasing "
+            f"`max_model_len` when initializing the engine. "
+            f"See https://docs.vllm.ai/en/latest/configuration/conserving_memory/ "
+            f"for more details."
         )
     raise ValueError(
         f"To serve at least one request with the models's max seq len "

@@ -3,9 +3,13 @@
 vllm/v1/worker/gpu_worker.py@v0.9.1: at start, ``requested_memory = total x
 gpu_memory_utilization`` and a GPU with less free memory than that is refused
 (gpu_worker.py:136-147); after profiling, ``available_kv_cache_memory = requested_memory -
-non_kv_cache_memory`` (gpu_worker.py:218), returned as an int. ``kv_cache_spec`` is one
-full-attention spec per layer, as the model runner's ``get_kv_cache_spec`` gives for a plain
-decoder (the cache dtype is the model's under "auto").
+non_kv_cache_memory`` (gpu_worker.py:218), returned as an int. ``kv_cache_spec`` is one spec
+per attention layer of this pipeline stage, as the model runner's ``get_kv_cache_spec`` gives
+them (vllm/v1/worker/gpu_model_runner.py@v0.9.1; the cache dtype is the model's under "auto"):
+a ``SlidingWindowSpec`` where the layer has a window, an ``MLAAttentionSpec`` for DeepSeek's
+latent, else a ``FullAttentionSpec``. Which layers slide: Gemma 3's all but every
+``sliding_window_pattern``-th (vllm/model_executor/models/gemma3.py:150@v0.9.0:
+``is_sliding = (layer_idx + 1) % config.sliding_window_pattern != 0``).
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from __future__ import annotations
 from vllm import _fake
 from vllm._fake import GiB_bytes
 from vllm.config import VllmConfig
-from vllm.v1.kv_cache_interface import FullAttentionSpec
+from vllm.v1.kv_cache_interface import FullAttentionSpec, MLAAttentionSpec, SlidingWindowSpec
 
 
 class Worker:
@@ -52,12 +56,25 @@ class Worker:
         dtype = self.cache_config.cache_dtype
         if dtype == "auto":
             dtype = model_config.dtype
-        return {
-            f"model.layers.{i}.self_attn.attn": FullAttentionSpec(
-                block_size=self.cache_config.block_size,
-                num_kv_heads=model_config.get_num_kv_heads(parallel_config),
-                head_size=model_config.get_head_size(),
-                dtype=dtype,
-            )
-            for i in range(model_config.get_num_attention_layers(parallel_config))
+        common = {
+            "block_size": self.cache_config.block_size,
+            "num_kv_heads": model_config.get_num_kv_heads(parallel_config),
+            "head_size": model_config.get_head_size(),
+            "dtype": dtype,
         }
+        hf = model_config.hf_text_config
+        pattern = getattr(hf, "sliding_window_pattern", None)
+        window = getattr(hf, "sliding_window", None)
+        specs: dict[str, FullAttentionSpec] = {}
+        start, end = model_config.get_layers_start_end_indices(parallel_config)
+        for i in range(start, end):
+            name = f"model.layers.{i}.self_attn.attn"
+            if model_config.use_mla:
+                specs[name] = MLAAttentionSpec(
+                    **common, cache_dtype_str=self.cache_config.cache_dtype
+                )
+            elif window and pattern and (i + 1) % pattern != 0:
+                specs[name] = SlidingWindowSpec(**common, sliding_window=window)
+            else:
+                specs[name] = FullAttentionSpec(**common)
+        return specs
