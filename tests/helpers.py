@@ -38,6 +38,61 @@ LLAMA = {
     "max_position_embeddings": 131072,
 }
 
+#: A Gemma-3-27B shape: 62 layers, every 6th global, the others sliding over 1024 tokens.
+GEMMA3 = {
+    "model_type": "gemma3_text",
+    "num_hidden_layers": 62,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 16,
+    "head_dim": 128,
+    "hidden_size": 5376,
+    "sliding_window": 1024,
+    "sliding_window_pattern": 6,
+    "torch_dtype": "bfloat16",
+    "max_position_embeddings": 131072,
+}
+
+#: A DeepSeek-V3 shape: 61 layers of MLA, latent 512 + rope 64.
+DEEPSEEK_V3 = {
+    "model_type": "deepseek_v3",
+    "num_hidden_layers": 61,
+    "num_attention_heads": 128,
+    "num_key_value_heads": 128,
+    "hidden_size": 7168,
+    "kv_lora_rank": 512,
+    "qk_rope_head_dim": 64,
+    "qk_nope_head_dim": 128,
+    "torch_dtype": "bfloat16",
+    "max_position_embeddings": 163840,
+}
+
+#: A child's ``sitecustomize``: errkb's hook installed as its autostart does, with the GPU the
+#: stand-in engine sees injected (FAKE_GPU_TOTAL_BYTES, FAKE_GPU_FREE_BYTES); the diagnosis is
+#: also written out as JSON to DIAGNOSIS_JSON, for tests that apply its fix and run again.
+HOOK_WITH_FAKE_GPU = """
+import json, os, sys
+import errkb
+from errkb import Options
+from errkb.testing import FakeGpu, FakeMeasurements
+
+total = int(os.environ["FAKE_GPU_TOTAL_BYTES"])
+free = int(os.environ.get("FAKE_GPU_FREE_BYTES", total))
+gpu = FakeGpu(total_bytes=total, free_bytes=free)
+# A generous bound: these tests check what the fix is, not how fast it comes on a busy machine.
+options = Options(probes=False, timeout=60, measurements=FakeMeasurements(gpus=[gpu]))
+errkb.install(options)
+_hook = sys.excepthook
+
+
+def _hook_and_keep(etype, value, tb):
+    _hook(etype, value, tb)
+    with open(os.environ["DIAGNOSIS_JSON"], "w") as out:
+        json.dump(errkb.diagnose(value, options=options).to_dict(), out)
+
+
+sys.excepthook = _hook_and_keep
+"""
+
 #: A vLLM serve log's ordinary line; ``{n}`` is the line's number.
 NOISE = "INFO 11-30 06:00:01 [engine.py:{n}] Avg prompt throughput: 1.5 tokens/s, Running: 3 reqs"
 

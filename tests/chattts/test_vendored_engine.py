@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from helpers import _child_env
+from helpers import HOOK_WITH_FAKE_GPU, _child_env
 
 GIB = 1 << 30
 HERE = Path(__file__).parent
@@ -47,31 +47,7 @@ GPT_CONFIG_JSON = {
 
 #: The child's start: the stand-in GPU, then errkb's hook with the same GPU injected; the
 #: diagnosis is also written out as JSON.
-SITECUSTOMIZE = """
-import json, os, sys
-import machine
-
-machine.install()
-
-import errkb
-from errkb import Options
-from errkb.testing import FakeGpu, FakeMeasurements
-
-total = int(os.environ["FAKE_GPU_TOTAL_BYTES"])
-gpu = FakeGpu(total_bytes=total, free_bytes=total)
-options = Options(probes=False, timeout=60, measurements=FakeMeasurements(gpus=[gpu]))
-errkb.install(options)
-_hook = sys.excepthook
-
-
-def _hook_and_keep(etype, value, tb):
-    _hook(etype, value, tb)
-    with open(os.environ["DIAGNOSIS_JSON"], "w") as out:
-        json.dump(errkb.diagnose(value, options=options).to_dict(), out)
-
-
-sys.excepthook = _hook_and_keep
-"""
+SITECUSTOMIZE = "\nimport machine\n\nmachine.install()\n" + HOOK_WITH_FAKE_GPU
 
 #: What Chat.load(use_vllm=True) does for the engine (ChatTTS/core.py:349-360).
 USER_SCRIPT = """\

@@ -28,36 +28,23 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from helpers import DATA, LLAMA, _child_env, run_cli, run_python
+from helpers import (
+    DATA,
+    DEEPSEEK_V3,
+    GEMMA3,
+    HOOK_WITH_FAKE_GPU,
+    LLAMA,
+    _child_env,
+    run_cli,
+    run_python,
+)
 
 GIB = 1 << 30
 ENGINE = DATA / "engine"
 
 #: The hook, installed in every child by a ``sitecustomize`` module, as errkb's own autostart
 #: does, with the GPU the engine sees injected; its diagnosis is also written out as JSON.
-SITECUSTOMIZE = """
-import json, os, sys
-import errkb
-from errkb import Options
-from errkb.testing import FakeGpu, FakeMeasurements
-
-total = int(os.environ["FAKE_GPU_TOTAL_BYTES"])
-free = int(os.environ.get("FAKE_GPU_FREE_BYTES", total))
-gpu = FakeGpu(total_bytes=total, free_bytes=free)
-# A generous bound: these tests check what the fix is, not how fast it comes on a busy machine.
-options = Options(probes=False, timeout=60, measurements=FakeMeasurements(gpus=[gpu]))
-errkb.install(options)
-_hook = sys.excepthook
-
-
-def _hook_and_keep(etype, value, tb):
-    _hook(etype, value, tb)
-    with open(os.environ["DIAGNOSIS_JSON"], "w") as out:
-        json.dump(errkb.diagnose(value, options=options).to_dict(), out)
-
-
-sys.excepthook = _hook_and_keep
-"""
+SITECUSTOMIZE = HOOK_WITH_FAKE_GPU
 
 #: 80 GiB, 70 GiB used by the model: the default 0.9 leaves 2 GiB, 16384 tokens.
 ROOMY = {"FAKE_GPU_TOTAL_BYTES": str(80 * GIB), "FAKE_PEAK_BYTES": str(70 * GIB)}
@@ -611,33 +598,6 @@ def test_dtype_flag_makes_a_float32_cache_four_bytes_a_value(harness):
 
 
 # --- Number cases (issue 14): each expected value worked from vLLM's source ------------------
-
-#: A Gemma-3-27B shape: 62 layers, every 6th global, the others sliding over 1024 tokens.
-GEMMA3 = {
-    "model_type": "gemma3_text",
-    "num_hidden_layers": 62,
-    "num_attention_heads": 32,
-    "num_key_value_heads": 16,
-    "head_dim": 128,
-    "hidden_size": 5376,
-    "sliding_window": 1024,
-    "sliding_window_pattern": 6,
-    "torch_dtype": "bfloat16",
-    "max_position_embeddings": 131072,
-}
-#: A DeepSeek-V3 shape: 61 layers of MLA, latent 512 + rope 64.
-DEEPSEEK_V3 = {
-    "model_type": "deepseek_v3",
-    "num_hidden_layers": 61,
-    "num_attention_heads": 128,
-    "num_key_value_heads": 128,
-    "hidden_size": 7168,
-    "kv_lora_rank": 512,
-    "qk_rope_head_dim": 64,
-    "qk_nope_head_dim": 128,
-    "torch_dtype": "bfloat16",
-    "max_position_embeddings": 163840,
-}
 
 
 def model_folder(harness: Harness, name: str, config: dict) -> str:

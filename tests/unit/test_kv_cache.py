@@ -12,7 +12,7 @@ import math
 import textwrap
 
 import pytest
-from helpers import LLAMA, SEED_MESSAGE
+from helpers import DEEPSEEK_V3, GEMMA3, LLAMA, SEED_MESSAGE
 
 import errkb
 from errkb import Options
@@ -285,30 +285,6 @@ def test_chattts_engine_is_never_offered_a_kv_cache_dtype():
 
 # --- Number cases: each expected value worked from vLLM's source at the version named. ---
 
-#: A Gemma-3-27B shape: 62 layers, every 6th global, the others sliding over 1024 tokens.
-GEMMA3 = {
-    "model_type": "gemma3_text",
-    "num_hidden_layers": 62,
-    "num_attention_heads": 32,
-    "num_key_value_heads": 16,
-    "head_dim": 128,
-    "hidden_size": 5376,
-    "sliding_window": 1024,
-    "sliding_window_pattern": 6,
-    "torch_dtype": "bfloat16",
-}
-#: A DeepSeek-V3 shape: 61 layers of MLA, latent 512 + rope 64.
-DEEPSEEK_V3 = {
-    "model_type": "deepseek_v3",
-    "num_hidden_layers": 61,
-    "num_attention_heads": 128,
-    "num_key_value_heads": 128,
-    "hidden_size": 7168,
-    "kv_lora_rank": 512,
-    "qk_rope_head_dim": 64,
-    "qk_nope_head_dim": 128,
-    "torch_dtype": "bfloat16",
-}
 #: vLLM 0.9.1-0.12 wording (kv_cache_utils.py:572-579@v0.9.1), its figures for the Gemma case.
 GEMMA_V1 = (
     "To serve at least one request with the models's max seq len (131072), (13.66 GiB KV cache "

@@ -4,6 +4,7 @@ import json
 import time
 
 import pytest
+from helpers import GEMMA3
 
 from errkb.exceptions import UsageError
 from errkb.probes import run_bounded
@@ -129,17 +130,7 @@ def test_gemma3_every_sixth_layer_is_global():
 
 def test_gemma3_config_without_layer_types_uses_the_pattern():
     """A Gemma 3 config.json with sliding_window_pattern 6 and no layer_types: the same split."""
-    config = {
-        "model_type": "gemma3_text",
-        "num_hidden_layers": 62,
-        "num_attention_heads": 32,
-        "num_key_value_heads": 16,
-        "head_dim": 128,
-        "hidden_size": 5376,
-        "sliding_window": 1024,
-        "sliding_window_pattern": 6,
-    }
-    shape = _shape(config)
+    shape = _shape(GEMMA3)
     assert (10, 52) == (shape.layer_kinds.count("full"), shape.layer_kinds.count("sliding"))
 
 
