@@ -66,6 +66,9 @@ class Advice:
     facts: tuple[Fact, ...] = ()
     example_fix: ExampleFix | None = None
     notes: tuple[str, ...] = ()
+    #: Show no example at all, not even the record's own: its figures would mislead here (the
+    #: message's numbers contradict each other, so no fix was worked out).
+    withhold_example: bool = False
 
 
 class Advisor(Protocol):
@@ -249,7 +252,9 @@ def run_advisors(
                     finding,
                     solutions=advice.solutions + finding.solutions,
                     facts=finding.facts + advice.facts,
-                    example_fix=advice.example_fix or finding.example_fix,
+                    example_fix=None
+                    if advice.withhold_example
+                    else advice.example_fix or finding.example_fix,
                 )
                 notes.extend(n for n in advice.notes if n not in notes)
         out.append(finding)

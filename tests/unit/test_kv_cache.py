@@ -647,6 +647,7 @@ def test_swapped_numbers_are_a_note_not_advice():
     """ "max seq len (12288) ... KV cache (32768)": never "lower max_model_len from 12288 to 32768"."""
     d = _explain(SEED_MESSAGE.replace("32768", "X").replace("12288", "32768").replace("X", "12288"))
     assert [] == [s for s in d.to_dict()["solutions"] if s["settings"]]
+    assert d.top.example_fix is None
     assert any("contradict each other" in n for n in d.notes)
 
 

@@ -155,4 +155,5 @@ def advise(match: Match, evidence: Evidence) -> Advice | None:
         facts=inputs.facts() + outcome.facts,
         example_fix=fix,
         notes=inputs.notes + outcome.notes,
+        withhold_example=outcome.contradiction,
     )
