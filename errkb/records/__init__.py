@@ -17,7 +17,7 @@ from __future__ import annotations
 from errkb.records._files import MAX_FILE, MAX_LINE, jsonl_values
 from errkb.records._load import LoadResult, ReadPack, load_paths, load_refs
 from errkb.records._refs import Body, RecordRef
-from errkb.records._schema import SCHEMA_VERSION, Record
+from errkb.records._schema import SCHEMA_VERSION, SKEW_CHANGES, Record, Skew, Versions
 from errkb.records._validate import MAX_PATTERN, MAX_TEXT, SEVERITIES, record_from_dict
 
 __all__ = [
@@ -27,11 +27,14 @@ __all__ = [
     "MAX_TEXT",
     "SCHEMA_VERSION",
     "SEVERITIES",
+    "SKEW_CHANGES",
     "Body",
     "LoadResult",
     "ReadPack",
     "Record",
     "RecordRef",
+    "Skew",
+    "Versions",
     "jsonl_values",
     "load_paths",
     "load_refs",

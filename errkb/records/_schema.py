@@ -41,6 +41,74 @@ def _field(kind: str, *, required: bool = False, extension: bool = False) -> Any
 
 
 @attrs.frozen(kw_only=True)
+class Versions:
+    """Which releases of which distribution raise the error (the record field ``versions``).
+
+    Attributes:
+        distribution: the distribution's name on PyPI (``vllm``, ``transformers``, ...).
+        first: the earliest release known to raise it (``None``: not known, or older).
+        last: the last release known to raise it (``None``: still raised by the newest checked).
+        checked: the newest release checked, so that "still raised" has a date.
+        sites: where each release raises it: ``{"0.2.7": "vllm/engine/llm_engine.py:290"}``.
+    """
+
+    distribution: str
+    first: str | None = None
+    last: str | None = None
+    checked: str | None = None
+    sites: tuple[tuple[str, str], ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"distribution": self.distribution}
+        for key in ("first", "last", "checked"):
+            if getattr(self, key) is not None:
+                out[key] = getattr(self, key)
+        if self.sites:
+            out["sites"] = dict(self.sites)
+        return out
+
+
+#: What a :class:`Skew` says happened to a name between two releases.
+SKEW_CHANGES = ("removed", "renamed", "moved", "added", "required")
+
+
+@attrs.frozen(kw_only=True)
+class Skew:
+    """An error of version skew: code written for one release meets another (field ``skew``).
+
+    Attributes:
+        distribution: the distribution's name on PyPI.
+        name: the dotted name that changed (``transformers.DynamicCache.get_max_length``, or a
+            keyword as ``pkg.func(k)``).
+        change: one of :data:`SKEW_CHANGES`: ``removed``, ``renamed`` or ``moved`` (gone from
+            here in ``changed_in``), ``added`` (new in ``changed_in``: older releases lack it),
+            ``required`` (a parameter without a default from ``changed_in`` on).
+        changed_in: the first release with the change.
+        last_before: the last release before the change (where the old form still works).
+        replacement: the new name or place, when it was renamed or moved.
+    """
+
+    distribution: str
+    name: str
+    change: str
+    changed_in: str | None = None
+    last_before: str | None = None
+    replacement: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"distribution": self.distribution, "name": self.name}
+        out["change"] = self.change
+        for key, attr in (
+            ("changedIn", "changed_in"),
+            ("lastBefore", "last_before"),
+            ("replacement", "replacement"),
+        ):
+            if getattr(self, attr) is not None:
+                out[key] = getattr(self, attr)
+        return out
+
+
+@attrs.frozen(kw_only=True)
 class Record:
     """One known error: how to recognise it, where it comes from, why, and what to do.
 
@@ -86,6 +154,9 @@ class Record:
     variant_of: str | None = _field("str", extension=True)
     error_classes: tuple[str, ...] = _field("strs", extension=True)
     history: str | None = _field("str", extension=True)
+    # ruff cannot tell that _field returns an attrs field (RUF009), as with the others above.
+    versions: Versions | None = _field("versions", extension=True)  # noqa: RUF009
+    skew: Skew | None = _field("skew", extension=True)  # noqa: RUF009
     #: Where the record was read from (a path, or ``<dict>``); not part of the JSON.
     source: str = attrs.field(default="<dict>", eq=False, metadata={"kind": None})
 
@@ -108,6 +179,8 @@ class Record:
         out: dict[str, Any] = {}
         for f in _json_fields():
             value = getattr(self, f.name)
+            if isinstance(value, (Versions, Skew)):
+                value = value.to_json()
             out[camel(f.name)] = list(value) if isinstance(value, tuple) else value
         return out
 

@@ -19,7 +19,16 @@ from errkb._patterns import (
     template_names,
 )
 from errkb.exceptions import RecordError
-from errkb.records._schema import FIELDS, KEYS, SCHEMA_VERSION, Record, camel
+from errkb.records._schema import (
+    FIELDS,
+    KEYS,
+    SCHEMA_VERSION,
+    SKEW_CHANGES,
+    Record,
+    Skew,
+    Versions,
+    camel,
+)
 
 #: The longest any one text field may be; a record is data to read, not a payload.
 MAX_TEXT = 256 * 1024
@@ -29,12 +38,21 @@ SEVERITIES = ("critical", "error", "warning", "info")
 _NAME = regex.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 _ADVISOR = regex.compile(r"[a-z0-9][a-z0-9_.-]{0,63}")
 
-_KINDS = {"str": (str,), "int": (int,), "strs": (list, tuple), "bool": (bool,)}
+_KINDS = {
+    "str": (str,),
+    "int": (int,),
+    "strs": (list, tuple),
+    "bool": (bool,),
+    "versions": (dict,),
+    "skew": (dict,),
+}
 _KIND_WORDS = {
     "str": "a string",
     "int": "an integer",
     "strs": "a list of strings",
     "bool": "a boolean",
+    "versions": "an object",
+    "skew": "an object",
 }
 
 
@@ -84,6 +102,11 @@ def record_from_dict(  # noqa: PLR0915 - one pass over the schema reads best in 
             problem(key, "expected a non-empty string")
             fatal = True
             continue
+        if kind in _OBJECTS:
+            value, why = _OBJECTS[kind](value)
+            if value is None:
+                problem(key, why)
+                continue
         values[name] = value
     for key in sorted(set(data) - set(KEYS)):
         problem(key, "unknown field (not in schema version 2 or errkb's extensions)")
@@ -141,6 +164,59 @@ def _check_templates(compiled: regex.Pattern[str], values: dict[str, Any], probl
 
 def _short(text: str, limit: int = 60) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _versions(value: dict[str, Any]) -> tuple[Versions | None, str]:
+    """The ``versions`` object, or ``None`` and why not."""
+    unknown = sorted(set(value) - {"distribution", "first", "last", "checked", "sites"})
+    if unknown:
+        return (
+            None,
+            f"unknown key {unknown[0]!r} (expected distribution, first, last, checked, sites)",
+        )
+    if not isinstance(value.get("distribution"), str) or not value["distribution"]:
+        return None, 'needs "distribution", the name on PyPI'
+    for key in ("first", "last", "checked"):
+        if value.get(key) is not None and not isinstance(value[key], str):
+            return None, f'"{key}": expected a version string, got {_json_kind(value[key])}'
+    sites = value.get("sites", {})
+    if not isinstance(sites, dict) or not all(isinstance(v, str) for v in sites.values()):
+        return None, '"sites": expected an object of version -> "path:line"'
+    return Versions(
+        distribution=value["distribution"],
+        first=value.get("first"),
+        last=value.get("last"),
+        checked=value.get("checked"),
+        sites=tuple(sites.items()),
+    ), ""
+
+
+def _skew(value: dict[str, Any]) -> tuple[Skew | None, str]:
+    """The ``skew`` object, or ``None`` and why not."""
+    keys = {"distribution", "name", "change", "changedIn", "lastBefore", "replacement"}
+    unknown = sorted(set(value) - keys)
+    if unknown:
+        return None, f"unknown key {unknown[0]!r} (expected {', '.join(sorted(keys))})"
+    for key in ("distribution", "name", "change"):
+        if not isinstance(value.get(key), str) or not value[key]:
+            return None, f'needs "{key}", a non-empty string'
+    if value["change"] not in SKEW_CHANGES:
+        return None, f'"change": expected one of {", ".join(SKEW_CHANGES)}, got {value["change"]!r}'
+    for key in ("changedIn", "lastBefore", "replacement"):
+        if value.get(key) is not None and not isinstance(value[key], str):
+            return None, f'"{key}": expected a string, got {_json_kind(value[key])}'
+    return Skew(
+        distribution=value["distribution"],
+        name=value["name"],
+        change=value["change"],
+        changed_in=value.get("changedIn"),
+        last_before=value.get("lastBefore"),
+        replacement=value.get("replacement"),
+    ), ""
+
+
+# The fields that are JSON objects, each with the reader that checks and builds it.
+_OBJECTS = {"versions": _versions, "skew": _skew}
 
 
 def _check_shape(values: dict[str, Any], problem: Any) -> bool:
