@@ -201,6 +201,8 @@ class Finding:
             "library": r.library,
             "error_class": r.error_class,
             "score": self.match.score,
+            "mined": self.match.mined,
+            "also_raised_at": list(self.match.also),
             "captures": {str(k): v for k, v in self.match.captures.items()},
             "exception": self.exception,
             "documentation": r.documentation,

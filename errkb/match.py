@@ -1,34 +1,43 @@
 """Matching messages against records: class filter, pattern search with a timeout, ranking.
 
-The ranking rule (also in ``docs/api.md``): every record whose pattern is found in the message
-and whose ``errorClass`` admits the exception's class gets a score, the sum of
+The ranking is one total order (also in ``docs/api.md``). Every record whose pattern is found
+in the message and whose ``errorClass`` admits the exception's class is a match; matches are
+ordered by, in turn:
 
-* **raise site**, 2.0: a file of the traceback ends with the record's ``filePath``;
-* **class**: how the exception's class relates to the record's ``errorClass`` (and the other
-  acceptable classes it lists in ``errorClasses``):
+1. **tier**: hand-written records above records mined from source (tag ``mined``);
+2. **class**: how the exception's class relates to the record's ``errorClass`` (and the other
+   acceptable classes it lists in ``errorClasses``):
 
-  - 1.0, **exact**: the same class, by its qualified name, or by its short name when only that
-    is known (IPython and Jupyter print ``OutOfMemoryError: ...``);
-  - 0.75, **alias**: the same class under another module name: a known rename or re-export
-    (:data:`MODULE_ALIASES`), or another module of the same top-level package;
-  - 0.5, **base**: ``errorClass`` is a base class of the exception's, or the exception's class
-    is one the record declares acceptable in ``errorClasses``;
-  - 0.25: either side gives no class;
-  - 0.1 or 0.0, **unresolved**: the class is known only by a name errkb cannot resolve here
-    (not a builtin, not in an imported module): such a name never hides a record whose message
-    matches; 0.1 when the record's class is a builtin or of the same top-level package;
-  - a class errkb knows (a live exception, a builtin, a class of an imported module) that is
-    none of these rules the record out.
-* **specificity**, below 1.0: ``n / (n + 40)`` for ``n`` literal characters the pattern requires;
-* **cut**, -0.5: the message ends inside a match of the pattern, after the pattern's head (its
-  first sentence, or its first 40 literal characters; see :func:`errkb._patterns.head_pattern`):
-  a message cut short by a log line, an issue title or a first-line paste. Specificity then
-  counts the head's literals only, so a whole message always ranks above its cut form;
-* **variant**, -1.0: a record marked ``variantOf`` (a vendored copy of another record's error,
-  such as ChatTTS's copy of vLLM's engine) when no traceback file matches its ``filePath``, so
-  the original wins unless the traceback shows the copy.
+   - **exact**: the same class, by its qualified name, or by its short name when only that is
+     known (IPython and Jupyter print ``OutOfMemoryError: ...``);
+   - **alias**: the same class under another module name: a known rename or re-export
+     (:data:`MODULE_ALIASES`), or another module of the same top-level package;
+   - **base**: ``errorClass`` is a base class of the exception's, or the exception's class is
+     one the record declares acceptable in ``errorClasses``;
+   - **none**: either side gives no class;
+   - **unresolved**: the class is known only by a name errkb cannot resolve here (not a
+     builtin, not in an imported module): such a name never hides a record whose message
+     matches; ranked higher when the record's class is a builtin or of the same top-level
+     package (**unresolved, likely**) than otherwise (**unresolved**);
+   - a class errkb knows (a live exception, a builtin, a class of an imported module) that is
+     none of these rules the record out;
+3. **raise site**: a file of the traceback ends with the record's ``filePath``; below no
+   evidence either way, a record marked ``variantOf`` (a vendored copy of another record's
+   error) when no traceback file matches its ``filePath``, so the original wins unless the
+   traceback shows the copy;
+4. **form**: the whole message; then the message cut short inside a match, after the pattern's
+   head (its first sentence, or its first 30 literal characters; see
+   :func:`errkb._patterns.head_pattern`: a log line, an issue title, a first-line paste); then,
+   for mined records only, a **literal run**: the pattern does not match but the message holds
+   its longest literal run whole (at least :data:`LITERAL_RUN` characters), as a reworded or
+   mangled paste may;
+5. **specificity**: more literal characters required by the part that matched first;
+6. the record id, so that results are stable.
 
-Matches come back best first; equal scores are ordered by record id, so results are stable.
+A match's ``score`` encodes 2 to 5 as one number, so that a higher score is a better match
+within a tier: class 50 (exact), 40 (alias), 30 (base), 20 (none), 10 (unresolved, likely) or
+0 (unresolved); raise site +3, variant without its site -3; form 0, -1 (cut) or -2 (literal
+run); specificity ``n / (n + 40)`` for ``n`` literal characters, below 1.
 """
 
 from __future__ import annotations
@@ -47,6 +56,7 @@ from errkb._patterns import (
     PatternTimeoutError,
     compile_pattern,
     head_pattern,
+    required_literals,
     search,
     search_prefix,
     specificity,
@@ -58,12 +68,17 @@ if TYPE_CHECKING:
 
     from errkb.records import Record
 
-__all__ = ["ClassSpec", "Match", "Matcher", "Skipped", "typed"]
+__all__ = ["LITERAL_RUN", "MINED_TAG", "ClassSpec", "Match", "Matcher", "Skipped", "typed"]
 
-_SITE = 2.0
-_VARIANT = -1.0
-_CUT = -0.5
-_EXACT, _ALIAS, _BASE, _NO_CLASS, _UNRESOLVED, _UNKNOWN = 1.0, 0.75, 0.5, 0.25, 0.1, 0.0
+# The score's parts (see the module docstring): each level of one part outweighs every
+# combination of the parts after it.
+_EXACT, _ALIAS, _BASE, _NO_CLASS, _UNRESOLVED, _UNKNOWN = 50.0, 40.0, 30.0, 20.0, 10.0, 0.0
+_SITE, _VARIANT = 3.0, -3.0
+_CUT, _RUN = -1.0, -2.0
+#: The tag of records mined from source: they rank below every hand-written record.
+MINED_TAG = "mined"
+#: The shortest literal run that identifies a mined record's message on its own.
+LITERAL_RUN = 32
 
 
 @attrs.frozen(kw_only=True)
@@ -80,6 +95,14 @@ class Match:
     record: Record
     captures: Mapping[str | int, object]
     score: float
+    #: Where else the same error is raised: mined records folded into this hand-written one,
+    #: as ``"path:line (versions)"`` lines.
+    also: tuple[str, ...] = ()
+
+    @property
+    def mined(self) -> bool:
+        """Whether the record was mined from source (it ranks below every hand-written one)."""
+        return MINED_TAG in self.record.tags
 
 
 @attrs.define
@@ -308,39 +331,88 @@ class Matcher:
             )
             if level is None:
                 continue
-            cut = False
+            mined = MINED_TAG in record.tags
+            form = 0.0
             try:
                 hit = search(entry.compiled, message, self.timeout)
                 if hit is None and entry.head is not None:
                     hit = search_prefix(entry.compiled, entry.head, message, self.timeout)
-                    cut = hit is not None
+                    form = _CUT if hit is not None else 0.0
             except PatternTimeoutError:
                 self._skip("timed_out", record.id, skipped)
                 continue
             except (regex.error, RecursionError, OverflowError, MemoryError):
                 self._skip("broken", record.id, skipped)
                 continue
-            if hit is None:
+            run = _literal_run(record.message_pattern) if hit is None and mined else None
+            if hit is None and (run is None or run not in message):
                 continue
             site = record.file_path and any(
                 p.endswith("/" + record.file_path.lstrip("/")) for p in paths
             )
             bonus = _SITE if site else (_VARIANT if record.variant_of else 0.0)
-            if cut:
-                n = specificity(head_pattern(record.message_pattern) or "")
-                bonus += _CUT
+            captures: dict[str | int, object] = {}
+            if hit is None:
+                form, n = _RUN, len(run or "")
+            elif form:
+                n, captures = (
+                    specificity(head_pattern(record.message_pattern) or ""),
+                    _captures(hit),
+                )
             else:
-                n = specificity(record.message_pattern)
-            score = round(bonus + level + n / (n + 40), 4)
-            found.append(Match(record=record.load(), captures=_captures(hit), score=score))
-        found.sort(key=lambda m: (-m.score, m.record.id))
-        return found
+                n, captures = specificity(record.message_pattern), _captures(hit)
+            score = round(level + bonus + form + n / (n + 40), 4)
+            found.append(Match(record=record.load(), captures=captures, score=score))
+        found.sort(key=lambda m: (m.mined, -m.score, m.record.id))
+        return _fold(found)
 
     def _skip(self, kind: str, record_id: str, skipped: Skipped | None) -> None:
         with self._lock:
             getattr(self.skipped, kind).add(record_id)
             if skipped is not None:
                 getattr(skipped, kind).add(record_id)
+
+
+def _literal_run(pattern: str) -> str | None:
+    """The longest literal run every match of ``pattern`` holds, if it is long enough alone."""
+    runs = required_literals(pattern)
+    return runs[0] if runs and len(runs[0]) >= LITERAL_RUN else None
+
+
+def _fold(found: list[Match]) -> list[Match]:
+    """Mined matches folded into the hand-written match of the same library that explains them.
+
+    Both matched the same message, so the mined record is the same error raised at another
+    place or release; it is kept as an "also raised at" line of the hand-written match.
+    """
+    written: dict[str, int] = {}
+    for i, m in enumerate(found):
+        if not m.mined:
+            written.setdefault(m.record.library, i)
+    also: dict[int, list[str]] = {}
+    for m in found:
+        into = written.get(m.record.library) if m.mined else None
+        if into is not None:
+            also.setdefault(into, []).append(_place(m.record))
+    if not also:
+        return found
+    return [
+        attrs.evolve(m, also=(*m.also, *also[i])) if i in also else m
+        for i, m in enumerate(found)
+        if not (m.mined and m.record.library in written)
+    ]
+
+
+def _place(record: Record) -> str:
+    """Where a mined record says its message is raised: ``path:line (versions)``."""
+    where = f"{record.file_path}:{record.line_number}" if record.file_path else record.id
+    v = record.versions
+    if v is None:
+        return where
+    span = v.first or "?"
+    if v.last != v.first:
+        span += f" to {v.last}" if v.last else " and later"
+    return f"{where} ({v.distribution} {span})"
 
 
 def _captures(hit: regex.Match[str]) -> dict[str | int, object]:

@@ -571,7 +571,9 @@ class _Scanner:
                     # message (and the pattern with a newline): not cut, but another message.
                     if _cut_before_newline(found[record_id][0].record, subject, timeout):
                         del found[record_id]
-        ranked = sorted(found.values(), key=lambda pair: (-pair[0].score, pair[0].record.id))
+        ranked = sorted(
+            found.values(), key=lambda pair: (pair[0].mined, -pair[0].score, pair[0].record.id)
+        )
         return ranked, any_found or bool(ranked)
 
     def _window(

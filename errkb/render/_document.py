@@ -409,6 +409,7 @@ def _long_sections(finding: Finding, others: list[Finding]) -> list[Section]:
         upstream.append(f"raised in {repo}{record.file_path}{line}")
     if record.github_url:
         upstream.append(record.github_url)
+    upstream.extend(f"also raised at {place}" for place in finding.match.also)
     if upstream:
         sections.append(Section("Upstream", "list", tuple(clean(u) for u in upstream)))
     if others:
