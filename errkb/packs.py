@@ -12,6 +12,11 @@ The refs, the problems found, the literal analysis of each pattern and its index
 in it; a registry of 100k records builds from it in two to three seconds instead of twenty. Packs smaller than
 :data:`MIN_CACHED` bytes are read each time. ``ERRKB_NO_CACHE=1`` turns the cache off and
 ``ERRKB_CACHE_DIR`` moves it. The cache holds data only (JSON, never pickle).
+
+A pack may ship its cache beside it: ``PACK.jsonl.index`` (:func:`write_index`), as the mined
+packs of the wheel do, so that a fresh install is not a cold build. A shipped index is used
+while the pack's size and a digest of its first and last :data:`_EDGE` bytes are what the
+index says, and errkb's code is the code that wrote it; else the build cache takes over.
 """
 
 from __future__ import annotations
@@ -35,12 +40,17 @@ if TYPE_CHECKING:
 
     from errkb.records import Record
 
-__all__ = ["CACHE_FORMAT", "MIN_CACHED", "cache_dir", "load_pack"]
+__all__ = ["CACHE_FORMAT", "INDEX_SUFFIX", "MIN_CACHED", "cache_dir", "load_pack", "write_index"]
 
 #: The version of the cache file's layout; a file of another format is rebuilt.
 CACHE_FORMAT = "errkb.pack-cache/1"
 #: Packs smaller than this many bytes load fast enough without a cache.
 MIN_CACHED = 1 << 20
+#: The suffix of a pack's shipped index, added to the pack's file name.
+INDEX_SUFFIX = ".index"
+# A shipped index names its pack by size and a digest of this many bytes at each end: read-only
+# data that ships together, where hashing all of a large pack at each start would cost more.
+_EDGE = 1 << 16
 
 # The modules whose code decides what a cache holds: a change to any file of them (every
 # module of a package) rebuilds it. The files are found from the modules, so none is missed.
@@ -112,6 +122,12 @@ def load_pack(path: Path, label: str, problems: list[RecordError]) -> Iterator[R
         return
     stamp = (st.st_size, st.st_mtime_ns, st.st_ino)
     pack = _Pack(path, label, stamp)
+    shipped = path.with_name(path.name + INDEX_SUFFIX)
+    if shipped.is_file():
+        cached = _read_cache(shipped, pack, problems, header=_index_header(pack))
+        if cached is not None:
+            yield from cached
+            return
     where = _cache_file(path) if st.st_size >= MIN_CACHED else None
     if where is not None:
         cached = _read_cache(where, pack, problems)
@@ -121,12 +137,36 @@ def load_pack(path: Path, label: str, problems: list[RecordError]) -> Iterator[R
     before = len(problems)
     refs = list(_read(pack, problems))
     if where is not None:
-        from errkb._index import plan_keys
-
-        for ref, keys in zip(refs, plan_keys([r.literal_sets() for r in refs]), strict=True):
-            ref.keys = keys
-        _write_cache(where, pack, refs, problems[before:])
+        _plan(refs)
+        _write_cache(where, _header(pack), pack.label, refs, problems[before:])
     yield from refs
+
+
+def write_index(path: Path, label: str | None = None) -> Path:
+    """Write the index that ships beside the pack at ``path``; returns the index's path.
+
+    The index holds what the build cache holds (refs, problems, literal analysis, index keys),
+    named by the pack's size and the digest of its ends instead of its inode and time, so it
+    stays valid wherever the pack is installed. ``RegistryError`` if it cannot be written.
+    """
+    label = label or str(path)
+    st = path.stat()
+    pack = _Pack(path, label, (st.st_size, st.st_mtime_ns, st.st_ino))
+    problems: list[RecordError] = []
+    refs = list(_read(pack, problems))
+    _plan(refs)
+    where = path.with_name(path.name + INDEX_SUFFIX)
+    if not _write_cache(where, _index_header(pack), label, refs, problems):
+        raise RegistryError(f"{where}: cannot write the pack's index")
+    return where
+
+
+def _plan(refs: list[RecordRef]) -> None:
+    """Give each ref its index keys, planned over the whole pack."""
+    from errkb._index import plan_keys
+
+    for ref, keys in zip(refs, plan_keys([r.literal_sets() for r in refs]), strict=True):
+        ref.keys = keys
 
 
 def _read(pack: _Pack, problems: list[RecordError]) -> Iterator[RecordRef]:
@@ -229,7 +269,29 @@ def _header(pack: _Pack) -> dict[str, object]:
     }
 
 
-def _read_cache(where: Path, pack: _Pack, problems: list[RecordError]) -> list[RecordRef] | None:
+def _index_header(pack: _Pack) -> dict[str, object]:
+    """The header of a shipped index: the pack by its size and the digest of its ends."""
+    digest = hashlib.sha256()
+    with pack.path.open("rb") as file:
+        digest.update(file.read(_EDGE))
+        if pack.stamp[0] > _EDGE:
+            file.seek(max(_EDGE, pack.stamp[0] - _EDGE))
+            digest.update(file.read(_EDGE))
+    return {
+        "format": CACHE_FORMAT,
+        "code": _code_stamp(),
+        "size": pack.stamp[0],
+        "edges": digest.hexdigest(),
+    }
+
+
+def _read_cache(
+    where: Path,
+    pack: _Pack,
+    problems: list[RecordError],
+    *,
+    header: dict[str, object] | None = None,
+) -> list[RecordRef] | None:
     """The refs of a current cache file (its problems appended); ``None`` when there is none.
 
     The file is JSON lines: a header, the pack's problems, then one line per ref, read one at a
@@ -237,7 +299,7 @@ def _read_cache(where: Path, pack: _Pack, problems: list[RecordError]) -> list[R
     """
     try:
         with where.open("rb") as file:
-            if json.loads(file.readline()) != _header(pack):
+            if json.loads(file.readline()) != (header or _header(pack)):
                 return None
             found = [
                 RecordError(pack.label + suffix, text, record_id=rid, field=field)
@@ -251,12 +313,18 @@ def _read_cache(where: Path, pack: _Pack, problems: list[RecordError]) -> list[R
 
 
 def _write_cache(
-    where: Path, pack: _Pack, refs: list[RecordRef], problems: list[RecordError]
-) -> None:
-    """Write the cache file; a cache that cannot be written is skipped (it only saves time)."""
+    where: Path,
+    header: dict[str, object],
+    label: str,
+    refs: list[RecordRef],
+    problems: list[RecordError],
+) -> bool:
+    """Write a cache file; one that cannot be written is skipped (it only saves time).
+
+    Returns whether it was written.
+    """
     import tempfile
 
-    label = pack.label
     found = [
         [p.source[len(label) :], p.problem, p.record_id, p.field]
         for p in problems
@@ -268,10 +336,10 @@ def _write_cache(
             "w", dir=where.parent, suffix=".tmp", delete=False, encoding="utf-8"
         )
     except OSError:
-        return
+        return False
     try:
         with out:
-            out.write(json.dumps(_header(pack)) + "\n")
+            out.write(json.dumps(header) + "\n")
             out.write(json.dumps(found) + "\n")
             for ref in refs:
                 out.write(json.dumps(_row(ref), separators=(",", ":")) + "\n")
@@ -279,3 +347,5 @@ def _write_cache(
         Path(out.name).replace(where)
     except OSError:
         Path(out.name).unlink(missing_ok=True)
+        return False
+    return True

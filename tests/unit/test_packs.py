@@ -169,3 +169,40 @@ def test_ids_taken_across_packs_are_reported_cold_and_warm(tmp_path, pack_cache)
         assert [p.line for p in registry.problems] == [
             f'{second}:1: record "acme-gear-2": field "id": {taken}'
         ]
+
+
+def test_a_shipped_index_is_used_wherever_the_pack_is_installed(tmp_path, monkeypatch):
+    """The index beside a pack gives what a fresh read gives, with no cache and a new path."""
+    monkeypatch.setenv("ERRKB_NO_CACHE", "1")
+    (tmp_path / "built").mkdir()
+    built = write_pack(tmp_path / "built" / "gears.jsonl", gear_records(40), BAD_LINES)
+    cold = _load(built)  # read, not indexed: the reference
+    errkb.packs.write_index(built)
+    installed = tmp_path / "site" / "gears.jsonl"
+    installed.parent.mkdir()
+    for name in ("gears.jsonl", "gears.jsonl" + errkb.packs.INDEX_SUFFIX):
+        installed.with_name(name).write_bytes(built.with_name(name).read_bytes())
+    monkeypatch.setattr(errkb.packs, "_read", lambda *a: pytest.fail("pack read again"))
+    warm = _load(installed)
+    assert [s[:-1] for s in _summary(warm)] == [s[:-1] for s in _summary(cold)]
+    assert [p.line.replace("/site/", "/built/") for p in warm.problems] == [
+        p.line for p in cold.problems
+    ]
+    assert warm.get("acme-gear-17").source == f"{installed}:18"
+    assert ["acme-gear-17"] == [m.record.id for m in warm.matcher.match("gear17x slipped at 5 rpm")]
+
+
+def test_a_shipped_index_of_other_content_or_code_is_not_used(tmp_path, monkeypatch):
+    """A pack changed after its index was written, or newer errkb code: the pack is read."""
+    monkeypatch.setenv("ERRKB_NO_CACHE", "1")
+    pack = write_pack(tmp_path / "gears.jsonl", gear_records(5))
+    errkb.packs.write_index(pack)
+    write_pack(pack, gear_records(6))
+    assert 6 == len(_load(pack))
+    errkb.packs.write_index(pack)
+    monkeypatch.setattr(errkb.packs, "_code_stamp", lambda: "other code")
+    read = []
+    real_read = errkb.packs._read
+    monkeypatch.setattr(errkb.packs, "_read", lambda *a: read.append(1) or real_read(*a))
+    assert 6 == len(_load(pack))
+    assert [1] == read
