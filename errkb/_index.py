@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
 
-__all__ = ["AFFIX", "LiteralIndex", "literal_keys", "plan_keys"]
+__all__ = ["AFFIX", "LiteralIndex", "literal_keys", "plan_keys", "requirements", "words_of"]
 
 #: Literals and words shorter than this are too common to narrow anything.
 MIN_LITERAL = 3
@@ -88,6 +88,15 @@ def _usable(sets: Sets | None) -> tuple[Requirement, ...]:
         s
         for s in sets
         if (len(s[0]) >= MIN_LITERAL if len(s) == 1 else s and min(map(len, s)) >= MIN_LITERAL)
+    )
+
+
+def requirements(sets: Sets | None) -> tuple[tuple[str, ...], tuple[Requirement, ...]]:
+    """What a candidate must contain: literals that must all be there, and any-of sets."""
+    usable = _usable(sets)
+    return (
+        tuple(r[0] for r in usable if len(r) == 1),
+        tuple(r for r in usable if len(r) > 1),
     )
 
 
@@ -162,10 +171,7 @@ class LiteralIndex(Generic[T]):
             if not keys:
                 self.always.append((order, item))
                 continue
-            usable = _usable(sets)
-            singles = tuple(r[0] for r in usable if len(r) == 1)
-            alternatives = tuple(r for r in usable if len(r) > 1)
-            entry = (order, item, singles, alternatives)
+            entry = (order, item, *requirements(sets))
             for kind, text in keys:
                 self._tables[kind].setdefault(text, []).append(entry)
 

@@ -43,9 +43,10 @@ run); specificity ``n / (n + 40)`` for ``n`` literal characters, below 1.
 from __future__ import annotations
 
 import builtins
+import itertools
 import sys
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 import regex
@@ -68,7 +69,16 @@ if TYPE_CHECKING:
 
     from errkb.records import Record
 
-__all__ = ["LITERAL_RUN", "MINED_TAG", "ClassSpec", "Match", "Matcher", "Skipped", "typed"]
+__all__ = [
+    "LITERAL_RUN",
+    "MINED_TAG",
+    "ClassSpec",
+    "LazyRefs",
+    "Match",
+    "Matcher",
+    "Skipped",
+    "typed",
+]
 
 # The score's parts (see the module docstring): each level of one part outweighs every
 # combination of the parts after it.
@@ -275,6 +285,20 @@ class _Entry:
         return self._head  # type: ignore[return-value]
 
 
+class LazyRefs(Protocol):
+    """Records whose refs are made on demand: a pack loaded from its shipped index."""
+
+    def __len__(self) -> int: ...
+
+    def candidates(self, message: str) -> list[RecordRef]:
+        """The refs of the records that may match ``message`` (see :mod:`errkb._index`)."""
+        ...
+
+    def refs(self) -> list[RecordRef]:
+        """Every ref."""
+        ...
+
+
 class Matcher:
     """Matches messages against a fixed set of records; thread-safe once built.
 
@@ -292,12 +316,20 @@ class Matcher:
         *,
         timeout: float = DEFAULT_TIMEOUT,
         indexed: bool = True,
+        lazy: Sequence[LazyRefs] = (),
     ) -> None:
         self.timeout = timeout
         self.skipped = Skipped()
         self._lock = threading.Lock()
-        refs = (r if isinstance(r, RecordRef) else RecordRef.of(r) for r in records)
+        refs: Iterable[RecordRef] = (
+            r if isinstance(r, RecordRef) else RecordRef.of(r) for r in records
+        )
+        if not indexed:  # every record is searched: the lazy ones too
+            refs = itertools.chain(refs, (r for pack in lazy for r in pack.refs()))
+            lazy = ()
         self._entries = [_Entry(ref) for ref in refs if not ref.retired]
+        self._lazy = tuple(lazy)
+        self._lazy_entries: dict[int, _Entry] = {}
         self._index: LiteralIndex[_Entry] | None = None
         if indexed:
             self._index = LiteralIndex((e, e.ref.literal_sets(), e.ref.keys) for e in self._entries)
@@ -306,7 +338,18 @@ class Matcher:
 
     def candidates(self, message: str) -> Sequence[_Entry]:
         """The entries worth a regex search for ``message``."""
-        return self._entries if self._index is None else self._index.candidates(message)
+        found = self._entries if self._index is None else self._index.candidates(message)
+        if not self._lazy:
+            return found
+        more = []
+        for pack in self._lazy:
+            for ref in pack.candidates(message):
+                entry = self._lazy_entries.get(id(ref))
+                if entry is None:  # the pack makes each ref once, so its id stays its own
+                    entry = self._lazy_entries.setdefault(id(ref), _Entry(ref))
+                if not ref.retired:
+                    more.append(entry)
+        return [*found, *more]
 
     def match(
         self,

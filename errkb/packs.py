@@ -13,10 +13,14 @@ in it; a registry of 100k records builds from it in two to three seconds instead
 :data:`MIN_CACHED` bytes are read each time. ``ERRKB_NO_CACHE=1`` turns the cache off and
 ``ERRKB_CACHE_DIR`` moves it. The cache holds data only (JSON, never pickle).
 
-A pack may ship its cache beside it: ``PACK.jsonl.index`` (:func:`write_index`), as the mined
-packs of the wheel do, so that a fresh install is not a cold build. A shipped index is used
-while the pack's size and a digest of its first and last :data:`_EDGE` bytes are what the
-index says, and errkb's code is the code that wrote it; else the build cache takes over.
+A pack may ship an index beside it: ``PACK.jsonl.index`` (:func:`write_index`), as the mined
+packs of the wheel do, so that a fresh install is not a cold build. The index holds what the
+cache holds and the literal index's table itself, so the pack loads as a :class:`LazyPack`: the
+table is read at start, and a record's ref only when a message has the words its pattern needs.
+Loading tens of thousands of mined records so costs a few milliseconds, not a second. A shipped
+index is used while the pack's size and a digest of its first and last :data:`_EDGE` bytes are
+what the index says, and errkb's code is the code that wrote it; else the pack is read as any
+other (through the build cache).
 """
 
 from __future__ import annotations
@@ -40,12 +44,23 @@ if TYPE_CHECKING:
 
     from errkb.records import Record
 
-__all__ = ["CACHE_FORMAT", "INDEX_SUFFIX", "MIN_CACHED", "cache_dir", "load_pack", "write_index"]
+__all__ = [
+    "CACHE_FORMAT",
+    "INDEX_SUFFIX",
+    "MIN_CACHED",
+    "LazyPack",
+    "cache_dir",
+    "lazy_pack",
+    "load_pack",
+    "write_index",
+]
 
 #: The version of the cache file's layout; a file of another format is rebuilt.
 CACHE_FORMAT = "errkb.pack-cache/1"
 #: Packs smaller than this many bytes load fast enough without a cache.
 MIN_CACHED = 1 << 20
+#: The version of a shipped index's layout: the cache's, with the literal table after the problems.
+INDEX_FORMAT = "errkb.pack-index/1"
 #: The suffix of a pack's shipped index, added to the pack's file name.
 INDEX_SUFFIX = ".index"
 # A shipped index names its pack by size and a digest of this many bytes at each end: read-only
@@ -122,12 +137,6 @@ def load_pack(path: Path, label: str, problems: list[RecordError]) -> Iterator[R
         return
     stamp = (st.st_size, st.st_mtime_ns, st.st_ino)
     pack = _Pack(path, label, stamp)
-    shipped = path.with_name(path.name + INDEX_SUFFIX)
-    if shipped.is_file():
-        cached = _read_cache(shipped, pack, problems, header=_index_header(pack))
-        if cached is not None:
-            yield from cached
-            return
     where = _cache_file(path) if st.st_size >= MIN_CACHED else None
     if where is not None:
         cached = _read_cache(where, pack, problems)
@@ -142,12 +151,105 @@ def load_pack(path: Path, label: str, problems: list[RecordError]) -> Iterator[R
     yield from refs
 
 
+class LazyPack:
+    """A pack loaded from its shipped index: refs made only for the records a message may match.
+
+    The index's table files each record under its literal index keys (see :mod:`errkb._index`);
+    :meth:`candidates` looks a message's words up there, reads the few refs filed under them, and
+    keeps those whose required literals the message holds: the answer a
+    :class:`~errkb._index.LiteralIndex` over the whole pack gives. :meth:`refs` reads them all,
+    for listing and scanning. Thread-safe: a ref is made once, under a lock.
+    """
+
+    def __init__(self, pack: _Pack, rows: list[bytes], table: dict[str, Any]) -> None:
+        import threading
+
+        self._pack, self._rows = pack, rows
+        self._words: dict[str, list[int]] = table["word"]
+        self._prefixes: dict[str, list[int]] = table["prefix"]
+        self._suffixes: dict[str, list[int]] = table["suffix"]
+        self._always: list[int] = table["always"]
+        self._made: dict[int, tuple[RecordRef, tuple[str, ...], tuple[tuple[str, ...], ...]]] = {}
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    @property
+    def label(self) -> str:
+        """The pack's label, as its records' sources begin."""
+        return self._pack.label
+
+    def _entry(self, row: int) -> tuple[RecordRef, tuple[str, ...], tuple[tuple[str, ...], ...]]:
+        made = self._made.get(row)
+        if made is None:
+            from errkb._index import requirements
+
+            ref = _ref(self._pack, json.loads(self._rows[row]))
+            singles, alternatives = requirements(ref.literal_sets())
+            made = (ref, singles, alternatives)
+            with self._lock:
+                made = self._made.setdefault(row, made)
+        return made
+
+    def candidates(self, message: str) -> list[RecordRef]:
+        """The refs of the records that may match ``message``, in pack order."""
+        from errkb._index import AFFIX, words_of
+
+        tokens = set(words_of(message))
+        rows: set[int] = set(self._always)
+        for table, keys in (
+            (self._words, tokens),
+            (self._prefixes, {t[:AFFIX] for t in tokens}),
+            (self._suffixes, {t[-AFFIX:] for t in tokens}),
+        ):
+            for key in keys & table.keys():
+                rows.update(table[key])
+        contains = message.__contains__
+        found = []
+        for row in sorted(rows):
+            ref, singles, alternatives = self._entry(row)
+            if all(map(contains, singles)) and all(any(map(contains, a)) for a in alternatives):
+                found.append(ref)
+        return found
+
+    def refs(self) -> list[RecordRef]:
+        """Every ref of the pack, in pack order (read once, then kept)."""
+        return [self._entry(row)[0] for row in range(len(self._rows))]
+
+
+def lazy_pack(path: Path, label: str, problems: list[RecordError]) -> LazyPack | None:
+    """The pack at ``path`` as a :class:`LazyPack`, when its shipped index is current.
+
+    ``None`` when it has no index, or one that another pack or other code wrote: the pack is
+    then read as usual (:func:`load_pack`). The index's problems are appended to ``problems``.
+    """
+    where = path.with_name(path.name + INDEX_SUFFIX)
+    try:
+        st = path.stat()
+        pack = _Pack(path, label, (st.st_size, st.st_mtime_ns, st.st_ino))
+        with where.open("rb") as file:
+            if json.loads(file.readline()) != _index_header(pack):
+                return None
+            found = [
+                RecordError(label + suffix, text, record_id=rid, field=field)
+                for suffix, text, rid, field in json.loads(file.readline())
+            ]
+            table = json.loads(file.readline())
+            rows = file.read().splitlines()
+    except (OSError, ValueError, TypeError, RecursionError):
+        return None
+    problems.extend(found)
+    return LazyPack(pack, rows, table)
+
+
 def write_index(path: Path, label: str | None = None) -> Path:
     """Write the index that ships beside the pack at ``path``; returns the index's path.
 
-    The index holds what the build cache holds (refs, problems, literal analysis, index keys),
-    named by the pack's size and the digest of its ends instead of its inode and time, so it
-    stays valid wherever the pack is installed. ``RegistryError`` if it cannot be written.
+    The index holds what the build cache holds (refs, problems, literal analysis, index keys)
+    and the literal index's table, named by the pack's size and the digest of its ends instead
+    of its inode and time, so it stays valid wherever the pack is installed.
+    ``RegistryError`` if it cannot be written.
     """
     label = label or str(path)
     st = path.stat()
@@ -155,8 +257,15 @@ def write_index(path: Path, label: str | None = None) -> Path:
     problems: list[RecordError] = []
     refs = list(_read(pack, problems))
     _plan(refs)
+    table: dict[str, Any] = {"word": {}, "prefix": {}, "suffix": {}, "always": []}
+    for row, ref in enumerate(refs):
+        if not ref.keys:
+            table["always"].append(row)
+        for kind, key in ref.keys or ():
+            table[kind].setdefault(key, []).append(row)
     where = path.with_name(path.name + INDEX_SUFFIX)
-    if not _write_cache(where, _index_header(pack), label, refs, problems):
+    header = _index_header(pack)
+    if not _write_cache(where, header, label, refs, problems, table=table):
         raise RegistryError(f"{where}: cannot write the pack's index")
     return where
 
@@ -278,20 +387,14 @@ def _index_header(pack: _Pack) -> dict[str, object]:
             file.seek(max(_EDGE, pack.stamp[0] - _EDGE))
             digest.update(file.read(_EDGE))
     return {
-        "format": CACHE_FORMAT,
+        "format": INDEX_FORMAT,
         "code": _code_stamp(),
         "size": pack.stamp[0],
         "edges": digest.hexdigest(),
     }
 
 
-def _read_cache(
-    where: Path,
-    pack: _Pack,
-    problems: list[RecordError],
-    *,
-    header: dict[str, object] | None = None,
-) -> list[RecordRef] | None:
+def _read_cache(where: Path, pack: _Pack, problems: list[RecordError]) -> list[RecordRef] | None:
     """The refs of a current cache file (its problems appended); ``None`` when there is none.
 
     The file is JSON lines: a header, the pack's problems, then one line per ref, read one at a
@@ -299,7 +402,7 @@ def _read_cache(
     """
     try:
         with where.open("rb") as file:
-            if json.loads(file.readline()) != (header or _header(pack)):
+            if json.loads(file.readline()) != _header(pack):
                 return None
             found = [
                 RecordError(pack.label + suffix, text, record_id=rid, field=field)
@@ -318,6 +421,8 @@ def _write_cache(
     label: str,
     refs: list[RecordRef],
     problems: list[RecordError],
+    *,
+    table: dict[str, Any] | None = None,
 ) -> bool:
     """Write a cache file; one that cannot be written is skipped (it only saves time).
 
@@ -341,6 +446,8 @@ def _write_cache(
         with out:
             out.write(json.dumps(header) + "\n")
             out.write(json.dumps(found) + "\n")
+            if table is not None:
+                out.write(json.dumps(table, separators=(",", ":")) + "\n")
             for ref in refs:
                 out.write(json.dumps(_row(ref), separators=(",", ":")) + "\n")
         # Moved into place whole, so a reader never sees half a file.

@@ -23,7 +23,7 @@ from errkb.records import Record, RecordRef, load_refs
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator
 
-    from errkb.match import Matcher
+    from errkb.match import LazyRefs, Matcher
 
 __all__ = ["ENTRY_POINT_GROUP", "Registry", "builtin_records_dir", "default_registry"]
 
@@ -50,24 +50,53 @@ class Registry:
     """
 
     def __init__(
-        self, records: Iterable[Record | RecordRef], problems: Iterable[RecordError] = ()
+        self,
+        records: Iterable[Record | RecordRef],
+        problems: Iterable[RecordError] = (),
+        *,
+        lazy: Iterable[LazyRefs] = (),
     ) -> None:
-        self.refs: tuple[RecordRef, ...] = tuple(
+        self._eager: tuple[RecordRef, ...] = tuple(
             r if isinstance(r, RecordRef) else RecordRef.of(r) for r in records
         )
         self.problems: tuple[RecordError, ...] = tuple(problems)
-        self._by_id = {r.id: r for r in self.refs}
+        # Packs loaded from a shipped index: their refs are made when a message needs them, or
+        # all at once when something asks for every ref (refs, get, tags).
+        self._lazy = tuple(lazy)
+        self._refs: tuple[RecordRef, ...] | None = None if self._lazy else self._eager
+        self._by_id: dict[str, RecordRef] = {}
         self._by_slug: dict[str, RecordRef] = {}
-        for r in self.refs:
-            self._by_slug.setdefault(r.slug, r)
+        self._index(self._eager)
         self._matcher: Matcher | None = None
         self._lock = threading.Lock()
 
+    def _index(self, refs: Iterable[RecordRef]) -> None:
+        for r in refs:
+            self._by_id.setdefault(r.id, r)
+            self._by_slug.setdefault(r.slug, r)
+
+    @property
+    def refs(self) -> tuple[RecordRef, ...]:
+        """Every record's ref, in load order (the refs of a lazily loaded pack are made now)."""
+        if self._refs is None:
+            with self._lock:
+                if self._refs is None:
+                    lazy = [r for pack in self._lazy for r in pack.refs()]
+                    self._index(lazy)
+                    self._refs = (*self._eager, *lazy)
+        return self._refs
+
     def __len__(self) -> int:
-        return len(self.refs)
+        return len(self._eager) + sum(len(pack) for pack in self._lazy)
 
     def __contains__(self, key: object) -> bool:
-        return key in self._by_id or key in self._by_slug
+        if key in self._by_id or key in self._by_slug:
+            return True
+        return bool(self._lazy) and self._refs is None and key in self._all_keys()
+
+    def _all_keys(self) -> dict[str, RecordRef]:
+        self.refs  # noqa: B018 - makes the lazy refs and indexes them
+        return {**self._by_slug, **self._by_id}
 
     @property
     def records(self) -> Sequence[Record]:
@@ -77,6 +106,8 @@ class Registry:
     def get(self, key: str) -> Record:
         """The record with this id, else the first with this slug; :class:`RegistryError` if none."""
         ref = self._by_id.get(key) or self._by_slug.get(key)
+        if ref is None and self._lazy and self._refs is None:
+            ref = self._all_keys().get(key)
         if ref is None:
             raise RegistryError(f"no record with id or slug {key!r}")
         return ref.load()
@@ -98,7 +129,7 @@ class Registry:
                 from errkb.match import Matcher
 
                 with _gc_paused():
-                    self._matcher = Matcher(self.refs)
+                    self._matcher = Matcher(self._eager, lazy=self._lazy)
             return self._matcher
 
     @classmethod
@@ -137,20 +168,25 @@ class Registry:
             problems.extend(broken)
         if not (validate or strict):
             trusted = list(sources)
+        lazy: list[LazyRefs] = []
+
+        def read_pack(path: Path, label: str, found: list[RecordError]) -> Iterator[RecordRef]:
+            """A trusted ``.jsonl`` pack: lazily from its shipped index, else read (bodies on demand).
+
+            The registry is where a trusted pack is read as one; :mod:`errkb.packs` is imported
+            only when a pack is there to read.
+            """
+            from errkb.packs import lazy_pack, load_pack
+
+            pack = lazy_pack(path, label, found)
+            if pack is None:
+                return load_pack(path, label, found)
+            lazy.append(pack)
+            return iter(())
+
         with _gc_paused():
-            refs, loading = load_refs(sources, strict=strict, trusted=trusted, read_pack=_read_pack)
-            return cls(refs, [*problems, *loading])
-
-
-def _read_pack(path: Path, label: str, problems: list[RecordError]) -> Iterator[RecordRef]:
-    """A trusted ``.jsonl`` pack, read by :func:`errkb.packs.load_pack` (bodies on demand).
-
-    The registry is where a trusted pack is read as one; :mod:`errkb.packs` is imported only
-    when a pack is there to read.
-    """
-    from errkb.packs import load_pack
-
-    return load_pack(path, label, problems)
+            refs, loading = load_refs(sources, strict=strict, trusted=trusted, read_pack=read_pack)
+            return cls(refs, [*problems, *loading], lazy=lazy)
 
 
 def _entry_point_paths() -> tuple[list[Path], list[RecordError]]:

@@ -206,3 +206,24 @@ def test_a_shipped_index_of_other_content_or_code_is_not_used(tmp_path, monkeypa
     monkeypatch.setattr(errkb.packs, "_read", lambda *a: read.append(1) or real_read(*a))
     assert 6 == len(_load(pack))
     assert [1] == read
+
+
+def test_a_pack_with_a_shipped_index_makes_refs_only_for_candidates(tmp_path, monkeypatch):
+    """Loading reads the table only; a lookup makes the refs of its candidates, and finds
+    exactly what the pack read whole finds (matches and ranking)."""
+    monkeypatch.setenv("ERRKB_NO_CACHE", "1")
+    pack = write_pack(tmp_path / "gears.jsonl", gear_records(300))
+    whole = _load(pack)
+    errkb.packs.write_index(pack)
+    lazy = _load(pack)
+    [loaded] = lazy._lazy
+    assert 300 == len(lazy) and 0 == len(loaded._made)
+    messages = [f"gear{i}x slipped at {i} rpm" for i in (0, 7, 150, 299)]
+    messages += ["nothing here", "gear12x slipped", "slipped at 5 rpm gear3x"]
+    for text in messages:
+        assert [(m.record.id, m.score) for m in lazy.matcher.match(text)] == [
+            (m.record.id, m.score) for m in whole.matcher.match(text)
+        ]
+    assert 0 < len(loaded._made) < 20
+    assert whole.get("acme-gear-250") == lazy.get("acme-gear-250")
+    assert "acme-gear-251" in lazy
