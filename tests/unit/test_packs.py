@@ -217,7 +217,8 @@ def test_a_pack_with_a_shipped_index_makes_refs_only_for_candidates(tmp_path, mo
     errkb.packs.write_index(pack)
     lazy = _load(pack)
     [loaded] = lazy._lazy
-    assert 300 == len(lazy) and 0 == len(loaded._made)
+    assert 300 == len(lazy)
+    assert 0 == len(loaded._made)
     messages = [f"gear{i}x slipped at {i} rpm" for i in (0, 7, 150, 299)]
     messages += ["nothing here", "gear12x slipped", "slipped at 5 rpm gear3x"]
     for text in messages:
