@@ -1,5 +1,9 @@
 """Generate the error index in docs/errors: a page per record, and an index by library and tag.
 
+Hand-written records get a page each. Records mined from source (tag ``mined``) are too many
+for that: each library's mined pack gets one page (``mined/<library>.md``) that summarises it:
+how many records of which kinds and classes, the releases mined, and a sample.
+
 ``python -m errkb._docgen docs/errors`` writes the pages; ``--check`` writes nothing and exits 1
 when any page is missing, stale or left over, so CI notices an index that fell behind.
 """
@@ -79,9 +83,57 @@ def _page(r: Record) -> str:
     return "\n".join(out).rstrip("\n") + "\n"
 
 
+def _version_key(version: str) -> tuple[tuple[int, str], ...]:
+    return tuple(
+        (int(p), "") if p.isdigit() else (-1, p) for p in version.replace("-", ".").split(".")
+    )
+
+
+_SAMPLE = 15
+
+
+def _mined_page(lib: str, rs: list[Record]) -> str:
+    """The summary page of one library's mined pack."""
+    from collections import Counter
+
+    kinds = Counter(t for r in rs for t in r.tags if t != "mined")
+    classes = Counter((r.error_class or "unknown") for r in rs)
+    releases = sorted(
+        {v for r in rs if r.versions for v, _ in r.versions.sites}
+        | {v for r in rs if r.versions for v in (r.versions.first, r.versions.last) if v},
+        key=_version_key,
+    )
+    gone = sum(1 for r in rs if r.versions and r.versions.last)
+    out = [_HEADER, f"# Mined from {lib}", ""]
+    out += [
+        f"{len(rs)} records mined from the source of {lib} by `errkb mine` (`nox -s mine`): each",
+        "is a message the code raises, warns or logs, with its raise site in every release mined.",
+        "They rank below every hand-written record ([the ranking rule](../../api.md#the-ranking-rule)).",
+        "",
+    ]
+    if releases:
+        out += [f"Releases mined: {', '.join(releases)}.", ""]
+    out += [f"Messages no longer raised by the newest release mined: {gone}.", ""]
+    out += ["## Kinds", "", "| tag | records |", "| --- | ---: |"]
+    out += [f"| `{t}` | {n} |" for t, n in sorted(kinds.items(), key=lambda x: (-x[1], x[0]))]
+    out += ["", "## Classes", "", "| class | records |", "| --- | ---: |"]
+    out += [f"| `{c}` | {n} |" for c, n in classes.most_common(15)]
+    out += ["", "## A sample", ""]
+    step = max(1, len(rs) // _SAMPLE)
+    for r in sorted(rs, key=lambda r: r.id)[::step][:_SAMPLE]:
+        where = f"`{r.file_path}:{r.line_number}`" if r.file_path else ""
+        out += [f"- {where} `{r.error_class or ''}`", "", _fence(r.error_message), ""]
+    return "\n".join(out).rstrip("\n") + "\n"
+
+
 def pages(records: list[Record]) -> dict[str, str]:
     """Relative path -> content for every generated page."""
     out: dict[str, str] = {}
+    mined: dict[str, list[Record]] = defaultdict(list)
+    for r in records:
+        if "mined" in r.tags:
+            mined[r.library].append(r)
+    records = [r for r in records if "mined" not in r.tags]
     by_lib: dict[str, list[Record]] = defaultdict(list)
     by_tag: dict[str, list[Record]] = defaultdict(list)
     for r in sorted(records, key=lambda r: (r.library, r.slug)):
@@ -100,6 +152,13 @@ def pages(records: list[Record]) -> dict[str, str]:
     for lib, rs in sorted(by_lib.items()):
         index += [f"### {lib}", ""]
         index += [f"- [{r.heading}]({lib}/{r.slug}.md) `{r.id}`" for r in rs]
+        index.append("")
+    if mined:
+        index += ["## Mined from source", ""]
+        index += ["| library | records | summary |", "| --- | ---: | --- |"]
+        for lib, rs in sorted(mined.items()):
+            out[f"mined/{lib}.md"] = _mined_page(lib, rs)
+            index.append(f"| {lib} | {len(rs)} | [mined/{lib}.md](mined/{lib}.md) |")
         index.append("")
     index += ["## By tag", ""]
     for tag, rs in sorted(by_tag.items()):
