@@ -6,11 +6,14 @@ pyproject.toml's dependency groups, never repeated here.
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import nox
 
 nox.options.default_venv_backend = "venv"
 nox.options.reuse_existing_virtualenvs = True
-nox.options.sessions = ["tests", "lint", "typecheck", "records", "docs", "chattts"]
+nox.options.sessions = ["tests", "lint", "typecheck", "records", "docs", "chattts", "browser"]
 
 PYPROJECT = nox.project.load_toml("pyproject.toml")
 PYTHON = "3.11"
@@ -73,6 +76,30 @@ def chattts(session: nox.Session) -> None:
         "tests/chattts",
         *session.posargs,
         env={"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"},
+    )
+
+
+# Browsers come from Debian (.ci/run installs them): selenium's driver manager and
+# `playwright install` download theirs, which cannot work offline.
+BROWSER = (Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver"))
+
+
+@nox.session(python=PYTHON)
+def browser(session: nox.Session) -> None:
+    """Drive the support console page in headless Chromium; screenshots go to build/."""
+    if missing := [str(p) for p in BROWSER if not p.exists()]:
+        why = f"no {' or '.join(missing)}: apt-get install chromium chromium-driver"
+        if os.environ.get("CI", "").lower() == "true":
+            session.error(f"CI=true and {why}")
+        session.warn(f"*** SKIPPING the browser tests: {why} ***")
+        session.skip(why)
+    session.install(*nox.project.dependency_groups(PYPROJECT, "browser"))
+    session.install(".[serve]")
+    session.run(
+        "pytest",
+        "tests/browser",
+        *session.posargs,
+        env={"ERRKB_SCREENSHOTS": "build/console-screenshots"},
     )
 
 

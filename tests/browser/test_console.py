@@ -1,0 +1,436 @@
+"""The support console in a real browser: Debian's headless Chromium driven by selenium.
+
+The server runs in a child process on a free loopback port; the page's figures are compared
+with the JSON the same server's API gives for the same input, never with numbers written here.
+Screenshots go to ERRKB_SCREENSHOTS (default build/console-screenshots); docs/img holds the
+committed copies.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import html.parser
+import importlib.util
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+from helpers import LLAMA, SEED_MESSAGE
+from selenium import webdriver
+from selenium.webdriver.chrome.options import Options
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.support.ui import Select, WebDriverWait
+
+CHROMIUM = Path("/usr/bin/chromium")
+CHROMEDRIVER = Path("/usr/bin/chromedriver")
+# No sandbox: CI containers run as root. Nothing in the background may reach the network.
+FLAGS = (
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--window-size=1400,1100",
+)
+PASTE = f"ValueError: {SEED_MESSAGE}"
+HOSTILE = '<script>window.__pwned=1</script> <img src=x onerror="window.__pwned=1">'
+SCREENSHOTS = Path(os.environ.get("ERRKB_SCREENSHOTS", "build/console-screenshots"))
+WAIT = 30
+
+
+def _chromium_or_skip() -> None:
+    """Skip, loudly, without Chromium and its driver; under CI=true their absence fails."""
+    missing = [str(p) for p in (CHROMIUM, CHROMEDRIVER) if not p.exists()]
+    if not missing:
+        return
+    why = (
+        f"browser tests need Debian's chromium and chromium-driver: {', '.join(missing)} "
+        "missing (apt-get install chromium chromium-driver)"
+    )
+    print(f"\n*** SKIPPED: {why} ***\n", file=sys.__stderr__, flush=True)
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"CI=true: {why}", pytrace=False)
+    pytest.skip(why)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _server_command(port: int) -> list[str]:
+    """errkb's own server; the stand-in beside this file until errkb.serve exists."""
+    if importlib.util.find_spec("errkb.serve._app") is not None:
+        return [sys.executable, "-m", "errkb", "serve", "--host", "127.0.0.1", "--port", str(port)]
+    return [sys.executable, str(Path(__file__).with_name("standin.py")), str(port)]
+
+
+@contextlib.contextmanager
+def _serving(tmp_path: Path, token: str | None = None):
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if k != "ERRKB_SERVE_TOKEN"}
+    if token:
+        env["ERRKB_SERVE_TOKEN"] = token
+    log = tmp_path / f"server-{port}.log"
+    with log.open("wb") as out:
+        child = subprocess.Popen(_server_command(port), stdout=out, stderr=out, env=env)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + WAIT
+        while True:
+            if child.poll() is not None:
+                pytest.fail(f"the server exited with {child.returncode}: {log.read_text()}")
+            try:
+                with urllib.request.urlopen(f"{base}/healthz", timeout=2):
+                    break
+            except (OSError, urllib.error.URLError):
+                if time.monotonic() > deadline:
+                    pytest.fail(f"the server did not answer in {WAIT} s: {log.read_text()}")
+                time.sleep(0.1)
+        yield base
+    finally:
+        child.terminate()
+        try:
+            child.wait(10)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    _chromium_or_skip()
+    with _serving(tmp_path_factory.mktemp("server")) as base:
+        yield base
+
+
+@pytest.fixture(scope="module")
+def driver(tmp_path_factory):
+    _chromium_or_skip()
+    options = Options()
+    options.binary_location = str(CHROMIUM)
+    for flag in FLAGS:
+        options.add_argument(flag)
+    options.add_argument(f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}")
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    # An explicit driver path: selenium-manager, which would download a driver, never runs.
+    chrome = webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)), options=options)
+    try:
+        yield chrome
+    finally:
+        chrome.quit()
+
+
+@pytest.fixture(autouse=True)
+def _no_console_errors(request, driver):
+    """After every test the page has logged no error (a CSP violation is one)."""
+    driver.get_log("browser")
+    yield
+    allowed = getattr(request.node, "allowed_console", ())
+    errors = [
+        e
+        for e in driver.get_log("browser")
+        if e["level"] == "SEVERE" and not any(a in e["message"] for a in allowed)
+    ]
+    assert [] == errors
+
+
+def api(base: str, body: dict, token: str | None = None) -> dict:
+    """What the server's API answers for ``body``: the figures the page must show."""
+    headers = {"Content-Type": "application/json"}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    request = urllib.request.Request(
+        f"{base}/v1/explain", data=json.dumps(body).encode(), headers=headers, method="POST"
+    )
+    with urllib.request.urlopen(request, timeout=WAIT) as response:
+        return json.load(response)
+
+
+def open_page(driver, base: str) -> None:
+    driver.get(base + "/")
+    WebDriverWait(driver, WAIT).until(
+        lambda d: d.execute_script("return document.documentElement.dataset.ready") == "true"
+    )
+
+
+def fill(driver, field: str, value: str) -> None:
+    box = driver.find_element(By.ID, field)
+    box.clear()
+    if value:
+        # send_keys types character by character; long pastes go in as a paste would.
+        driver.execute_script(
+            "arguments[0].value = arguments[1]; arguments[0].dispatchEvent(new Event('input'))",
+            box,
+            value,
+        )
+
+
+def diagnose(driver, *, keyboard: bool = False) -> None:
+    """Submit and wait for the page to draw the answer."""
+    before = driver.execute_script("return document.body.dataset.diagnosed || ''")
+    if keyboard:
+        driver.find_element(By.ID, "text").send_keys(Keys.CONTROL, Keys.ENTER)
+    else:
+        driver.find_element(By.ID, "submit").click()
+    WebDriverWait(driver, WAIT).until(
+        lambda d: d.execute_script("return document.body.dataset.diagnosed || ''") != before
+    )
+
+
+def page_settings(driver) -> dict:
+    items = driver.find_elements(By.CSS_SELECTOR, "#fix-settings .setting")
+    return {i.get_attribute("data-name"): json.loads(i.get_attribute("data-value")) for i in items}
+
+
+def shot(driver, name: str) -> None:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    driver.save_screenshot(str(SCREENSHOTS / f"console-{name}.png"))
+
+
+def pick_llama(driver, base: str) -> dict:
+    """The Llama shape from the server's picker when it lists one, else pasted as JSON."""
+    with urllib.request.urlopen(f"{base}/v1/model-shapes", timeout=WAIT) as response:
+        shapes = json.load(response)
+    for shape in shapes if isinstance(shapes, list) else shapes["shapes"]:
+        if shape["config"].get("model_type") == "llama":
+            WebDriverWait(driver, WAIT).until(
+                lambda d: len(Select(d.find_element(By.ID, "model_shape")).options) > 2
+            )
+            Select(driver.find_element(By.ID, "model_shape")).select_by_visible_text(shape["name"])
+            return shape["config"]
+    fill(driver, "model_config", json.dumps(LLAMA))
+    return LLAMA
+
+
+class _Tags(html.parser.HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.inline: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        names = {k for k, _ in attrs}
+        if tag == "style" or "style" in names or any(k.startswith("on") for k in names):
+            self.inline.append(tag)
+        if tag == "script" and "src" not in names:
+            self.inline.append(tag)
+
+
+def test_page_is_served_with_a_strict_csp_and_nothing_inline(server):
+    """GET / carries the Content-Security-Policy, and the page needs nothing it forbids."""
+    with urllib.request.urlopen(server + "/", timeout=WAIT) as response:
+        csp = response.headers["Content-Security-Policy"]
+        page = response.read().decode()
+    for directive in ("default-src 'none'", "script-src 'self'", "style-src 'self'"):
+        assert directive in csp
+    parser = _Tags()
+    parser.feed(page)
+    assert [] == parser.inline
+    assert "http" not in page.split("<body")[0]  # nothing from a CDN
+
+
+def test_paste_and_keyboard_submit_show_the_fix_first(driver, server):
+    """A pasted error, Ctrl+Enter: the fix with the API's numbers, then the facts, then the rest."""
+    open_page(driver, server)
+    fill(driver, "text", PASTE)
+    fill(driver, "gpu_memory", "24GiB")
+    pick_llama(driver, server)
+    shot(driver, "paste")
+    diagnose(driver, keyboard=True)
+    shot(driver, "diagnosis")
+
+    answer = api(server, {"text": PASTE, "what_if": {"gpu_memory": "24GiB", "model_config": LLAMA}})
+    order = driver.execute_script(
+        "return [...document.getElementById('diagnosis').children].map(c => c.id || c.className)"
+    )
+    assert order.index("fix") < order.index("card facts-card") < order.index("card why")
+    assert answer["solutions"][0]["settings"] == page_settings(driver)
+    assert answer["example_fix"]["after"] == driver.find_element(By.ID, "fix-code").text
+    rows = driver.find_elements(By.CSS_SELECTOR, "#facts tbody tr")
+    assert [f["name"] for f in answer["facts"]] == [r.get_attribute("data-name") for r in rows]
+    assert (
+        answer["matches"][0]["title"] == driver.find_element(By.CSS_SELECTOR, ".finding-title").text
+    )
+
+
+def test_what_if_gpu_memory_changes_the_numbers_as_the_api_does(driver, server):
+    """From 24GiB to 80GiB the page's fix changes, and each time equals the API's."""
+    open_page(driver, server)
+    fill(driver, "text", PASTE)
+    config = pick_llama(driver, server)
+    seen = []
+    for memory in ("24GiB", "80GiB"):
+        fill(driver, "gpu_memory", memory)
+        diagnose(driver)
+        answer = api(
+            server, {"text": PASTE, "what_if": {"gpu_memory": memory, "model_config": config}}
+        )
+        assert answer["solutions"][0]["settings"] == page_settings(driver)
+        assert answer["example_fix"]["after"] == driver.find_element(By.ID, "fix-code").text
+        total = driver.find_element(By.CSS_SELECTOR, '#facts tr[data-name="gpu_memory_total"]')
+        assert memory.replace("GiB", " GiB") in total.text
+        seen.append(page_settings(driver))
+    shot(driver, "what-if")
+    assert seen[0] != seen[1]
+
+
+def _copy_and_read(driver, server, setup: str) -> tuple[str, str]:
+    """Diagnose, run ``setup`` in the page, click Copy: how it copied and the clipboard text."""
+    open_page(driver, server)
+    fill(driver, "text", PASTE)
+    diagnose(driver)
+    driver.execute_script(setup)
+    driver.find_element(By.ID, "copy").click()
+    WebDriverWait(driver, WAIT).until(
+        lambda d: d.find_element(By.ID, "copy").get_attribute("data-copied")
+    )
+    how = driver.find_element(By.ID, "copy").get_attribute("data-copied")
+    # Read the clipboard back on a fresh page, where navigator.clipboard is whole again.
+    open_page(driver, server)
+    held = driver.execute_async_script(
+        "const done = arguments[0]; navigator.clipboard.readText().then(done, e => done('!' + e))"
+    )
+    return how, held
+
+
+@pytest.fixture
+def clipboard(driver, server):
+    driver.execute_cdp_cmd(
+        "Browser.grantPermissions",
+        {"origin": server, "permissions": ["clipboardReadWrite", "clipboardSanitizedWrite"]},
+    )
+    yield
+    driver.execute_cdp_cmd("Browser.resetPermissions", {})
+
+
+def test_copy_puts_the_rewritten_call_on_the_clipboard(driver, server, clipboard):
+    """With clipboard permission, Copy writes the rewritten call through navigator.clipboard."""
+    how, held = _copy_and_read(driver, server, "")
+    assert "clipboard" == how
+    assert api(server, {"text": PASTE})["example_fix"]["after"] == held
+
+
+def test_copy_without_the_clipboard_api_uses_the_copy_command(driver, server, clipboard):
+    """Where navigator.clipboard is missing (plain http on another address), execCommand copies."""
+    how, held = _copy_and_read(
+        driver, server, "Object.defineProperty(navigator, 'clipboard', {value: undefined})"
+    )
+    assert "command" == how
+    assert api(server, {"text": PASTE})["example_fix"]["after"] == held
+
+
+def test_copy_with_nothing_to_copy_with_selects_the_code(driver, server):
+    """With no way to copy at all, the code is selected and the page says to press Ctrl+C."""
+    open_page(driver, server)
+    fill(driver, "text", PASTE)
+    diagnose(driver)
+    driver.execute_script(
+        "Object.defineProperty(navigator, 'clipboard', {value: undefined});"
+        "document.execCommand = () => false;"
+    )
+    driver.find_element(By.ID, "copy").click()
+    WebDriverWait(driver, WAIT).until(
+        lambda d: d.find_element(By.ID, "copy").get_attribute("data-copied") == "selected"
+    )
+    selected = driver.execute_script("return window.getSelection().toString()")
+    assert driver.find_element(By.ID, "fix-code").text == selected
+    assert "Ctrl+C" in driver.find_element(By.CSS_SELECTOR, ".copy-said").text
+
+
+def test_a_hostile_paste_is_shown_as_text_and_never_runs(driver, server):
+    """<script> and onerror= in the paste stay text: nothing runs, no element is made."""
+    open_page(driver, server)
+    hostile = f"ValueError: {HOSTILE} {SEED_MESSAGE}"
+    fill(driver, "text", hostile)
+    diagnose(driver)
+    assert driver.execute_script("return window.__pwned") is None
+    made = driver.execute_script(
+        "return document.querySelectorAll('#diagnosis script, #diagnosis img').length"
+    )
+    assert 0 == made
+    assert HOSTILE in driver.find_element(By.ID, "read").text
+    assert HOSTILE in driver.execute_script(
+        "return document.getElementById('diagnosis').textContent"
+    )
+
+
+def test_a_bad_model_config_is_named_before_anything_is_sent(driver, server):
+    """Pasted config.json that is not JSON: the message names model_config; no request is made."""
+    open_page(driver, server)
+    fill(driver, "text", PASTE)
+    fill(driver, "model_config", "{not json")
+    driver.find_element(By.ID, "submit").click()
+    status = driver.find_element(By.ID, "status").text
+    assert status.startswith("model_config:")
+    assert "true" == driver.find_element(By.ID, "model_config").get_attribute("aria-invalid")
+    assert driver.execute_script("return document.body.dataset.diagnosed") is None
+
+
+def test_a_server_error_is_shown_with_its_message(request, driver, server):
+    """A what-if value the server refuses: its message is shown, as text."""
+    request.node.allowed_console = ("/v1/explain - Failed to load resource",)
+    open_page(driver, server)
+    fill(driver, "text", PASTE)
+    fill(driver, "gpu_memory", HOSTILE)
+    driver.find_element(By.ID, "submit").click()
+    WebDriverWait(driver, WAIT).until(
+        lambda d: "error" in d.find_element(By.ID, "status").get_attribute("class")
+    )
+    status = driver.find_element(By.ID, "status")
+    assert status.text.startswith("The server answered 4")
+    assert [] == status.find_elements(By.CSS_SELECTOR, "*")
+    assert driver.execute_script("return window.__pwned") is None
+
+
+def test_a_token_is_asked_for_once_and_the_request_retried(request, driver, tmp_path):
+    """Against a server with a token: the page asks, keeps it for the tab, and sends again."""
+    request.node.allowed_console = (
+        "Failed to load resource: the server responded with a status of 401",
+    )
+    with _serving(tmp_path, token="s3cret-token") as base:
+        open_page(driver, base)
+        fill(driver, "text", PASTE)
+        driver.find_element(By.ID, "submit").click()
+        box = driver.find_element(By.ID, "token-box")
+        WebDriverWait(driver, WAIT).until(lambda d: box.is_displayed())
+        driver.find_element(By.ID, "token").send_keys("s3cret-token", Keys.ENTER)
+        WebDriverWait(driver, WAIT).until(lambda d: d.find_elements(By.ID, "fix-code"))
+        answer = api(base, {"text": PASTE}, token="s3cret-token")
+        assert answer["example_fix"]["after"] == driver.find_element(By.ID, "fix-code").text
+        assert "s3cret-token" == driver.execute_script(
+            "return sessionStorage.getItem('errkb.token')"
+        )
+        assert not box.is_displayed()
+
+
+def test_dark_mode_follows_the_system(driver, server):
+    """prefers-color-scheme: dark gives the page other colours than light."""
+    background = "return getComputedStyle(document.body).backgroundColor"
+    colours = {}
+    try:
+        for scheme in ("light", "dark"):
+            driver.execute_cdp_cmd(
+                "Emulation.setEmulatedMedia",
+                {"features": [{"name": "prefers-color-scheme", "value": scheme}]},
+            )
+            open_page(driver, server)
+            colours[scheme] = driver.execute_script(background)
+        fill(driver, "text", PASTE)
+        diagnose(driver)
+        shot(driver, "dark")
+    finally:
+        driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": []})
+    assert colours["light"] != colours["dark"]
