@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
@@ -9,7 +10,6 @@ import attrs
 from errkb._env import number
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
     from typing import TextIO
 
     from errkb.probes import Measurements
@@ -25,6 +25,9 @@ class Given:
         gpu_memory_bytes: total memory of one GPU, in bytes.
         gpu_memory_utilization: the fraction of GPU memory the engine was given.
         model: a local model folder or ``config.json`` (never fetched from a hub).
+        model_config: the content of a ``config.json`` given as data (a mapping), read as the
+            file named by ``model`` would be; it wins over ``model``. ``errkb serve`` takes
+            this form only, so that no request can name a file of the server's machine.
         block_size: tokens per KV-cache block.
         kv_cache_dtype: the KV cache's dtype name (``auto``, ``fp8``, ``fp8_e5m2``, ...).
         tensor_parallel_size: GPUs the model is split over.
@@ -35,6 +38,8 @@ class Given:
     gpu_memory_bytes: int | None = None
     gpu_memory_utilization: float | None = None
     model: str | None = None
+    # A mapping is not hashable: the config takes no part in the hash (it still does in ==).
+    model_config: Mapping[str, Any] | None = attrs.field(default=None, hash=False)
     block_size: int | None = None
     kv_cache_dtype: str | None = None
     tensor_parallel_size: int | None = None

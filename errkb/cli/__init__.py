@@ -1,4 +1,4 @@
-"""The ``errkb`` command line: explain, scan, show, list, validate, probe, run.
+"""The ``errkb`` command line: explain, scan, show, list, validate, probe, run, serve.
 
 This module holds the parser and hands each command to its own module (``errkb.cli.explain``
 for ``errkb explain``, ...), imported only when that command runs: ``errkb --version`` imports
@@ -39,6 +39,7 @@ _COMMANDS = {
     "validate": "validate",
     "probe": "probe",
     "run": "run",
+    "serve": "serve",
 }
 
 
@@ -63,7 +64,14 @@ def _parser() -> argparse.ArgumentParser:
     add_records_flag(ex)
     add_render_flags(ex)
     ex.add_argument("text", nargs="*", help="the message, or - for standard input")
-    ex.add_argument("--json", action="store_true", help="print the versioned JSON object")
+    ex.add_argument(
+        "--format",
+        choices=("text", "json", "markdown"),
+        default=None,
+        help="text (the default), json (the versioned object), or markdown (for an issue "
+        "comment or a chat message)",
+    )
+    ex.add_argument("--json", action="store_true", help="the same as --format json")
     ex.add_argument("--no-probes", dest="probes", action="store_false", help="measure nothing")
     add_evidence_flags(ex)
 
@@ -102,6 +110,25 @@ def _parser() -> argparse.ArgumentParser:
         usage="errkb run [--] COMMAND [ARGS...]",
     )
     run.add_argument("argv", nargs=argparse.REMAINDER, metavar="COMMAND [ARGS...]")
+
+    serve = sub.add_parser(
+        "serve",
+        help="the lookup API and the console page over HTTP (the serve extra)",
+        description="Serve errkb's API (/v1/..., described at /openapi.json) and the console "
+        "page at /. Loopback by default; any other address needs a token.",
+    )
+    add_records_flag(serve)
+    serve.add_argument("--host", default="127.0.0.1", help="the address to listen on")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument(
+        "--token",
+        help="every /v1 request must send 'Authorization: Bearer TOKEN' (ERRKB_SERVE_TOKEN too); "
+        "needed off loopback",
+    )
+    serve.add_argument(
+        "--timeout", type=float, default=10.0, help="seconds a request may take (then 503)"
+    )
+    serve.add_argument("--quiet", action="store_true", help="no access log")
     return parser
 
 

@@ -16,14 +16,14 @@ __all__ = ["run"]
 
 
 def run(args: argparse.Namespace) -> int:
-    """Print the diagnosis (rich, plain or ``--json``); exit 0 on a match, 1 on none.
+    """Print the diagnosis (rich, plain, ``--json`` or Markdown); exit 0 on a match, 1 on none.
 
     Standard input is read whole, streamed: a log of any size is read to its end. What had to
     be cut or left out is said on stderr, matched or not.
     """
     from errkb.diagnosis import explain, explain_lines
     from errkb.findings import empty_dict
-    from errkb.render import render, render_json
+    from errkb.render import render, render_json, render_markdown
 
     opts = options(args, sys.stdout)
     cut: list[str] = []
@@ -42,12 +42,15 @@ def run(args: argparse.Namespace) -> int:
             return _nothing()
     for note in cut:
         print(f"errkb: {note}", file=sys.stderr)
-    if args.json:
+    form = "json" if args.json else (args.format or "text")
+    if form == "json":
         if diagnosis is None:
             # Nothing matched: still the object, with the same keys, all empty.
             print(json.dumps(empty_dict(), indent=2))
         else:
             print(render_json(diagnosis))
+    elif form == "markdown" and diagnosis is not None:
+        print(render_markdown(diagnosis, detail=opts.detail), end="")
     elif diagnosis is not None:
         render(diagnosis, opts)
     else:

@@ -15,6 +15,7 @@ shape is the KV-cache advisor's (:mod:`errkb.advisors.kv_cache`), for every engi
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DTYPE_BYTES",
+    "GIVEN_CONFIG",
     "ModelShape",
     "cache_dtype_bytes",
     "dtype_bytes",
@@ -333,10 +335,20 @@ def read_model_path(path: str | Path) -> ModelShape:
     return attrs.evolve(shape, weights_bytes=weights_bytes(file.parent))
 
 
+#: Where a shape read from a config given as data (``Given.model_config``) says it came from.
+GIVEN_CONFIG = "the model config given"
+
+
 def probe(evidence: Evidence, timeout: float) -> ModelShape | None:  # noqa: ARG001 - a local file
     """The ``model`` probe: the shape of the model the user gave (a local folder or config.json).
 
-    None when none was given; raises :class:`~errkb.exceptions.UsageError` when it cannot be read.
+    A config given as data (``Given.model_config``) is read the same way, and wins. None when
+    neither was given; raises :class:`~errkb.exceptions.UsageError` when it cannot be read.
     """
+    config = evidence.given("model_config")
+    if config is not None:
+        if not isinstance(config, Mapping):
+            raise UsageError(f"{GIVEN_CONFIG}: expected a JSON object")
+        return model_shape(dict(config), origin=GIVEN_CONFIG)
     given = evidence.given("model")
     return read_model_path(given) if given else None

@@ -1,4 +1,4 @@
-"""Rendering a diagnosis: rich panels on a colour terminal, plain text elsewhere, or JSON.
+"""Rendering a diagnosis: rich panels on a colour terminal, plain text elsewhere, JSON, Markdown.
 
 The choice follows the stream and the environment: ``NO_COLOR`` or ``TERM=dumb`` give plain
 text, ``FORCE_COLOR`` gives colour even into a pipe, and :class:`~errkb.options.Options` can
@@ -26,6 +26,7 @@ from errkb.render._document import (
     wrap,
     wrap_code,
 )
+from errkb.render._markdown import render_markdown, render_record_markdown
 
 if TYPE_CHECKING:
     from typing import TextIO
@@ -40,8 +41,10 @@ __all__ = [
     "render",
     "render_html",
     "render_json",
+    "render_markdown",
     "render_plain",
     "render_record",
+    "render_record_markdown",
     "style_for",
 ]
 
