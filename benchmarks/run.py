@@ -111,6 +111,76 @@ def diagnosis_latency() -> list[dict[str, object]]:
     ]
 
 
+_FIRST = f"""
+import io, sys, time
+t0 = time.perf_counter()
+import errkb
+from errkb.hook import diagnose_and_render
+from errkb.options import Options
+try:
+    raise ValueError({SEED!r})
+except ValueError as exc:
+    t1 = time.perf_counter()
+    diagnose_and_render(exc, Options(file=io.StringIO(), probes=False))
+    t2 = time.perf_counter()
+assert "torch" not in sys.modules
+print(t2 - t1, t2 - t0)
+"""
+
+
+def budgets() -> list[dict[str, object]]:
+    """Issue 15's budgets, each right after install (an empty cache folder) and warm.
+
+    The first diagnosis of the seed's error in a fresh process that never imports torch, with
+    every shipped pack (hand-written and mined) loaded, and `errkb explain --no-probes` end to
+    end. "After install" gives each run a new, empty ERRKB_CACHE_DIR (the state of a fresh
+    install: the shipped pack indexes are all there is); "warm" reuses one.
+    """
+    import tempfile
+
+    rows = []
+    runs = max(5, RUNS // 3)
+    with tempfile.TemporaryDirectory() as warm_dir:
+        for state in ("after install", "warm"):
+            first, whole, explain = [], [], []
+            for _ in range(runs + (1 if state == "warm" else 0)):
+                cache = tempfile.mkdtemp() if state == "after install" else warm_dir
+                env = {**os.environ, "ERRKB_CACHE_DIR": cache}
+                out = subprocess.run(
+                    [sys.executable, "-c", _FIRST],
+                    check=True,
+                    capture_output=True,
+                    text=True,
+                    env=env,
+                )
+                f, w = map(float, out.stdout.split())
+                t0 = time.perf_counter()
+                subprocess.run(
+                    [sys.executable, "-m", "errkb", "explain", "--no-probes", "--json", SEED],
+                    check=True,
+                    capture_output=True,
+                    env=env,
+                )
+                explain.append(time.perf_counter() - t0)
+                first.append(f)
+                whole.append(w)
+            if state == "warm":  # the first round filled the cache
+                first, whole, explain = first[1:], whole[1:], explain[1:]
+            for case, values in (
+                (f"first diagnosis, no torch, all packs, {state}", first),
+                (f"import errkb + first diagnosis, {state}", whole),
+                (f"errkb explain --no-probes, end to end, {state}", explain),
+            ):
+                rows.append(
+                    {
+                        "benchmark": "budgets",
+                        "case": case,
+                        "median_ms": round(statistics.median(values) * 1000, 1),
+                    }
+                )
+    return rows
+
+
 _CHILD_PEAK = """
 import json, resource, subprocess, sys, time
 t0 = time.perf_counter()
@@ -485,6 +555,7 @@ def main() -> None:
         ("startup", startup),
         ("diagnosis", diagnosis_latency),
         ("no-torch", diagnosis_without_torch),
+        ("budgets", budgets),
         ("lookup", lookups),
         ("build", registry_build),
         ("scan", scan_throughput),
