@@ -1,0 +1,807 @@
+"""Messages that native code raises into Python: torch's C++ checks and Rust bindings' errors.
+
+Python users see these messages with nothing in their traceback to say where they came from,
+so the miner reads the C++ and Rust sources a distribution ships (torch's headers, the
+sdists of safetensors and tokenizers) and turns each message into a :class:`Site`, as the
+Python reader does for ``raise``.
+
+No compiler is involved: a small lexer blanks comments and string literals out of a copy of the
+text, so that macro names, parentheses and commas are found only in code, while the literals'
+decoded values are kept aside by offset. The copies have the same length as the source, so an
+offset means the same place in each.
+
+C++: the ``TORCH_CHECK`` family and ``TORCH_INTERNAL_ASSERT``. The message is what Python
+prints: c10 joins the arguments after the condition (``c10::str``), and Python shows the
+error's text without the C++ backtrace (unless ``TORCH_SHOW_CPP_STACKTRACES`` is set). A check
+with no message gets c10's default text, which quotes the condition; an internal assert
+prefixes the condition and the file and line of the build.
+
+Rust (pyo3 bindings and their core crates): ``X::new_err(...)``, ``PyErr::new::<X, _>(...)``,
+``PyError(...).into_pyerr::<X>()``, ``#[error("...")]`` (thiserror), ``Err("...".into())``
+in crates whose errors reach Python through one wrapper, and ``panic!``.
+"""
+
+from __future__ import annotations
+
+import builtins
+import re
+from collections.abc import Iterable, Iterator
+from typing import Final
+
+import attrs
+
+from errkb.mine._site import Hole, Site, Template
+
+__all__ = ["CPP_SUFFIXES", "RUST_SUFFIXES", "native_sites"]
+
+CPP_SUFFIXES: Final = (".h", ".hpp", ".hh", ".cpp", ".cc", ".cxx", ".cu", ".cuh")
+RUST_SUFFIXES: Final = (".rs",)
+
+#: Folders whose code never runs in a user's process.
+_SKIPPED_DIRS: Final = frozenset({"test", "tests", "benches", "benchmarks", "examples"})
+
+#: Lines of source on each side of the message in a site's excerpt.
+_CONTEXT = 10
+
+
+def native_sites(
+    files: Iterable[tuple[str, str]], *, distribution: str, version: str
+) -> Iterator[Site]:
+    """The message sites in C++ and Rust sources: ``files`` are (relative path, text) pairs.
+
+    Files of other languages, and files under test, bench and example folders, are passed
+    over. Rust files are read twice (all of them are kept in memory): first for the exception
+    classes that ``create_exception!`` defines, whose Python names the sites need.
+
+    >>> src = 'void f(int n) { TORCH_CHECK(n > 0, "n must be positive, got ", n); }'
+    >>> [s.template for s in native_sites([("f.cpp", src)], distribution="d", version="1")]
+    [('n must be positive, got ', Hole(expr='n', number=False))]
+    """
+    rust: list[tuple[str, str]] = []
+    for path, text in files:
+        if _SKIPPED_DIRS.intersection(path.split("/")[:-1]):
+            continue
+        if path.endswith(CPP_SUFFIXES):
+            yield from _cpp_sites(path, text, distribution=distribution, version=version)
+        elif path.endswith(RUST_SUFFIXES):
+            rust.append((path, text))
+    classes: dict[str, str] = {}
+    for _, text in rust:
+        code = _lex(text, rust=True).masked
+        for m in _CREATE_EXCEPTION.finditer(code):
+            classes[m["name"]] = f"{m['module']}.{m['name']}"
+    for path, text in rust:
+        yield from _rust_sites(path, text, classes, distribution=distribution, version=version)
+
+
+# --- lexing -------------------------------------------------------------------------------
+
+
+@attrs.frozen
+class _Lexed:
+    """A source text three ways, all of the same length.
+
+    Attributes:
+        text: the source.
+        code: the source with comments blanked (newlines kept).
+        masked: ``code`` with every string and character literal blanked too (``"___"``).
+        literals: the decoded value of each string literal, by the offset where it starts.
+    """
+
+    text: str
+    code: str
+    masked: str
+    literals: dict[int, str]
+
+
+_CPP_NEXT = re.compile(
+    r"""//|/\*|(?<![\w])(?:u8|[uUL])?R"|(?<![\w])(?:u8|[uUL])?"|"|(?<![\w])(?:u8|[uUL])?'"""
+)
+_RUST_NEXT = re.compile(r"""//|/\*|(?<![\w])b?r\#*"|(?<![\w])b?"|"|(?<![\w])b?'""")
+_CPP_ESCAPE = re.compile(
+    r"\\(?:\n|x[0-9A-Fa-f]+|u[0-9A-Fa-f]{4}|U[0-9A-Fa-f]{8}|[0-7]{1,3}|.)", re.DOTALL
+)
+_RUST_ESCAPE = re.compile(r"\\(?:\n\s*|x[0-9A-Fa-f]{2}|u\{[0-9A-Fa-f_]+\}|.)", re.DOTALL)
+_SIMPLE_ESCAPES: Final = {
+    "n": "\n", "t": "\t", "r": "\r", "0": "\0", "a": "\a", "b": "\b", "f": "\f", "v": "\v",
+}  # fmt: skip
+_RUST_CHAR = re.compile(r"'(?:\\(?:u\{[^}]*\}|x..|.)|[^\\'\n])'")
+
+
+def _decode(body: str, *, rust: bool) -> str:
+    """A string literal's value from its source text between the quotes."""
+
+    def one(m: re.Match[str]) -> str:
+        esc = m[0][1:]
+        if esc.startswith("\n"):
+            return ""  # a line continuation
+        if esc[0] in "xuU":
+            digits = esc[1:].strip("{}").replace("_", "")
+            try:
+                return chr(int(digits, 16)) if digits else esc
+            except (ValueError, OverflowError):
+                return esc
+        if not rust and esc[0] in "01234567":
+            return chr(int(esc, 8))
+        return _SIMPLE_ESCAPES.get(esc, esc)
+
+    return (_RUST_ESCAPE if rust else _CPP_ESCAPE).sub(one, body)
+
+
+def _lex(text: str, *, rust: bool) -> _Lexed:
+    """Blank comments, and separately literals, out of ``text``; decode the string literals."""
+    code = list(text)
+    masked = list(text)
+    literals: dict[int, str] = {}
+    nxt = _RUST_NEXT if rust else _CPP_NEXT
+    i, n = 0, len(text)
+
+    def blank(out: list[str], start: int, end: int) -> None:
+        for k in range(start, end):
+            if out[k] != "\n":
+                out[k] = " "
+
+    def mask(start: int, end: int) -> None:
+        for k in range(start, end):
+            if masked[k] != "\n":
+                masked[k] = "_"
+        masked[start] = masked[end - 1] = '"'
+
+    while i < n:
+        m = nxt.search(text, i)
+        if m is None:
+            break
+        start, opener = m.start(), m[0]
+        if opener == "//":
+            end = text.find("\n", start)
+            end = n if end < 0 else end
+            blank(code, start, end)
+            blank(masked, start, end)
+        elif opener == "/*":
+            end = _block_comment_end(text, start, nested=rust)
+            blank(code, start, end)
+            blank(masked, start, end)
+        elif opener.endswith("'"):
+            if rust:
+                c = _RUST_CHAR.match(text, m.end() - 1)
+                if c is None:  # a lifetime ('a) or a label
+                    i = m.end()
+                    continue
+                end = c.end()
+            else:  # a digit separator (1'000) never gets here: it follows a digit
+                end = _quoted_end(text, m.end(), "'")
+            mask(start, end)
+        elif "R" in opener or (rust and "r" in opener):
+            end, literals[start] = _raw_literal(text, opener, m.end(), rust=rust)
+            mask(start, end)
+        else:
+            end = _quoted_end(text, m.end(), '"')
+            literals[start] = _decode(text[m.end() : end - 1], rust=rust)
+            mask(start, end)
+        i = max(end, start + 1)
+    return _Lexed(text, "".join(code), "".join(masked), literals)
+
+
+def _raw_literal(text: str, opener: str, body: int, *, rust: bool) -> tuple[int, str]:
+    """The end and value of a raw string whose opener (``R"``, ``r#"``) ends at ``body``."""
+    if rust:
+        close = '"' + "#" * opener.count("#")
+        end = text.find(close, body)
+        end = len(text) if end < 0 else end
+        return end + len(close), text[body:end]
+    paren = text.find("(", body)
+    close = ")" + text[body:paren] + '"'
+    end = text.find(close, paren)
+    if end < 0 or paren < 0:
+        return len(text), text[body:]
+    return end + len(close), text[paren + 1 : end]
+
+
+def _block_comment_end(text: str, start: int, *, nested: bool) -> int:
+    """The offset after the comment that opens at ``start`` (Rust's nest, C++'s do not)."""
+    if not nested:
+        end = text.find("*/", start + 2)
+        return len(text) if end < 0 else end + 2
+    depth, k = 0, start
+    while k < len(text):
+        if text.startswith("/*", k):
+            depth, k = depth + 1, k + 2
+        elif text.startswith("*/", k):
+            depth, k = depth - 1, k + 2
+            if depth == 0:
+                return k
+        else:
+            k += 1
+    return len(text)
+
+
+def _quoted_end(text: str, k: int, quote: str) -> int:
+    """The offset after the closing quote of a literal whose body starts at ``k``."""
+    n = len(text)
+    while k < n:
+        c = text[k]
+        if c == "\\":
+            k += 2
+            continue
+        if c == quote:
+            return k + 1
+        if c == "\n" and quote == "'":  # not a character literal after all; give up here
+            return k
+        k += 1
+    return n
+
+
+# --- arguments ----------------------------------------------------------------------------
+
+_OPEN: Final = {"(": ")", "[": "]", "{": "}"}
+_CLOSE: Final = frozenset(")]}")
+
+
+def _split_args(masked: str, open_paren: int) -> tuple[list[tuple[int, int]], int] | None:
+    """The spans of a call's top-level arguments and the offset of its closing parenthesis.
+
+    ``<...>`` counts as brackets when it follows a name without a space and closes before
+    the argument ends (``std::pair<int, int>``); otherwise ``<`` is a comparison.
+    """
+    spans: list[tuple[int, int]] = []
+    stack: list[str] = []
+    start = open_paren + 1
+    k, n = start, len(masked)
+    while k < n:
+        c = masked[k]
+        if c in _OPEN:
+            stack.append(_OPEN[c])
+        elif c in _CLOSE:
+            if not stack:
+                if c != ")":
+                    return None
+                if masked[start:k].strip() or spans:
+                    spans.append((start, k))
+                return spans, k
+            if stack.pop() != c:
+                return None
+        elif c == "," and not stack:
+            spans.append((start, k))
+            start = k + 1
+        elif c == "<" and k > 0 and (masked[k - 1].isalnum() or masked[k - 1] == "_"):
+            close = _template_end(masked, k)
+            if close is not None:
+                k = close
+        k += 1
+    return None
+
+
+def _template_end(masked: str, k: int) -> int | None:
+    """The offset of the ``>`` that closes a template argument list opened at ``k``, if any."""
+    if masked[k + 1 : k + 2] in ("<", "="):
+        return None
+    depth, parens = 0, 0
+    for j in range(k, min(len(masked), k + 400)):
+        c = masked[j]
+        if c == "<":
+            depth += 1
+        elif c == ">" and masked[j - 1] != "-":
+            depth -= 1
+            if depth == 0:
+                return j
+        elif c == "(":
+            parens += 1
+        elif c == ")":
+            parens -= 1
+            if parens < 0:
+                return None
+        elif c in ";{}" or masked.startswith(("&&", "||"), j):
+            return None
+    return None
+
+
+def _squash(code: str) -> str:
+    """Source text on one line, as the preprocessor's ``#`` and error messages quote it."""
+    return " ".join(code.split())
+
+
+def _literal_value(lexed: _Lexed, start: int, end: int) -> str | None:
+    """The value of a span made only of string literals (adjacent ones join), else None."""
+    masked = lexed.masked[start:end]
+    if not masked.strip() or _LITERAL_RUN.sub("", masked).strip():
+        return None
+    return "".join(lexed.literals.get(start + m.start(), "") for m in _LITERAL_RUN.finditer(masked))
+
+
+_LITERAL_RUN = re.compile(r'"[_\n]*"')
+
+
+def _join(parts: Iterable[str | Hole]) -> Template:
+    """A template from parts: adjacent literals merged, empty ones dropped."""
+    out: list[str | Hole] = []
+    for part in parts:
+        if isinstance(part, str):
+            if not part:
+                continue
+            if out and isinstance(out[-1], str):
+                out[-1] += part
+                continue
+        out.append(part)
+    return tuple(out)
+
+
+def _site(
+    where: tuple[str, str, list[str], int],
+    template: Template,
+    error_class: str | None,
+    function: str | None,
+    condition: str | None = None,
+    *,
+    distribution: str,
+    version: str,
+    language: str,
+) -> Site:
+    """A native site at an offset of a file, ``where`` = (path, text, lines, offset)."""
+    path, text, lines, offset = where
+    line = text.count("\n", 0, offset) + 1
+    first = max(1, line - _CONTEXT)
+    return Site(
+        distribution=distribution,
+        version=version,
+        path=path,
+        line=line,
+        template=template,
+        error_class=error_class,
+        function=function,
+        condition=condition,
+        excerpt="\n".join(lines[first - 1 : line + _CONTEXT]),
+        excerpt_start=first,
+        kind="native",
+        language=language,
+    )
+
+
+# --- C++ -----------------------------------------------------------------------------------
+
+#: The checks whose exception class the macro fixes -> the class Python sees.
+_CPP_CHECKS: Final = {
+    "TORCH_CHECK": "RuntimeError",
+    "TORCH_CHECK_IF_NOT_ON_CUDA": "RuntimeError",
+    "TORCH_CHECK_ALWAYS_SHOW_CPP_STACKTRACE": "RuntimeError",
+    "TORCH_CHECK_VALUE": "ValueError",
+    "TORCH_CHECK_INDEX": "IndexError",
+    "TORCH_CHECK_TYPE": "TypeError",
+    "TORCH_CHECK_NOT_IMPLEMENTED": "NotImplementedError",
+    "TORCH_CHECK_BUFFER": "BufferError",
+    # torch.linalg.LinAlgError is this class; tracebacks print it by this name.
+    "TORCH_CHECK_LINALG": "torch._C._LinAlgError",
+}
+
+#: c10's error types (``TORCH_CHECK_WITH(ValueError, ...)``) -> the class Python sees; the
+#: others derive from c10::Error, which Python sees as RuntimeError.
+_C10_ERRORS: Final = {
+    "ValueError": "ValueError",
+    "IndexError": "IndexError",
+    "TypeError": "TypeError",
+    "NotImplementedError": "NotImplementedError",
+    "BufferError": "BufferError",
+    "SyntaxError": "SyntaxError",
+    "LinAlgError": "torch._C._LinAlgError",
+    "OutOfMemoryError": "torch.OutOfMemoryError",
+    "AcceleratorError": "torch.AcceleratorError",
+    "DistBackendError": "torch.distributed.DistBackendError",
+    "DistNetworkError": "torch.distributed.DistNetworkError",
+    "DistStoreError": "torch.distributed.DistStoreError",
+    "DistError": "torch.distributed.DistError",
+}
+
+_CPP_CALL = re.compile(r"\b(?P<macro>TORCH_CHECK(?:_[A-Z_]+)?|TORCH_INTERNAL_ASSERT|AT_ERROR)\s*\(")
+_DEFINE = re.compile(r"#\s*define\s+$")
+_C10_STR = re.compile(r"\s*(?:::)?(?:c10::)?str\s*\(")
+_INTEGER = re.compile(r"\s*-?\d+\s*")
+
+#: c10's message for a check that gives none (``TORCH_CHECK_MSG``); ``{}`` is the condition.
+_DEFAULT_CHECK = (
+    "Expected {} to be true, but got false.  (Could this error message be improved?  "
+    "If so, please report an enhancement request to PyTorch.)"
+)
+
+
+def _cpp_sites(path: str, text: str, *, distribution: str, version: str) -> Iterator[Site]:
+    """The sites of one C++ file."""
+    lexed = _lex(text, rust=False)
+    masked = lexed.masked
+    lines = text.splitlines()
+    about = {"distribution": distribution, "version": version, "language": "c++"}
+    scopes = _Scopes(masked)
+    for m in _CPP_CALL.finditer(masked):
+        macro = m["macro"]
+        line_start = masked.rfind("\n", 0, m.start()) + 1
+        if _DEFINE.search(masked, line_start, m.start()):
+            continue  # the macro's own definition
+        found = _split_args(masked, m.end() - 1)
+        if found is None:
+            continue
+        args = found[0]
+        if any("__VA_ARGS__" in masked[a:b] for a, b in args):
+            continue  # a macro that wraps the check; its callers hold the messages
+        built = _cpp_check(lexed, macro, args)
+        if built is None:
+            continue
+        template, error_class, condition = built
+        where = (path, text, lines, m.start())
+        function = scopes.function_at(m.start())
+        yield _site(where, template, error_class, function, condition, **about)
+
+
+def _cpp_check(
+    lexed: _Lexed, macro: str, args: list[tuple[int, int]]
+) -> tuple[Template, str, str | None] | None:
+    """The template, class and condition of one check, or None for a macro that is not one."""
+    if macro == "AT_ERROR":
+        return _join(_cpp_message(lexed, args)), "RuntimeError", None
+    if macro == "TORCH_CHECK_WITH":
+        if len(args) < 2:
+            return None
+        kind = lexed.masked[args[0][0] : args[0][1]].strip().rpartition("::")[2]
+        error_class = _C10_ERRORS.get(kind, "RuntimeError")
+        args = args[1:]
+    elif macro == "TORCH_CHECK_ARG":
+        if len(args) < 2:
+            return None
+        error_class = "RuntimeError"
+        arg_n = _cpp_message(lexed, [args[1]])
+        args = [args[0], *args[2:]]
+        prefix: list[str | Hole] = ["invalid argument ", *arg_n, ": "]
+    elif macro in _CPP_CHECKS:
+        error_class = _CPP_CHECKS[macro]
+    elif macro != "TORCH_INTERNAL_ASSERT":
+        return None
+    else:
+        error_class = "RuntimeError"
+    if not args:
+        return None
+    cond = _squash(lexed.code[args[0][0] : args[0][1]])
+    message = _cpp_message(lexed, args[1:])
+    condition = None if cond in ("false", "0") else cond
+    if macro == "TORCH_INTERNAL_ASSERT":
+        # c10 puts the stringized condition and the build's __FILE__:__LINE__ first.
+        head: list[str | Hole] = [
+            f'{cond} INTERNAL ASSERT FAILED at "',
+            Hole("__FILE__"),
+            '":',
+            Hole("__LINE__", number=True),
+            ", please report a bug to PyTorch. ",
+        ]
+        return _join([*head, *message]), error_class, condition
+    if macro == "TORCH_CHECK_ARG":
+        message = [*prefix, *message]
+    elif not message:
+        message = [_DEFAULT_CHECK.format(cond)]
+    return _join(message), error_class, condition
+
+
+def _cpp_message(lexed: _Lexed, args: list[tuple[int, int]]) -> list[str | Hole]:
+    """The parts of a message that c10 joins from ``args``: literals, integers and holes."""
+    parts: list[str | Hole] = []
+    for start, end in args:
+        value = _literal_value(lexed, start, end)
+        if value is not None:
+            parts.append(value)
+            continue
+        masked = lexed.masked[start:end]
+        if _INTEGER.fullmatch(masked):
+            parts.append(masked.strip())
+            continue
+        inner = _C10_STR.match(masked)
+        if inner is not None:
+            found = _split_args(lexed.masked, start + inner.end() - 1)
+            if found is not None and not lexed.masked[found[1] + 1 : end].strip():
+                parts.extend(_cpp_message(lexed, found[0]))
+                continue
+        parts.append(Hole(_squash(lexed.code[start:end])))
+    return parts
+
+
+_CONTROL: Final = frozenset(
+    {"if", "for", "while", "switch", "catch", "return", "sizeof", "decltype", "do", "else"}
+)
+_CLASS_HEAD = re.compile(r"\b(?:class|struct|union)\s+(?:\w+\s+)*?(\w+)\s*(?:final\s*)?(?::[^:]|$)")
+_CALL_NAME = re.compile(r"((?:~?\w+\s*::\s*)*~?\w+)\s*(?:<[^()]*>\s*)?\($")
+_MACRO_NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
+#: How a function's head ends: its parameters, then qualifiers or a trailing return type.
+_FUNCTION_TAIL = re.compile(
+    r"\)\s*(?:(?:const|noexcept|override|final|mutable|&&?)\s*)*(?:->[^;]*)?$"
+)
+
+
+class _Scopes:
+    """What each ``{`` of a C++ file opens: a function, a class, or a block (best effort)."""
+
+    def __init__(self, masked: str) -> None:
+        self._masked = masked
+        self._opens: list[tuple[int, int, str, str | None]] = []  # (open, close, kind, name)
+        stack: list[tuple[int, str, str | None]] = []
+        for m in re.finditer(r"[{}]", masked):
+            if m[0] == "{":
+                kind, name = self._label(m.start())
+                stack.append((m.start(), kind, name))
+            elif stack:
+                start, kind, name = stack.pop()
+                if kind != "block":
+                    self._opens.append((start, m.start(), kind, name))
+        self._opens.sort()
+
+    def _label(self, brace: int) -> tuple[str, str | None]:
+        """What the ``{`` at ``brace`` opens, from the text since the last ``;``, ``{`` or ``}``."""
+        window = self._masked[max(0, brace - 600) : brace]
+        cut = max(window.rfind(";"), window.rfind("{"), window.rfind("}"))
+        head = window[cut + 1 :].strip()
+        # A preprocessor line ends before the head: keep what follows the last directive.
+        head = re.sub(r"(?m)^\s*#.*$", "", head).strip()
+        if head.startswith(("namespace", "enum", "extern")):
+            return "block", None
+        cls = _CLASS_HEAD.search(head)
+        if cls is not None and "(" not in head:
+            return "class", cls[1]
+        paren = _first_call(head)
+        if paren is None or _FUNCTION_TAIL.search(head) is None:
+            return "block", None
+        before = head[:paren].rstrip()
+        name = _CALL_NAME.search(before + "(")
+        if before.endswith("]") or name is None:
+            return "block", None  # a lambda, or no name
+        qualified = re.sub(r"\s+", "", name[1])
+        if qualified.rpartition("::")[2] in _CONTROL:
+            return "block", None
+        if _MACRO_NAME.match(qualified):  # TORCH_IMPL_FUNC(addmm_out_cpu)(...)
+            inner = re.match(r"\(\s*(\w+)\s*\)", head[paren:])
+            return ("func", inner[1]) if inner else ("block", None)
+        if "=" in before and "operator" not in before:
+            return "block", None  # an initializer: auto x = f(...) {
+        return "func", qualified
+
+    def function_at(self, offset: int) -> str | None:
+        """The function around ``offset``, qualified by the classes around it, or None."""
+        func: str | None = None
+        classes: list[str] = []
+        for start, end, kind, name in self._opens:
+            if start > offset:
+                break
+            if end < offset or name is None:
+                continue
+            if kind == "func":
+                func = name
+            elif kind == "class" and func is None:
+                classes.append(name)
+        if func is None:
+            return None
+        if "::" not in func and classes:
+            return "::".join([*classes, func])
+        return func
+
+
+def _first_call(head: str) -> int | None:
+    """The offset of the first ``(`` at the top level of a declaration head."""
+    depth = 0
+    for k, c in enumerate(head):
+        if c == "<":
+            depth += 1
+        elif c == ">" and depth:
+            depth -= 1
+        elif c == "(" and depth == 0:
+            return k
+    return None
+
+
+# --- Rust ----------------------------------------------------------------------------------
+
+_CREATE_EXCEPTION = re.compile(
+    r"\bcreate_exception!\s*\(\s*(?P<module>\w+)\s*,\s*(?P<name>\w+)\s*,"
+)
+_RUST_CALL = re.compile(
+    r"""
+      (?P<new_err>\b(?P<path>(?:\w+::)*\w+)::new_err\s*\()
+    | (?P<pyerr_new>\bPyErr::new::<\s*(?P<path2>(?:\w+::)*\w+)\s*,\s*_\s*>\s*\()
+    | (?P<into_pyerr>\bPyError(?:::from)?\s*\()
+    | (?P<thiserror>\#\[error\s*\()
+    | (?P<err_into>\bErr\s*\()
+    | (?P<panic>\bpanic!\s*\()
+    """,
+    re.VERBOSE,
+)
+_INTO_PYERR = re.compile(r"\s*\.\s*into_pyerr\s*::\s*<\s*((?:\w+::)*\w+)\s*>")
+_FORMAT = re.compile(r"\s*(?:(?:std|alloc)::)?format!\s*\(")
+_STRINGIFY = re.compile(r"\s*(?:\.\s*(?:to_string|to_owned|into)\s*\(\s*\)\s*)?")
+_STRING_FROM = re.compile(r"\s*(?:String|Box)::from\s*\(")
+_RUST_INTO = re.compile(r"\s*\.\s*into\s*\(\s*\)\s*$")
+_PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([^{}]*)\}")
+_NUMBER_SPEC = re.compile(r"\.\d+|\.\*|[xXobeE]$")
+_NAMED_ARG = re.compile(r"\s*(\w+)\s*=(?!=)")
+
+#: Where a crate's own errors reach Python through one wrapper: the class Python sees for
+#: its ``#[error]`` texts and ``Err("...".into())`` (tokenizers' ToPyResult raises Exception).
+_WRAPPED: Final = {"tokenizers": "Exception"}
+#: pyo3 turns a Rust panic into this exception.
+_PANIC = "pyo3_runtime.PanicException"
+
+
+def _python_class(path: str, classes: dict[str, str]) -> str:
+    """The Python class for a pyo3 type path: ``exceptions::PyValueError`` -> ``ValueError``."""
+    name = path.rpartition("::")[2]
+    if name in classes:
+        return classes[name]
+    if name.startswith("Py"):
+        found = getattr(builtins, name[2:], None)
+        if isinstance(found, type) and issubclass(found, BaseException):
+            return found.__name__  # IOError and EnvironmentError are OSError
+    return name
+
+
+def _rust_sites(
+    path: str, text: str, classes: dict[str, str], *, distribution: str, version: str
+) -> Iterator[Site]:
+    """The sites of one Rust file."""
+    lexed = _lex(text, rust=True)
+    masked = lexed.masked
+    lines = text.splitlines()
+    about = {"distribution": distribution, "version": version, "language": "rust"}
+    skip = _test_modules(masked)
+    wrapped = _WRAPPED.get(distribution)
+    for m in _RUST_CALL.finditer(masked):
+        if any(a <= m.start() < b for a, b in skip):
+            continue
+        found = _split_args(masked, m.end() - 1)
+        if found is None or not found[0]:
+            continue
+        args, close = found
+        error_class: str | None
+        if m["new_err"] or m["pyerr_new"]:
+            error_class = _python_class(m["path"] or m["path2"], classes)
+            template = _rust_message(lexed, args[0])
+        elif m["into_pyerr"]:
+            into = _INTO_PYERR.match(masked, close + 1)
+            if into is None:
+                continue
+            error_class = _python_class(into[1], classes)
+            template = _rust_message(lexed, args[0])
+        elif m["thiserror"]:
+            if masked[args[0][0] : args[0][1]].strip() == "transparent":
+                continue
+            error_class = wrapped
+            template = _rust_format(lexed, args, fields=True)
+        elif m["err_into"]:
+            # Err("...".into()) / Err(format!(...).into()): the crate's boxed error.
+            if wrapped is None or len(args) != 1:
+                continue
+            a, b = args[0]
+            into = _RUST_INTO.search(masked, a, b)
+            if into is None:
+                continue
+            template = _rust_message(lexed, (a, into.start()))
+            if template is None or not any(isinstance(p, str) for p in template):
+                continue
+            error_class = wrapped
+        else:
+            error_class = _PANIC
+            template = _rust_format(lexed, args, fields=False)
+        if not template or (error_class is not None and len(error_class) == 1):
+            continue  # no message, or a generic parameter's class (PyErr::new::<T, _>)
+        where = (path, text, lines, m.start())
+        yield _site(where, template, error_class, _rust_function(masked, m.start()), **about)
+
+
+def _rust_message(lexed: _Lexed, span: tuple[int, int]) -> Template | None:
+    """The message an argument of ``new_err`` builds, or None when it is a function's name."""
+    start, end = span
+    masked = lexed.masked
+    # "...".to_string(), "...".into(): the literal is the message.
+    lit = re.match(r'\s*&?\s*("[_\n]*")', masked[start:end])
+    if lit is not None and _STRINGIFY.fullmatch(masked, start + lit.end(), end):
+        return _join([lexed.literals.get(start + lit.start(1), "")])
+    for opener in (_FORMAT, _STRING_FROM):
+        call = opener.match(masked, start)
+        if call is None:
+            continue
+        found = _split_args(masked, call.end() - 1)
+        if found is None or not _STRINGIFY.fullmatch(masked, found[1] + 1, end):
+            continue
+        if opener is _FORMAT:
+            return _rust_format(lexed, found[0], fields=False)
+        if len(found[0]) == 1:
+            return _rust_message(lexed, found[0][0])
+    expr = _squash(lexed.code[start:end])
+    if re.fullmatch(r"(?:\w+::)*\w+", expr) and not expr[:1].islower():
+        return None  # map_err(PyValueError::new_err): no message of its own here
+    return (Hole(expr),)
+
+
+def _rust_format(lexed: _Lexed, args: list[tuple[int, int]], *, fields: bool) -> Template | None:
+    """The template of a ``format!``-style call: a format string and its arguments.
+
+    With ``fields`` (thiserror's ``#[error]``), ``{0}`` and ``{name}`` are the variant's
+    fields and stay as they are written.
+    """
+    fmt = _literal_value(lexed, *args[0])
+    if fmt is None:
+        return None
+    positional: list[str] = []
+    named: dict[str, str] = {}
+    for start, end in args[1:]:
+        arg = _NAMED_ARG.match(lexed.masked, start, end)
+        if arg is not None:
+            named[arg[1]] = _squash(lexed.code[arg.end() : end])
+        else:
+            positional.append(_squash(lexed.code[start:end]))
+    parts: list[str | Hole] = []
+    last, implicit = 0, 0
+    for m in _PLACEHOLDER.finditer(fmt):
+        parts.append(fmt[last : m.start()])
+        last = m.end()
+        if m[1] is None:
+            parts.append(m[0][0])
+            continue
+        ref, _, spec = m[1].partition(":")
+        ref = ref.strip()
+        number = bool(_NUMBER_SPEC.search(spec))
+        if not ref:
+            expr = positional[implicit] if implicit < len(positional) else ""
+            implicit += 1
+        elif ref.isdigit() and not fields:
+            index = int(ref)
+            expr = positional[index] if index < len(positional) else ref
+        else:
+            expr = named.get(ref, ref)
+        parts.append(Hole(expr, number=number))
+    parts.append(fmt[last:])
+    return _join(parts)
+
+
+_RUST_FN = re.compile(r"\bfn\s+(\w+)")
+_RUST_IMPL = re.compile(r"\bimpl\b(?:\s*<[^{]*?>)?\s+(?:[\w:<>,'&\s]+?\s+for\s+)?([\w:]+)")
+
+
+def _rust_function(masked: str, offset: int) -> str | None:
+    """The ``fn`` around ``offset`` (``Type::method`` inside an ``impl``), or None."""
+    func: str | None = None
+    owner: str | None = None
+    depth = 0
+    k = offset
+    # Walk back over balanced braces; each unmatched { is a scope around the offset.
+    while k > 0:
+        k -= 1
+        c = masked[k]
+        if c == "}":
+            depth += 1
+        elif c == "{":
+            if depth:
+                depth -= 1
+                continue
+            cut = max(masked.rfind(";", 0, k), masked.rfind("}", 0, k), masked.rfind("{", 0, k))
+            head = masked[cut + 1 : k]
+            if func is None:
+                fn = list(_RUST_FN.finditer(head))
+                if fn:
+                    func = fn[-1][1]
+            elif owner is None:
+                impl = _RUST_IMPL.search(head)
+                if impl is not None:
+                    owner = impl[1].rpartition("::")[2]
+                    break
+    if func is None:
+        return None
+    return f"{owner}::{func}" if owner else func
+
+
+_CFG_TEST = re.compile(r"#\[cfg\(test\)\]\s*(?:pub\s+)?mod\s+\w+\s*\{")
+
+
+def _test_modules(masked: str) -> list[tuple[int, int]]:
+    """The spans of ``#[cfg(test)] mod ... { }`` blocks: tests, never run by users."""
+    spans = []
+    for m in _CFG_TEST.finditer(masked):
+        depth = 0
+        for k in range(m.end() - 1, len(masked)):
+            if masked[k] == "{":
+                depth += 1
+            elif masked[k] == "}":
+                depth -= 1
+                if depth == 0:
+                    spans.append((m.start(), k))
+                    break
+    return spans

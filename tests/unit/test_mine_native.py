@@ -1,0 +1,403 @@
+"""The native reader: torch's C++ checks and the Rust messages of pyo3 bindings.
+
+The snippets are written for these tests; where a test checks a message against the real
+library, the snippet holds only the message's wording (a fact) in the form the library's source
+uses, and the real library raises the message it is matched against.
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from errkb.mine._native import native_sites
+from errkb.mine._site import Hole, Site, Template
+
+
+def _sites(path: str, source: str, distribution: str = "torch") -> list[Site]:
+    return list(
+        native_sites([(path, textwrap.dedent(source))], distribution=distribution, version="1.0")
+    )
+
+
+def _one(path: str, source: str, distribution: str = "torch") -> Site:
+    [site] = _sites(path, source, distribution)
+    return site
+
+
+def _pattern(template: Template) -> re.Pattern[str]:
+    """The template as a regex: literal text escaped, each hole any text."""
+    return re.compile(
+        "".join(re.escape(p) if isinstance(p, str) else "(.+?)" for p in template), re.DOTALL
+    )
+
+
+# --- C++ -----------------------------------------------------------------------------------
+
+
+def test_a_multi_line_check_joins_literals_and_holes():
+    """Adjacent literals concatenate, escapes decode, expressions become holes, line = macro's."""
+    site = _one(
+        "aten/src/ATen/native/Linear.cpp",
+        """\
+        namespace at::native {
+        Tensor linear(const Tensor& input, const Tensor& weight) {
+          TORCH_CHECK(
+              input.dim() >= 1,  // a comment, with "quotes" and (parens)
+              "linear: expected input of at least 1 dim, "
+              "got \\"", input.dim(), "\\" dims\\n",
+              /* size */ weight.sizes());
+          return input;
+        }
+        }
+        """,
+    )
+    assert (
+        'linear: expected input of at least 1 dim, got "',
+        Hole("input.dim()"),
+        '" dims\n',
+        Hole("weight.sizes()"),
+    ) == site.template
+    assert ("RuntimeError", 3, "input.dim() >= 1") == (
+        site.error_class,
+        site.line,
+        site.condition,
+    )
+    assert ("native", "c++", "linear") == (site.kind, site.language, site.function)
+
+
+@pytest.mark.parametrize(
+    ("call", "error_class"),
+    [
+        ('TORCH_CHECK(ok, "broken thing")', "RuntimeError"),
+        ('TORCH_CHECK_VALUE(ok, "broken thing")', "ValueError"),
+        ('TORCH_CHECK_INDEX(ok, "broken thing")', "IndexError"),
+        ('TORCH_CHECK_TYPE(ok, "broken thing")', "TypeError"),
+        ('TORCH_CHECK_NOT_IMPLEMENTED(ok, "broken thing")', "NotImplementedError"),
+        ('TORCH_CHECK_LINALG(ok, "broken thing")', "torch._C._LinAlgError"),
+        ('TORCH_CHECK_BUFFER(ok, "broken thing")', "BufferError"),
+        ('TORCH_CHECK_ALWAYS_SHOW_CPP_STACKTRACE(ok, "broken thing")', "RuntimeError"),
+        ('TORCH_CHECK_WITH(ValueError, ok, "broken thing")', "ValueError"),
+        ('TORCH_CHECK_WITH(c10::OutOfMemoryError, ok, "broken thing")', "torch.OutOfMemoryError"),
+        ('TORCH_CHECK_WITH(CuDNNError, ok, "broken thing")', "RuntimeError"),
+    ],
+)
+def test_each_check_macro_raises_the_class_python_sees(call, error_class):
+    """The macro (or TORCH_CHECK_WITH's type) decides the Python class; the message is the same."""
+    site = _one("c10/util/x.h", f"void f(bool ok) {{\n  {call};\n}}\n")
+    assert (("broken thing",), error_class, "ok") == (
+        site.template,
+        site.error_class,
+        site.condition,
+    )
+
+
+def test_a_check_without_a_message_quotes_its_condition_as_c10_does():
+    """No message: c10's default text with the condition on one line, as ``#cond`` writes it."""
+    site = _one("a.cpp", "void f(int n) {\n  TORCH_CHECK(n >\n      0);\n}\n")
+    expected = (
+        "Expected n > 0 to be true, but got false.  (Could this error message be improved?  "
+        "If so, please report an enhancement request to PyTorch.)"
+    )
+    assert (expected,) == site.template
+
+
+def test_an_unconditional_error_has_no_condition():
+    """AT_ERROR and TORCH_CHECK(false, ...) raise always: no condition."""
+    sites = _sites(
+        "a.cpp",
+        'void f(int k) {\n  AT_ERROR("bad kind ", k);\n  TORCH_CHECK(false, "never ", k);\n}\n',
+    )
+    assert [("bad kind ", Hole("k")), ("never ", Hole("k"))] == [s.template for s in sites]
+    assert [None, None] == [s.condition for s in sites]
+
+
+def test_an_internal_assert_starts_with_its_condition_and_the_build_location():
+    """TORCH_INTERNAL_ASSERT: condition, INTERNAL ASSERT FAILED at "file":line, then the message."""
+    site = _one("a.cpp", 'void f(int n) {\n  TORCH_INTERNAL_ASSERT(n == 2, "n is ", n);\n}\n')
+    assert (
+        'n == 2 INTERNAL ASSERT FAILED at "',
+        Hole("__FILE__"),
+        '":',
+        Hole("__LINE__", number=True),
+        ", please report a bug to PyTorch. n is ",
+        Hole("n"),
+    ) == site.template
+    pattern = _pattern(site.template)
+    assert pattern.fullmatch(
+        'n == 2 INTERNAL ASSERT FAILED at "/build/aten/a.cpp":2, please report a bug to '
+        "PyTorch. n is 3"
+    )
+
+
+def test_nested_brackets_templates_and_c10_str_stay_inside_their_argument():
+    """Commas in calls, template arguments and braces do not split arguments; c10::str flattens."""
+    site = _one(
+        "a.cpp",
+        """\
+        void f(const Tensor& t) {
+          TORCH_CHECK(std::get<0>(std::pair<int, int>{1, 2}) < t.size(0) && t.sizes()[0] > 1,
+                      "sizes ", at::IntArrayRef({t.size(0), t.size(1)}), ", char ')' and ",
+                      c10::str("inner ", 7, t.dim()), R"(raw "text")");
+        }
+        """,
+    )
+    assert (
+        "std::get<0>(std::pair<int, int>{1, 2}) < t.size(0) && t.sizes()[0] > 1" == site.condition
+    )
+    assert (
+        "sizes ",
+        Hole("at::IntArrayRef({t.size(0), t.size(1)})"),
+        ", char ')' and inner 7",
+        Hole("t.dim()"),
+        'raw "text"',
+    ) == site.template
+
+
+def test_macro_names_in_comments_strings_and_definitions_are_not_sites():
+    """Comments and strings hold no checks; a macro's own definition and wrappers are skipped."""
+    sites = _sites(
+        "a.h",
+        """\
+        // TORCH_CHECK(false, "in a comment");
+        /* AT_ERROR("in a block comment"); */
+        const char* s = "TORCH_CHECK(false, \\"in a string\\")";
+        #define TORCH_CHECK_VALUE(cond, ...) TORCH_CHECK_WITH(ValueError, cond, __VA_ARGS__)
+        #define MY_CHECK(cond, ...) TORCH_CHECK(cond, "mine: ", __VA_ARGS__)
+        void f() { TORCH_CHECK(false, "the only one"); }
+        """,
+    )
+    assert [("the only one",)] == [s.template for s in sites]
+
+
+def test_the_enclosing_function_is_named_through_classes_and_lambdas():
+    """Member functions get their class; lambdas and blocks are looked through."""
+    sites = _sites(
+        "a.cpp",
+        """\
+        namespace c10 {
+        struct Widget : public Base {
+          void run(int n) const {
+            if (n) {
+              auto g = [&](int m) { TORCH_CHECK(m, "in a lambda"); };
+            }
+          }
+        };
+        int64_t Widget::size(int64_t d) {
+          TORCH_CHECK(d, "out of line");
+        }
+        TORCH_IMPL_FUNC(addmv_out)(const Tensor& self) {
+          TORCH_CHECK(self.defined(), "structured kernel");
+        }
+        }
+        TORCH_CHECK(false, "at file scope");
+        """,
+    )
+    assert ["Widget::run", "Widget::size", "addmv_out", None] == [s.function for s in sites]
+
+
+def test_the_excerpt_holds_ten_lines_either_side():
+    """The excerpt starts ten lines above the macro and ends ten lines below it."""
+    lines = [f"// line {n}" for n in range(1, 41)]
+    lines[19] = 'TORCH_CHECK(false, "line twenty");'
+    site = _one("a.cpp", "\n".join(lines) + "\n")
+    assert (20, 10) == (site.line, site.excerpt_start)
+    assert lines[9:30] == site.excerpt.splitlines()
+
+
+def test_test_folders_and_other_languages_are_passed_over():
+    """Files under test folders and non-native files give no sites."""
+    check = 'void f() { TORCH_CHECK(false, "a message"); }\n'
+    files = [("aten/src/ATen/test/a.cpp", check), ("tools/a.py", check), ("src/a.cc", check)]
+    sites = list(native_sites(files, distribution="torch", version="1"))
+    assert ["src/a.cc"] == [s.path for s in sites]
+
+
+def test_a_real_check_in_the_installed_torch_headers_matches_what_torch_raises():
+    """The IndexError check of the shipped ATen/TensorIndexing.h matches ``torch.ones(3)[5]``."""
+    torch = pytest.importorskip("torch")
+    header = Path(torch.__file__).parent / "include" / "ATen" / "TensorIndexing.h"
+    sites = _sites("ATen/TensorIndexing.h", header.read_text())
+    [site] = [s for s in sites if s.error_class == "IndexError" and "out of bounds" in str(s)]
+    with pytest.raises(IndexError) as raised:
+        torch.ones(3)[5]
+    assert _pattern(site.template).fullmatch(str(raised.value))
+
+
+# --- Rust ----------------------------------------------------------------------------------
+
+
+def test_new_err_with_format_fills_positional_named_and_captured_holes():
+    """format!: {} takes the next argument, {0} by index, {name} by name or captured variable."""
+    site = _one(
+        "bindings/python/src/lib.rs",
+        """\
+        impl Open {
+            fn new(filename: &str, size: usize) -> PyResult<Self> {
+                Err(exceptions::PyValueError::new_err(format!(
+                    "File {filename:?} has {} bytes, {0} again, {w} wide, \\
+                     {{braces}} \\"q\\" {:.2}\\t",
+                    size,
+                    1.5,
+                    w = size * 2,
+                )))
+            }
+        }
+        """,
+    )
+    assert (
+        "File ",
+        Hole("filename"),
+        " has ",
+        Hole("size"),
+        " bytes, ",
+        Hole("size"),
+        " again, ",
+        Hole("size * 2"),
+        ' wide, {braces} "q" ',
+        Hole("1.5", number=True),
+        "\t",
+    ) == site.template
+    assert ("ValueError", 3, "Open::new", "rust") == (
+        site.error_class,
+        site.line,
+        site.function,
+        site.language,
+    )
+
+
+@pytest.mark.parametrize(
+    ("call", "error_class"),
+    [
+        ('PyTypeError::new_err("a message")', "TypeError"),
+        ('exceptions::PyException::new_err("a message".to_string())', "Exception"),
+        ('pyo3::exceptions::PyRuntimeError::new_err(String::from("a message"))', "RuntimeError"),
+        ('PyIOError::new_err("a message")', "OSError"),
+        ('PyErr::new::<exceptions::PyIndexError, _>("a message")', "IndexError"),
+        ('PyError(r#"a message"#.into()).into_pyerr::<exceptions::PyValueError>()', "ValueError"),
+        ('MyError::new_err("a message")', "MyError"),
+    ],
+)
+def test_each_pyo3_form_raises_the_class_python_sees(call, error_class):
+    """pyo3's Py* classes are the builtins (PyIOError is OSError); others keep their name."""
+    site = _one("src/lib.rs", f"fn f() -> PyResult<()> {{\n    Err({call})\n}}\n", "pkg")
+    assert (("a message",), error_class) == (site.template, site.error_class)
+
+
+def test_a_class_made_by_create_exception_is_named_by_its_module():
+    """create_exception!(module, Name, ...) in one file names the class used in another."""
+    files = [
+        ("src/lib.rs", 'fn f() { Err(SafetensorError::new_err("File is closed")) }\n'),
+        ("src/error.rs", "pyo3::create_exception!(\n    safetensors_rust,\n    SafetensorError,"),
+    ]
+    [site] = native_sites(files, distribution="safetensors", version="1")
+    assert "safetensors_rust.SafetensorError" == site.error_class
+
+
+def test_thiserror_messages_keep_fields_and_take_the_wrapper_class():
+    """#[error] holes stay as written ({0}, {name}); tokenizers' wrapper raises Exception."""
+    source = """\
+        #[derive(thiserror::Error, Debug)]
+        pub enum Error {
+            #[error("Unk token `{0}` not found in the vocabulary")]
+            UnkTokenOutOfVocabulary(String),
+            #[error("Merges text file invalid at line {line}: {source:?}")]
+            BadMerges { line: usize, source: io::Error },
+            #[error(transparent)]
+            Other(#[from] io::Error),
+        }
+        """
+    sites = _sites("tokenizers/src/models/bpe/mod.rs", source, "tokenizers")
+    assert [
+        ("Unk token `", Hole("0"), "` not found in the vocabulary"),
+        ("Merges text file invalid at line ", Hole("line"), ": ", Hole("source")),
+    ] == [s.template for s in sites]
+    assert [("Exception", 3), ("Exception", 5)] == [(s.error_class, s.line) for s in sites]
+    assert [None, None] == [s.error_class for s in _sites("src/e.rs", source, "other")]
+
+
+def test_boxed_errors_and_panics():
+    """Err("...".into()) in a wrapped crate raises Exception; panic! raises PanicException."""
+    source = """\
+        fn train(&self) -> Result<()> {
+            if self.bad { return Err("BpeTrainer can only train a BPE".into()); }
+            if self.worse { return Err(format!("bad size {}", self.size).into()); }
+            panic!("likelihood is NAN, size {}", self.size);
+        }
+        """
+    sites = _sites("tokenizers/src/models/mod.rs", source, "tokenizers")
+    assert [
+        (("BpeTrainer can only train a BPE",), "Exception"),
+        (("bad size ", Hole("self.size")), "Exception"),
+        (("likelihood is NAN, size ", Hole("self.size")), "pyo3_runtime.PanicException"),
+    ] == [(s.template, s.error_class) for s in sites]
+    assert ["pyo3_runtime.PanicException"] == [
+        s.error_class for s in _sites("src/m.rs", source, "other")
+    ]
+
+
+def test_rust_tests_function_references_and_lifetimes_give_no_sites():
+    """#[cfg(test)] modules, map_err(PyValueError::new_err) and lifetimes are not messages."""
+    sites = _sites(
+        "src/lib.rs",
+        """\
+        fn parse<'a>(s: &'a str) -> PyResult<Version> {
+            let c = '(';
+            Version::from_string(s).map_err(PyValueError::new_err)?;
+            Err(PyValueError::new_err(r"kept: a \\n stays"))
+        }
+        #[cfg(test)]
+        mod tests {
+            fn t() { Err(PyValueError::new_err("in a test")) }
+        }
+        """,
+        "pkg",
+    )
+    assert [(r"kept: a \n stays",)] == [s.template for s in sites]
+    assert ["parse"] == [s.function for s in sites]
+
+
+def test_real_tokenizers_and_safetensors_messages_match_their_templates(tmp_path):
+    """Templates from snippets in the sources' forms match what the installed libraries raise."""
+    tokenizers = pytest.importorskip("tokenizers")
+    safetensors = pytest.importorskip("safetensors")
+    # tokenizers/src/utils/truncation.rs (thiserror), bindings/python/src/tokenizer.rs
+    # (PyValueError::new_err(format!(...))) and safetensors' bindings/python/src/lib.rs.
+    truncation, strategy = _sites(
+        "tokenizers/src/utils/truncation.rs",
+        """\
+        #[error("Truncation error: Second sequence not provided")]
+        SecondSequenceNotProvided,
+        fn enable_truncation(value: &str) -> PyResult<()> {
+            Err(exceptions::PyValueError::new_err(format!(
+                "Unknown `strategy`: `{}`. Use \\
+                one of `longest_first`, `only_first`, or `only_second`",
+                value
+            )))
+        }
+        """,
+        "tokenizers",
+    )
+    header = _one(
+        "bindings/python/src/lib.rs",
+        'fn open() { Err(SafetensorError::new_err(format!("Error while deserializing header: '
+        '{e:?}"))) }',
+        "safetensors",
+    )
+    tok = tokenizers.Tokenizer(tokenizers.models.WordLevel({"a": 0, "[UNK]": 1}, "[UNK]"))
+    tok.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
+    tok.enable_truncation(max_length=1, strategy="only_second")
+    with pytest.raises(Exception) as second:  # tokenizers raises Exception itself
+        tok.encode("a a a")
+    with pytest.raises(ValueError) as unknown:
+        tok.enable_truncation(max_length=1, strategy="bogus")
+    garbage = tmp_path / "garbage.safetensors"
+    garbage.write_bytes(b"\xff" * 16)
+    with pytest.raises(safetensors.SafetensorError) as bad_header:
+        safetensors.safe_open(garbage, "pt")
+    for site, raised in [(truncation, second), (strategy, unknown), (header, bad_header)]:
+        assert site.error_class.rpartition(".")[2] == type(raised.value).__name__
+        assert _pattern(site.template).fullmatch(str(raised.value)), str(raised.value)
