@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from starlette.requests import Request
 
 import errkb
+from errkb.units import parse_size
 
 sys.path.insert(0, str(Path(__file__).parent.parent))
 from helpers import DEEPSEEK_V3, GEMMA3, LLAMA
@@ -67,6 +68,12 @@ async def explain(request: Request) -> Response:
         return refused
     body = await request.json()
     what_if = body.get("what_if") or {}
+    if what_if.get("gpu_memory") is not None:
+        try:
+            parse_size(str(what_if["gpu_memory"]))
+        except ValueError as exc:
+            field = "what_if.gpu_memory"
+            return JSONResponse({"error": f"{field}: {exc}", "field": field}, status_code=422)
     args = [sys.executable, "-m", "errkb", "explain", "--json", "--no-probes"]
     for key, flag in FLAGS.items():
         if what_if.get(key) is not None:

@@ -390,7 +390,8 @@ def test_a_server_error_is_shown_with_its_message(request, driver, server):
         lambda d: "error" in d.find_element(By.ID, "status").get_attribute("class")
     )
     status = driver.find_element(By.ID, "status")
-    assert status.text.startswith("The server answered 4")
+    assert status.text.startswith("The server answered 422: what_if.gpu_memory")
+    assert "true" == driver.find_element(By.ID, "gpu_memory").get_attribute("aria-invalid")
     assert [] == status.find_elements(By.CSS_SELECTOR, "*")
     assert driver.execute_script("return window.__pwned") is None
 
@@ -414,6 +415,25 @@ def test_a_token_is_asked_for_once_and_the_request_retried(request, driver, tmp_
             "return sessionStorage.getItem('errkb.token')"
         )
         assert not box.is_displayed()
+
+
+def test_a_narrow_screen_stacks_the_columns(driver, server):
+    """At phone width the form sits above the diagnosis and nothing scrolls sideways."""
+    size = driver.get_window_size()
+    driver.set_window_size(420, 900)
+    try:
+        open_page(driver, server)
+        fill(driver, "text", PASTE)
+        diagnose(driver)
+        form = driver.find_element(By.ID, "explain-form").rect
+        answer = driver.find_element(By.ID, "diagnosis").rect
+        sideways = driver.execute_script(
+            "return document.documentElement.scrollWidth - document.documentElement.clientWidth"
+        )
+    finally:
+        driver.set_window_size(size["width"], size["height"])
+    assert form["y"] + form["height"] <= answer["y"]
+    assert 0 == sideways
 
 
 def test_dark_mode_follows_the_system(driver, server):

@@ -335,7 +335,7 @@
     return h;
   }
 
-  async function errorMessage(response) {
+  async function showRefusal(response) {
     let body = null;
     try {
       body = await response.json();
@@ -343,8 +343,12 @@
       body = null;
     }
     const said = body && typeof body.error === "string" ? body.error : response.statusText || "request failed";
-    const field = body && body.field ? " (field: " + body.field + ")" : "";
-    return "The server answered " + response.status + ": " + said + field;
+    const field = body && typeof body.field === "string" ? body.field : "";
+    // "what_if.gpu_memory" is the form's gpu_memory field: mark it.
+    const input = field ? $(field.replace(/^what_if\./, "")) : null;
+    if (input && form.contains(input)) input.setAttribute("aria-invalid", "true");
+    const named = field && !said.includes(field) ? " (field: " + field + ")" : "";
+    setStatus("error", "The server answered " + response.status + ": " + said + named);
   }
 
   class InputError extends Error {
@@ -416,7 +420,7 @@
         return;
       }
       if (!response.ok) {
-        setStatus("error", await errorMessage(response));
+        await showRefusal(response);
         return;
       }
       const answer = await response.json();
