@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import html.parser
-import importlib.util
 import json
 import os
 import socket
@@ -72,10 +71,7 @@ def _free_port() -> int:
 
 
 def _server_command(port: int) -> list[str]:
-    """errkb's own server; the stand-in beside this file until errkb.serve exists."""
-    if importlib.util.find_spec("errkb.serve._app") is not None:
-        return [sys.executable, "-m", "errkb", "serve", "--host", "127.0.0.1", "--port", str(port)]
-    return [sys.executable, str(Path(__file__).with_name("standin.py")), str(port)]
+    return [sys.executable, "-m", "errkb", "serve", "--host", "127.0.0.1", "--port", str(port)]
 
 
 @contextlib.contextmanager
