@@ -25,8 +25,9 @@ __all__ = ["code_block", "escape_markdown", "render_markdown", "render_record_ma
 #: Characters that open Markdown or HTML within a line, or a mention or issue link on GitHub:
 #: each gets a backslash in front. An underscore between two letters or digits opens nothing.
 _INLINE = re.compile(r"([\\`*{}\[\]#|~<>&@]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9]))")
-#: What opens a block at the start of a line: a list, a setext underline, an ordered list.
-_START = re.compile(r"^(\s*)([-+=]|\d+[.)])")
+#: What opens a block at the start of a line: a list or a setext underline; an ordered list.
+_START = re.compile(r"^(\s*)([-+=])")
+_ORDERED = re.compile(r"^(\s*\d+)([.)])")
 
 
 def escape_markdown(text: str) -> str:
@@ -41,7 +42,8 @@ def escape_markdown(text: str) -> str:
     \<img src=x onerror=alert(1)\> \[a\](javascript:b) max_model_len
     """
     flat = " ".join(unglued(text).split("\n"))
-    return _START.sub(r"\1\\\2", _INLINE.sub(r"\\\1", flat))
+    escaped = _START.sub(r"\1\\\2", _INLINE.sub(r"\\\1", flat))
+    return _ORDERED.sub(r"\1\\\2", escaped)
 
 
 def code_block(code: str) -> str:
