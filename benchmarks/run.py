@@ -548,6 +548,14 @@ def scan_throughput(megabytes: int = SCAN_MB, runs: int = 3) -> list[dict[str, o
     return rows
 
 
+def serve_load() -> list[dict[str, object]]:
+    """`errkb serve` under load (8 clients x 500 explains), beside the CLI's per-call time."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    import serve  # benchmarks/serve.py, which also runs alone
+
+    return serve.rows()
+
+
 def main() -> None:
     only = set(sys.argv[1:])
     rows: list[dict[str, object]] = []
@@ -560,6 +568,7 @@ def main() -> None:
         ("build", registry_build),
         ("scan", scan_throughput),
         ("explain-log", explain_log),
+        ("serve", serve_load),
     ):
         if not only or name in only:
             print(f"running {name} ...", file=sys.stderr)
