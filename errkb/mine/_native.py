@@ -105,6 +105,7 @@ _RUST_ESCAPE = re.compile(r"\\(?:\n\s*|x[0-9A-Fa-f]{2}|u\{[0-9A-Fa-f_]+\}|.)", r
 _SIMPLE_ESCAPES: Final = {
     "n": "\n", "t": "\t", "r": "\r", "0": "\0", "a": "\a", "b": "\b", "f": "\f", "v": "\v",
 }  # fmt: skip
+_NOT_NEWLINE = re.compile(r"[^\n]")
 _RUST_CHAR = re.compile(r"'(?:\\(?:u\{[^}]*\}|x..|.)|[^\\'\n])'")
 
 
@@ -137,14 +138,10 @@ def _lex(text: str, *, rust: bool) -> _Lexed:
     i, n = 0, len(text)
 
     def blank(out: list[str], start: int, end: int) -> None:
-        for k in range(start, end):
-            if out[k] != "\n":
-                out[k] = " "
+        out[start:end] = _NOT_NEWLINE.sub(" ", text[start:end])
 
     def mask(start: int, end: int) -> None:
-        for k in range(start, end):
-            if masked[k] != "\n":
-                masked[k] = "_"
+        masked[start:end] = _NOT_NEWLINE.sub("_", text[start:end])
         masked[start] = masked[end - 1] = '"'
 
     while i < n:
@@ -179,6 +176,9 @@ def _lex(text: str, *, rust: bool) -> _Lexed:
             literals[start] = _decode(text[m.end() : end - 1], rust=rust)
             mask(start, end)
         i = max(end, start + 1)
+    if not rust:  # a line splice (backslash, newline) in code, as in a macro's body: a space
+        for m in re.finditer(r"\\(?=\r?\n)", "".join(masked)):
+            code[m.start()] = masked[m.start()] = " "
     return _Lexed(text, "".join(code), "".join(masked), literals)
 
 
@@ -391,9 +391,12 @@ _C10_ERRORS: Final = {
 }
 
 _CPP_CALL = re.compile(r"\b(?P<macro>TORCH_CHECK(?:_[A-Z_]+)?|TORCH_INTERNAL_ASSERT|AT_ERROR)\s*\(")
+_CPP_CALL_NAME = re.compile(r"TORCH_CHECK|TORCH_INTERNAL_ASSERT|AT_ERROR")
 _DEFINE = re.compile(r"#\s*define\s+$")
 _C10_STR = re.compile(r"\s*(?:::)?(?:c10::)?str\s*\(")
 _INTEGER = re.compile(r"\s*-?\d+\s*")
+_STRINGIZED_PART = re.compile(r'"[_\n]*"|#\s*\w+')
+_STRINGIZED = re.compile(r'(?:\s*(?:"[_\n]*"|#\s*\w+))+\s*')
 
 #: c10's message for a check that gives none (``TORCH_CHECK_MSG``); ``{}`` is the condition.
 _DEFAULT_CHECK = (
@@ -404,6 +407,8 @@ _DEFAULT_CHECK = (
 
 def _cpp_sites(path: str, text: str, *, distribution: str, version: str) -> Iterator[Site]:
     """The sites of one C++ file."""
+    if _CPP_CALL_NAME.search(text) is None:
+        return  # most headers check nothing: skip their lexing
     lexed = _lex(text, rust=False)
     masked = lexed.masked
     lines = text.splitlines()
@@ -485,6 +490,11 @@ def _cpp_message(lexed: _Lexed, args: list[tuple[int, int]]) -> list[str | Hole]
             parts.append(value)
             continue
         masked = lexed.masked[start:end]
+        if _STRINGIZED.fullmatch(masked):  # "..." #param "...", in a macro's body
+            for m in _STRINGIZED_PART.finditer(masked):
+                literal = m[0].startswith('"')
+                parts.append(lexed.literals[start + m.start()] if literal else Hole(_squash(m[0])))
+            continue
         if _INTEGER.fullmatch(masked):
             parts.append(masked.strip())
             continue
@@ -502,7 +512,11 @@ _CONTROL: Final = frozenset(
     {"if", "for", "while", "switch", "catch", "return", "sizeof", "decltype", "do", "else"}
 )
 _CLASS_HEAD = re.compile(r"\b(?:class|struct|union)\s+(?:\w+\s+)*?(\w+)\s*(?:final\s*)?(?::[^:]|$)")
-_CALL_NAME = re.compile(r"((?:~?\w+\s*::\s*)*~?\w+)\s*(?:<[^()]*>\s*)?\($")
+_OPERATOR = re.compile(r"\boperator\s*(?:\(\)|[^\s(]+)\s*\(")
+_CALL_NAME = re.compile(
+    r"((?:~?\w+\s*::\s*)*(?:operator\s*(?:\(\)|[^\s(]+)|~?\w+))\s*(?:<[^()]*>\s*)?\($"
+)
+_ANGLES = re.compile(r"<[^<>]*>")
 _MACRO_NAME = re.compile(r"^[A-Z][A-Z0-9_]*$")
 #: How a function's head ends: its parameters, then qualifiers or a trailing return type.
 _FUNCTION_TAIL = re.compile(
@@ -531,6 +545,8 @@ class _Scopes:
         """What the ``{`` at ``brace`` opens, from the text since the last ``;``, ``{`` or ``}``."""
         window = self._masked[max(0, brace - 600) : brace]
         cut = max(window.rfind(";"), window.rfind("{"), window.rfind("}"))
+        if window.count(")", cut) > window.count("(", cut):  # braces in a parameter list
+            cut = _head_start(window) - 1
         head = window[cut + 1 :].strip()
         # A preprocessor line ends before the head: keep what follows the last directive.
         head = re.sub(r"(?m)^\s*#.*$", "", head).strip()
@@ -552,7 +568,10 @@ class _Scopes:
         if _MACRO_NAME.match(qualified):  # TORCH_IMPL_FUNC(addmm_out_cpu)(...)
             inner = re.match(r"\(\s*(\w+)\s*\)", head[paren:])
             return ("func", inner[1]) if inner else ("block", None)
-        if "=" in before and "operator" not in before:
+        bare = before
+        for _ in range(3):  # template parameters may hold defaults: <class T, int N = 1>
+            bare = _ANGLES.sub("", bare)
+        if "=" in bare and "operator" not in bare:
             return "block", None  # an initializer: auto x = f(...) {
         return "func", qualified
 
@@ -576,8 +595,29 @@ class _Scopes:
         return func
 
 
+def _head_start(window: str) -> int:
+    """Where the declaration head at the end of ``window`` starts.
+
+    That is after the last ``;``, ``{`` or ``}`` outside parentheses: a default argument may
+    hold braces (``options = {}``).
+    """
+    depth = 0
+    for k in range(len(window) - 1, -1, -1):
+        c = window[k]
+        if c == ")":
+            depth += 1
+        elif c == "(":
+            depth -= 1
+        elif c in ";{}" and depth <= 0:
+            return k + 1
+    return 0
+
+
 def _first_call(head: str) -> int | None:
     """The offset of the first ``(`` at the top level of a declaration head."""
+    op = _OPERATOR.search(head)
+    if op is not None:
+        return op.end() - 1
     depth = 0
     for k, c in enumerate(head):
         if c == "<":

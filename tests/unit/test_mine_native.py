@@ -199,6 +199,69 @@ def test_the_enclosing_function_is_named_through_classes_and_lambdas():
     assert ["Widget::run", "Widget::size", "addmv_out", None] == [s.function for s in sites]
 
 
+def test_checks_in_a_macro_body_read_through_line_splices_and_stringized_parameters():
+    """A check inside a #define: backslash-newlines are spaces, ``#PARAM`` is a hole."""
+    site = _one(
+        "a.h",
+        """\
+        #define CHECK_CUDA(TENSOR)                     \\
+          TORCH_CHECK(TENSOR.is_cuda(),                \\
+                      #TENSOR " must be a CUDA tensor, " \\
+                      "got ", TENSOR.device())
+        """,
+    )
+    assert (Hole("#TENSOR"), " must be a CUDA tensor, got ", Hole("TENSOR.device()")) == (
+        site.template
+    )
+    assert ("TENSOR.is_cuda()", 2, None) == (site.condition, site.line, site.function)
+
+
+def test_functions_with_braced_defaults_operators_and_template_defaults_are_named():
+    """Braces in a default argument, operator<< and template parameter defaults keep the name."""
+    sites = _sites(
+        "a.h",
+        """\
+        struct Backend {
+          virtual Tensor allocate(long size, TensorOptions options = {}) {
+            TORCH_CHECK(false, "allocate is not supported");
+          }
+        };
+        inline std::ostream& operator<<(std::ostream& stream, Layout layout) {
+          TORCH_CHECK(false, "Unknown layout");
+        }
+        template <typename T, std::enable_if_t<std::is_integral_v<T>, int> = 0>
+        bool equal(T num) const {
+          TORCH_CHECK(false, "not an integer");
+        }
+        """,
+    )
+    assert ["Backend::allocate", "operator<<", "equal"] == [s.function for s in sites]
+
+
+def test_the_matmul_shape_check_matches_what_torch_raises():
+    """The upstream wording of the mm shape check matches ``torch.ones(2, 3) @ torch.ones(2, 3)``.
+
+    The wording is torch's (aten/src/ATen/native/LinearAlgebra.cpp, the mm and addmm checks),
+    the snippet around it is ours.
+    """
+    torch = pytest.importorskip("torch")
+    site = _one(
+        "aten/src/ATen/native/LinearAlgebra.cpp",
+        """\
+        static void addmm_impl_cpu_(Tensor& result, const Tensor& m1, const Tensor& m2) {
+          TORCH_CHECK(
+              m1.sizes()[1] == m2.sizes()[0], "mat1 and mat2 shapes cannot be multiplied (",
+              m1.sizes()[0], "x", m1.sizes()[1], " and ", m2.sizes()[0], "x", m2.sizes()[1], ")");
+        }
+        """,
+    )
+    with pytest.raises(RuntimeError) as raised:
+        torch.ones(2, 3) @ torch.ones(2, 3)
+    match = _pattern(site.template).fullmatch(str(raised.value))
+    assert match is not None
+    assert ("2", "3", "2", "3") == match.groups()
+
+
 def test_the_excerpt_holds_ten_lines_either_side():
     """The excerpt starts ten lines above the macro and ends ten lines below it."""
     lines = [f"// line {n}" for n in range(1, 41)]
