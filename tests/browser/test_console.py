@@ -49,7 +49,7 @@ SCREENSHOTS = Path(os.environ.get("ERRKB_SCREENSHOTS", "build/console-screenshot
 WAIT = 30
 
 
-def _chromium_or_skip() -> None:
+def _chromium_or_skip(config: pytest.Config) -> None:
     """Skip, loudly, without Chromium and its driver; under CI=true their absence fails."""
     missing = [str(p) for p in (CHROMIUM, CHROMEDRIVER) if not p.exists()]
     if not missing:
@@ -58,7 +58,10 @@ def _chromium_or_skip() -> None:
         f"browser tests need Debian's chromium and chromium-driver: {', '.join(missing)} "
         "missing (apt-get install chromium chromium-driver)"
     )
-    print(f"\n*** SKIPPED: {why} ***\n", file=sys.__stderr__, flush=True)
+    # A skipped test's captured output is never shown: write past the capture, to stderr.
+    capture = config.pluginmanager.get_plugin("capturemanager")
+    with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
+        print(f"\n*** SKIPPING: {why} ***", file=sys.stderr, flush=True)
     if os.environ.get("CI", "").lower() == "true":
         pytest.fail(f"CI=true: {why}", pytrace=False)
     pytest.skip(why)
@@ -107,15 +110,15 @@ def _serving(tmp_path: Path, token: str | None = None):
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    _chromium_or_skip()
+def server(request, tmp_path_factory):
+    _chromium_or_skip(request.config)
     with _serving(tmp_path_factory.mktemp("server")) as base:
         yield base
 
 
 @pytest.fixture(scope="module")
-def driver(tmp_path_factory):
-    _chromium_or_skip()
+def driver(request, tmp_path_factory):
+    _chromium_or_skip(request.config)
     options = Options()
     options.binary_location = str(CHROMIUM)
     for flag in FLAGS:
