@@ -239,3 +239,33 @@ def test_a_bad_timeout_is_usage():
     done = run_cli("serve", "--timeout", "0", timeout=60)
     assert done.returncode == 2
     assert "--timeout must be above 0" in done.stderr.decode()
+
+
+def test_without_the_serve_extra_it_says_what_to_install():
+    code = (
+        "import sys; sys.modules['uvicorn'] = None; "
+        "from errkb.cli import main; sys.exit(main(['serve']))"
+    )
+    done = run_python(code, timeout=60)
+    assert done.returncode == 2
+    assert "pip install 'errkb[serve]'" in done.stderr.decode()
+
+
+@pytest.mark.parametrize(
+    ("host", "loopback"),
+    [
+        ("127.0.0.1", True),
+        ("127.8.0.1", True),
+        ("localhost", True),
+        ("::1", True),
+        ("[::1]", True),
+        ("0.0.0.0", False),
+        ("::", False),
+        ("192.168.1.4", False),
+        ("example.internal", False),
+    ],
+)
+def test_what_counts_as_loopback(host, loopback):
+    from errkb.cli.serve import is_loopback
+
+    assert is_loopback(host) is loopback
