@@ -40,29 +40,32 @@ RUST_SUFFIXES: Final = (".rs",)
 #: Folders whose code never runs in a user's process.
 _SKIPPED_DIRS: Final = frozenset({"test", "tests", "benches", "benchmarks", "examples"})
 
-#: Lines of source on each side of the message in a site's excerpt.
-_CONTEXT = 10
-
 
 def native_sites(
-    files: Iterable[tuple[str, str]], *, distribution: str, version: str
+    files: Iterable[tuple[str, str]],
+    *,
+    distribution: str,
+    version: str,
+    excerpt_lines: int = 10,
 ) -> Iterator[Site]:
     """The message sites in C++ and Rust sources: ``files`` are (relative path, text) pairs.
 
     Files of other languages, and files under test, bench and example folders, are passed
     over. Rust files are read twice (all of them are kept in memory): first for the exception
-    classes that ``create_exception!`` defines, whose Python names the sites need.
+    classes that ``create_exception!`` defines, whose Python names the sites need. Each
+    site's excerpt holds ``excerpt_lines`` lines on each side of the message.
 
     >>> src = 'void f(int n) { TORCH_CHECK(n > 0, "n must be positive, got ", n); }'
     >>> [s.template for s in native_sites([("f.cpp", src)], distribution="d", version="1")]
     [('n must be positive, got ', Hole(expr='n', number=False))]
     """
+    about = {"distribution": distribution, "version": version}
     rust: list[tuple[str, str]] = []
     for path, text in files:
         if _SKIPPED_DIRS.intersection(path.split("/")[:-1]):
             continue
         if path.endswith(CPP_SUFFIXES):
-            yield from _cpp_sites(path, text, distribution=distribution, version=version)
+            yield from _cpp_sites(path, text, excerpt_lines, **about)
         elif path.endswith(RUST_SUFFIXES):
             rust.append((path, text))
     classes: dict[str, str] = {}
@@ -71,7 +74,7 @@ def native_sites(
         for m in _CREATE_EXCEPTION.finditer(code):
             classes[m["name"]] = f"{m['module']}.{m['name']}"
     for path, text in rust:
-        yield from _rust_sites(path, text, classes, distribution=distribution, version=version)
+        yield from _rust_sites(path, text, classes, excerpt_lines, **about)
 
 
 # --- lexing -------------------------------------------------------------------------------
@@ -327,6 +330,7 @@ def _join(parts: Iterable[str | Hole]) -> Template:
 
 def _site(
     where: tuple[str, str, list[str], int],
+    offset: int,
     template: Template,
     error_class: str | None,
     function: str | None,
@@ -336,10 +340,10 @@ def _site(
     version: str,
     language: str,
 ) -> Site:
-    """A native site at an offset of a file, ``where`` = (path, text, lines, offset)."""
-    path, text, lines, offset = where
+    """A native site at an offset of a file, ``where`` = (path, text, lines, excerpt lines)."""
+    path, text, lines, context = where
     line = text.count("\n", 0, offset) + 1
-    first = max(1, line - _CONTEXT)
+    first = max(1, line - context)
     return Site(
         distribution=distribution,
         version=version,
@@ -349,7 +353,7 @@ def _site(
         error_class=error_class,
         function=function,
         condition=condition,
-        excerpt="\n".join(lines[first - 1 : line + _CONTEXT]),
+        excerpt="\n".join(lines[first - 1 : line + context]),
         excerpt_start=first,
         kind="native",
         language=language,
@@ -405,7 +409,9 @@ _DEFAULT_CHECK = (
 )
 
 
-def _cpp_sites(path: str, text: str, *, distribution: str, version: str) -> Iterator[Site]:
+def _cpp_sites(
+    path: str, text: str, context: int, *, distribution: str, version: str
+) -> Iterator[Site]:
     """The sites of one C++ file."""
     if _CPP_CALL_NAME.search(text) is None:
         return  # most headers check nothing: skip their lexing
@@ -413,6 +419,7 @@ def _cpp_sites(path: str, text: str, *, distribution: str, version: str) -> Iter
     masked = lexed.masked
     lines = text.splitlines()
     about = {"distribution": distribution, "version": version, "language": "c++"}
+    where = (path, text, lines, context)
     scopes = _Scopes(masked)
     for m in _CPP_CALL.finditer(masked):
         macro = m["macro"]
@@ -429,9 +436,8 @@ def _cpp_sites(path: str, text: str, *, distribution: str, version: str) -> Iter
         if built is None:
             continue
         template, error_class, condition = built
-        where = (path, text, lines, m.start())
         function = scopes.function_at(m.start())
-        yield _site(where, template, error_class, function, condition, **about)
+        yield _site(where, m.start(), template, error_class, function, condition, **about)
 
 
 def _cpp_check(
@@ -674,13 +680,14 @@ def _python_class(path: str, classes: dict[str, str]) -> str:
 
 
 def _rust_sites(
-    path: str, text: str, classes: dict[str, str], *, distribution: str, version: str
+    path: str, text: str, classes: dict[str, str], context: int, *, distribution: str, version: str
 ) -> Iterator[Site]:
     """The sites of one Rust file."""
     lexed = _lex(text, rust=True)
     masked = lexed.masked
     lines = text.splitlines()
     about = {"distribution": distribution, "version": version, "language": "rust"}
+    where = (path, text, lines, context)
     skip = _test_modules(masked)
     wrapped = _WRAPPED.get(distribution)
     for m in _RUST_CALL.finditer(masked):
@@ -722,8 +729,8 @@ def _rust_sites(
             template = _rust_format(lexed, args, fields=False)
         if not template or (error_class is not None and len(error_class) == 1):
             continue  # no message, or a generic parameter's class (PyErr::new::<T, _>)
-        where = (path, text, lines, m.start())
-        yield _site(where, template, error_class, _rust_function(masked, m.start()), **about)
+        function = _rust_function(masked, m.start())
+        yield _site(where, m.start(), template, error_class, function, **about)
 
 
 def _rust_message(lexed: _Lexed, span: tuple[int, int]) -> Template | None:

@@ -7,14 +7,15 @@ uses, and the real library raises the message it is matched against.
 
 from __future__ import annotations
 
-import re
 import textwrap
 from pathlib import Path
 
 import pytest
+import regex
 
 from errkb.mine._native import native_sites
 from errkb.mine._site import Hole, Site, Template
+from errkb.mine._template import message_pattern
 
 
 def _sites(path: str, source: str, distribution: str = "torch") -> list[Site]:
@@ -28,11 +29,9 @@ def _one(path: str, source: str, distribution: str = "torch") -> Site:
     return site
 
 
-def _pattern(template: Template) -> re.Pattern[str]:
-    """The template as a regex: literal text escaped, each hole any text."""
-    return re.compile(
-        "".join(re.escape(p) if isinstance(p, str) else "(.+?)" for p in template), re.DOTALL
-    )
+def _pattern(template: Template) -> regex.Pattern[str]:
+    """The record's messagePattern for the template, compiled as the matcher compiles it."""
+    return regex.compile(message_pattern(template))
 
 
 # --- C++ -----------------------------------------------------------------------------------
@@ -262,13 +261,16 @@ def test_the_matmul_shape_check_matches_what_torch_raises():
     assert ("2", "3", "2", "3") == match.groups()
 
 
-def test_the_excerpt_holds_ten_lines_either_side():
-    """The excerpt starts ten lines above the macro and ends ten lines below it."""
+def test_the_excerpt_holds_ten_lines_either_side_or_as_many_as_asked():
+    """The excerpt starts ten lines (or ``excerpt_lines``) above the macro and ends as far below."""
     lines = [f"// line {n}" for n in range(1, 41)]
     lines[19] = 'TORCH_CHECK(false, "line twenty");'
     site = _one("a.cpp", "\n".join(lines) + "\n")
     assert (20, 10) == (site.line, site.excerpt_start)
     assert lines[9:30] == site.excerpt.splitlines()
+    files = [("a.cpp", "\n".join(lines))]
+    [short] = native_sites(files, distribution="torch", version="1", excerpt_lines=2)
+    assert (18, lines[17:22]) == (short.excerpt_start, short.excerpt.splitlines())
 
 
 def test_test_folders_and_other_languages_are_passed_over():
