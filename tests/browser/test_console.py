@@ -366,6 +366,18 @@ def test_a_hostile_paste_is_shown_as_text_and_never_runs(driver, server):
     )
 
 
+def test_a_paste_no_record_knows_says_so(driver, server):
+    """Text that matches nothing: the page says no record matched, and shows no fix."""
+    text = "RuntimeError: widget frobnication failed at stage 3"
+    assert [] == api(server, {"text": text})["matches"]
+    open_page(driver, server)
+    fill(driver, "text", text)
+    diagnose(driver)
+    assert driver.find_elements(By.CSS_SELECTOR, "#diagnosis .nomatch")
+    assert [] == driver.find_elements(By.ID, "fix")
+    assert "No record matched." == driver.find_element(By.ID, "status").text
+
+
 def test_a_bad_model_config_is_named_before_anything_is_sent(driver, server):
     """Pasted config.json that is not JSON: the message names model_config; no request is made."""
     open_page(driver, server)

@@ -275,7 +275,8 @@
       }
       cards.push(section("Other records that matched", "other-matches", [list]));
     }
-    cards.push(renderRead(answer));
+    const read = renderRead(answer);
+    if (read) cards.push(read);
     if (answer.notes && answer.notes.length) {
       cards.push(section("Notes", "notes", [el("ul", "", answer.notes.map((n) => el("li", "", n)))]));
     }
@@ -293,7 +294,7 @@
         el("span", "mono msg", exc.message)]);
       list.append(line);
     }
-    if (!list.childElementCount) list.append(el("li", "muted", "no exception found in the text"));
+    if (!list.childElementCount) return null;
     return section("Read from the paste", "read-card", [list]);
   }
 
@@ -304,7 +305,8 @@
       out.append(section("No known error matched", "nomatch", [
         el("p", "", "errkb has no record for this text. Paste the whole traceback (the last lines matter most) or the log around the failure."),
       ]));
-      out.append(renderRead(answer));
+      const read = renderRead(answer);
+      if (read) out.append(read);
       if (answer.notes && answer.notes.length) {
         out.append(section("Notes", "notes", [el("ul", "", answer.notes.map((n) => el("li", "", n)))]));
       }
