@@ -1,0 +1,553 @@
+"""API history: the errors Python raises when code written for one release meets another.
+
+Given several releases of one distribution, each an unpacked source folder, griffe loads each
+release's public API statically (no import, no execution) and :func:`griffe.find_breaking_changes`
+lists what broke between consecutive releases. This module adds what griffe leaves out:
+
+- where a removed name went: the same name, of the same kind, defined elsewhere in the newer
+  release is *moved*; a removed function whose whole body forwarded to another public name that
+  survives (a deprecation shim) is *renamed* to it; so is a removed member when exactly one
+  member of the same kind appeared beside it with the same parameters and the same non-empty
+  docstring;
+- keywords a newer release *added* (griffe reports breakages only), for code written for the
+  newer release that meets an older one;
+- names reached through a module ``__getattr__`` (lazy modules such as transformers') are not
+  called removed while the newer release still defines them somewhere.
+
+Each change becomes a schema-v2 record (tags ``mined`` and ``skew``) whose pattern matches the
+message Python itself prints: ``cannot import name``, ``No module named``, ``has no
+attribute``, ``got an unexpected keyword argument``, ``missing 1 required ... argument``.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import itertools
+import re
+import textwrap
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+if TYPE_CHECKING:
+    import griffe
+
+__all__ = ["history_records", "load_api"]
+
+#: Folders at a release's root that are never the distribution's API.
+_NOT_API = frozenset({"tests", "test", "testing", "docs", "examples", "benchmarks", "scripts"})
+#: Module names that hold placeholders rather than API: transformers' and diffusers'
+#: ``utils/dummy_*_objects.py`` define a stand-in for each class whose backend is missing.
+_PLACEHOLDER = re.compile(r"dummy_\w*objects")
+#: Above this many classes showing one removed member, the pattern names no class.
+_MAX_OWNERS = 12
+#: Kinds a removed name must share with a name elsewhere to count as moved.
+_MOVABLE = ("class", "function", "module")
+
+
+def load_api(root: Path) -> dict[str, griffe.Module]:
+    """Load the public top-level packages found in one release's folder, statically.
+
+    Args:
+        root: an unpacked wheel or sdist (the folder holding the packages).
+
+    Returns:
+        Package name -> griffe module, each in a modules collection of its own release.
+    """
+    import griffe
+
+    collection = griffe.ModulesCollection()
+    out: dict[str, griffe.Module] = {}
+    for folder in sorted(root.iterdir()):
+        name = folder.name
+        if not (folder / "__init__.py").is_file() or not name.isidentifier():
+            continue
+        if name.startswith("_") or name in _NOT_API:
+            continue
+        module = griffe.load(
+            name,
+            search_paths=[root],
+            allow_inspection=False,
+            modules_collection=collection,
+            resolve_aliases=False,
+        )
+        if isinstance(module, griffe.Module):
+            out[name] = module
+    return out
+
+
+@attrs.frozen(kw_only=True)
+class _Change:
+    """One API change between two consecutive releases, before it becomes a record."""
+
+    change: str  # removed, renamed, moved, added, required
+    what: str  # module, name, member, keyword, required
+    name: str  # dotted name of what changed (a keyword as ``pkg.func(k)``)
+    module: str = ""  # the module the name was imported from (module-level names)
+    owners: tuple[str, ...] = ()  # class names an instance or class of shows the member on
+    member: str = ""  # the member, keyword or parameter name
+    function: str = ""  # the function's qualified name, for TypeError messages
+    keyword_only: bool = False
+    replacement: str | None = None
+
+
+def history_records(
+    dist: str, versions: Sequence[tuple[str, Path]]
+) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """Records for the errors of version skew between consecutive releases of ``dist``.
+
+    Args:
+        dist: the distribution's name on PyPI.
+        versions: ``(version, source folder)`` pairs, oldest first.
+
+    Returns:
+        The records (schema-v2 dicts) and counts: records kept per change kind
+        (``removed-name``, ``moved-member``, ...), and what was left out and why
+        (``skipped-private``, ``skipped-dynamic``, ``skipped-kwargs``, ``skipped-other``).
+    """
+    counts: Counter[str] = Counter()
+    records: dict[str, dict[str, Any]] = {}
+    apis = [(version, load_api(root)) for version, root in versions]
+    newest = apis[-1][0] if apis else None
+    oldest = apis[0][0] if apis else None
+    for (before, old), (after, new) in itertools.pairwise(apis):
+        for package, old_module in old.items():
+            new_module = new.get(package)
+            if new_module is None:
+                continue
+            changes = list(_changes(old_module, new_module, counts))
+            for change in changes:
+                record = _record(dist, change, before, after, oldest, newest)
+                if record["id"] not in records:
+                    records[record["id"]] = record
+                    counts[f"{change.change}-{change.what}"] += 1
+    return list(records.values()), dict(sorted(counts.items()))
+
+
+def _changes(old: griffe.Module, new: griffe.Module, counts: Counter[str]) -> Iterator[_Change]:
+    import griffe
+
+    defined = _definitions(new)
+    members: dict[str, _Change] = {}
+    for breakage in griffe.find_breaking_changes(old, new):
+        for change in _from_breakage(breakage, new, defined, counts):
+            if change.what != "member":
+                yield change
+                continue
+            # One record per removed member, naming every class that showed it.
+            known = members.get(change.name)
+            owners = (known.owners if known else ()) + change.owners
+            members[change.name] = attrs.evolve(change, owners=tuple(dict.fromkeys(owners)))
+    yield from members.values()
+    yield from _added_keywords(old, new, counts)
+
+
+def _from_breakage(
+    breakage: griffe.Breakage,
+    new: griffe.Module,
+    defined: dict[str, list[tuple[str, str]]],
+    counts: Counter[str],
+) -> list[_Change]:
+    """The changes one griffe breakage stands for (none for those no message shows)."""
+    import griffe
+
+    try:
+        if isinstance(breakage, griffe.ObjectRemovedBreakage):
+            change = _removed(breakage.obj, new, defined, counts)
+            return [change] if change is not None else []
+        if isinstance(breakage, griffe.ParameterRemovedBreakage):
+            return list(_keyword(breakage.obj, breakage.old_value, "removed", counts))
+        required = (griffe.ParameterChangedRequiredBreakage, griffe.ParameterAddedRequiredBreakage)
+        if isinstance(breakage, required):
+            return list(_required(breakage.obj, breakage.new_value, counts))
+    except (griffe.AliasResolutionError, griffe.CyclicAliasError, KeyError):
+        counts["skipped-unresolved"] += 1
+        return []
+    counts["skipped-other"] += 1
+    return []
+
+
+def _private(obj: Any) -> bool:
+    """Whether any part of the object's dotted path is private, a test module, or a dunder."""
+    parts = str(obj.path).split(".")
+    return any(
+        (p.startswith("_") and p != "__init__") or p in _NOT_API or _PLACEHOLDER.fullmatch(p)
+        for p in parts
+    )
+
+
+def _kind(obj: Any) -> str:
+    try:
+        return str(obj.kind.value)
+    except Exception:  # an alias that does not resolve
+        return "alias"
+
+
+def _definitions(module: griffe.Module) -> dict[str, list[tuple[str, str]]]:
+    """Public names defined (not imported) anywhere in a package: name -> [(path, kind)]."""
+    out: dict[str, list[tuple[str, str]]] = {}
+
+    def walk(obj: Any) -> None:
+        for name, member in obj.members.items():
+            if member.is_alias or name.startswith("_"):
+                continue
+            out.setdefault(name, []).append((member.path, _kind(member)))
+            if member.is_module or member.is_class:
+                walk(member)
+
+    walk(module)
+    return out
+
+
+def _dynamic(obj: Any) -> bool:
+    """Whether a module or class answers unknown attributes itself (``__getattr__``)."""
+    return "__getattr__" in obj.members or (
+        obj.is_module and "sys.modules[__name__]" in "".join(obj.lines or ())
+    )
+
+
+def _removed(
+    obj: Any, new: griffe.Module, defined: dict[str, list[tuple[str, str]]], counts: Counter[str]
+) -> _Change | None:
+    name = obj.name
+    parent = obj.parent
+    if _private(obj) or name.startswith("_"):
+        counts["skipped-private"] += 1
+        return None
+    kind = _kind(obj)
+    new_parent = _counterpart(new, parent.path)
+    elsewhere = [p for p, k in defined.get(name, ()) if k == kind and k in _MOVABLE]
+    if parent.is_module:
+        if new_parent is not None and _dynamic(new_parent) and name in defined:
+            counts["skipped-dynamic"] += 1
+            return None
+        replacement = _forwarded_to(obj, new) or _renamed(obj, parent, new_parent)
+        change = "renamed" if replacement else "removed"
+        if replacement is None and elsewhere:
+            replacement, change = min(elsewhere, key=lambda p: (p.count("."), p)), "moved"
+        what = "module" if kind == "module" and not obj.is_alias else "name"
+        return _Change(
+            change=change,
+            what=what,
+            name=obj.path,
+            module=parent.path,
+            member=name,
+            replacement=replacement,
+        )
+    if new_parent is not None and _dynamic(new_parent):
+        counts["skipped-dynamic"] += 1
+        return None
+    canonical = obj.target_path if obj.is_alias else obj.path
+    replacement = _forwarded_to(obj, new) or _renamed(obj, parent, new_parent)
+    owner = canonical.rsplit(".", 2)[-2]
+    return _Change(
+        change="renamed" if replacement else "removed",
+        what="member",
+        name=canonical,
+        owners=tuple(dict.fromkeys((owner, parent.name))),
+        member=name,
+        replacement=replacement,
+    )
+
+
+def _counterpart(new: griffe.Module, path: str) -> Any:
+    parts = path.split(".")
+    if parts[0] != new.name:
+        return None
+    obj: Any = new
+    try:
+        for part in parts[1:]:
+            obj = obj.members[part]
+            if obj.is_alias:
+                obj = obj.final_target
+    except Exception:  # not there, or an alias that does not resolve
+        return None
+    return obj
+
+
+def _forwarded_to(obj: Any, new: griffe.Module) -> str | None:
+    """The public name a removed function forwarded to, when that was all it did.
+
+    A deprecation shim warns or logs, then returns ``self.other(...)`` or ``other(...)``; when
+    ``other`` still exists in the newer release, the function was renamed to it.
+    """
+    try:
+        target = obj.final_target if obj.is_alias else obj
+        if not target.is_function:
+            return None
+        tree = ast.parse(textwrap.dedent(target.source))
+    except Exception:
+        return None
+    func = tree.body[0] if tree.body else None
+    if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None
+    body = [s for s in func.body if not (isinstance(s, ast.Expr) and _is_text_or_call(s.value))]
+    if len(body) != 1 or not isinstance(body[0], ast.Return):
+        return None
+    call = body[0].value
+    if not isinstance(call, ast.Call):
+        return None
+    callee = call.func
+    if isinstance(callee, ast.Attribute) and isinstance(callee.value, ast.Name):
+        if callee.value.id not in ("self", "cls"):
+            return None
+        home = target.parent.path
+        name = callee.attr
+    elif isinstance(callee, ast.Name):
+        home = target.parent.path
+        name = callee.id
+    else:
+        return None
+    if name.startswith("_") or name == target.name:
+        return None
+    survivor = _counterpart(new, f"{home}.{name}")
+    if survivor is None or not survivor.is_function:
+        return None
+    return f"{home}.{name}"
+
+
+def _is_text_or_call(node: ast.expr) -> bool:
+    """A docstring, or a bare call (``warnings.warn(...)``, ``logger.warning_once(...)``)."""
+    return (isinstance(node, ast.Constant) and isinstance(node.value, str)) or isinstance(
+        node, ast.Call
+    )
+
+
+def _renamed(obj: Any, parent: Any, new_parent: Any) -> str | None:
+    """The one newly appeared neighbour with the same parameters and docstring, if any."""
+    if new_parent is None or obj.is_alias or not obj.is_function or not obj.docstring:
+        return None
+    params = [p.name for p in obj.parameters]
+    candidates = []
+    for name, member in new_parent.members.items():
+        if name in parent.members or name.startswith("_") or member.is_alias:
+            continue
+        if not member.is_function or [p.name for p in member.parameters] != params:
+            continue
+        doc = member.docstring.value if member.docstring else ""
+        if doc and doc == obj.docstring.value:
+            candidates.append(member.path)
+    return candidates[0] if len(candidates) == 1 else None
+
+
+def _function_name(func: Any) -> str:
+    return f"{func.parent.name}.{func.name}" if func.parent.is_class else func.name
+
+
+def _keyword(func: Any, param: Any, change: str, counts: Counter[str]) -> Iterator[_Change]:
+    import griffe
+
+    if _private(func) or (func.name.startswith("_") and func.name != "__init__"):
+        counts["skipped-private"] += 1
+        return
+    if param.kind in (griffe.ParameterKind.positional_only, griffe.ParameterKind.var_positional):
+        counts["skipped-other"] += 1
+        return
+    if param.name.startswith("_"):
+        counts["skipped-private"] += 1
+        return
+    if param.kind is griffe.ParameterKind.var_keyword or param.name in ("self", "cls"):
+        counts["skipped-other"] += 1
+        return
+    if any(p.kind is griffe.ParameterKind.var_keyword for p in func.parameters):
+        counts["skipped-kwargs"] += 1
+        return
+    yield _Change(
+        change=change,
+        what="keyword",
+        name=f"{func.path}({param.name})",
+        member=param.name,
+        function=_function_name(func),
+    )
+
+
+def _required(func: Any, param: Any, counts: Counter[str]) -> Iterator[_Change]:
+    import griffe
+
+    if _private(func) or (func.name.startswith("_") and func.name != "__init__"):
+        counts["skipped-private"] += 1
+        return
+    if param.kind in (griffe.ParameterKind.var_positional, griffe.ParameterKind.var_keyword):
+        return
+    yield _Change(
+        change="required",
+        what="parameter",
+        name=f"{func.path}({param.name})",
+        member=param.name,
+        function=_function_name(func),
+        keyword_only=param.kind is griffe.ParameterKind.keyword_only,
+    )
+
+
+def _added_keywords(old: Any, new: Any, counts: Counter[str]) -> Iterator[_Change]:
+    """Keywords of functions found in both releases that only the newer release accepts."""
+    import griffe
+
+    for name, member in old.members.items():
+        if member.is_alias or (name.startswith("_") and name != "__init__") or name in _NOT_API:
+            continue
+        counterpart = new.members.get(name)
+        if counterpart is None or counterpart.is_alias:
+            continue
+        if member.is_module or member.is_class:
+            if member.is_class == counterpart.is_class:
+                yield from _added_keywords(member, counterpart, counts)
+            continue
+        if not (member.is_function and counterpart.is_function):
+            continue
+        kinds = {p.kind for p in member.parameters}
+        if griffe.ParameterKind.var_keyword in kinds:
+            continue
+        known = {p.name for p in member.parameters}
+        for param in counterpart.parameters:
+            if param.name not in known:
+                yield from _keyword(member, param, "added", counts)
+
+
+# ---- records -------------------------------------------------------------------------------
+
+
+def _short(name: str) -> str:
+    return name.rsplit(".", 1)[-1]
+
+
+def _pattern_and_message(change: _Change) -> tuple[str, str, str, list[str]]:
+    """(pattern, a message as Python prints it, error class, other acceptable classes)."""
+    e = re.escape
+    if change.what == "module":
+        package, _, leaf = change.name.rpartition(".")
+        message = f"No module named '{change.name}'"
+        pattern = f"No module named '{e(change.name)}'"
+        if package:
+            pattern += f"|cannot import name '{e(leaf)}' from '{e(package)}'"
+        return pattern, message, "ImportError", []
+    if change.what == "name":
+        mod, name = e(change.module), e(change.member)
+        message = f"cannot import name '{change.member}' from '{change.module}'"
+        pattern = (
+            f"cannot import name '{name}' from '{mod}'|module '{mod}' has no attribute '{name}'"
+        )
+        return pattern, message, "ImportError", ["AttributeError"]
+    if change.what == "member":
+        owners = "|".join(e(o) for o in change.owners)
+        group = f"(?:{owners})" if len(change.owners) > 1 else owners
+        if len(change.owners) > _MAX_OWNERS:
+            group = r"[A-Za-z_]\w*"  # every subclass shows it; the member's name identifies it
+        message = f"'{change.owners[-1]}' object has no attribute '{change.member}'"
+        pattern = (
+            f"(?:type object '{group}'|'{group}' object) has no attribute '{e(change.member)}'"
+        )
+        return pattern, message, "AttributeError", []
+    qualified = change.function
+    bare = _short(qualified)
+    prefix = f"(?<![\\w.])(?:{e(qualified.rsplit('.', 1)[0])}\\.)?" if "." in qualified else ""
+    prefix = prefix or "(?<![\\w.])"
+    if change.what == "keyword":
+        message = f"{qualified}() got an unexpected keyword argument '{change.member}'"
+        pattern = f"{prefix}{e(bare)}\\(\\) got an unexpected keyword argument '{e(change.member)}'"
+        return pattern, message, "TypeError", []
+    kind = "keyword-only" if change.keyword_only else "positional"
+    message = f"{qualified}() missing 1 required {kind} argument: '{change.member}'"
+    pattern = (
+        f"{prefix}{e(bare)}\\(\\) missing \\d+ required {kind} arguments?: "
+        f"(?:'[^']*'(?:, | and |,? and ))*'{e(change.member)}'"
+    )
+    return pattern, message, "TypeError", []
+
+
+def _facts(dist: str, c: _Change, before: str, after: str) -> tuple[str, list[str]]:
+    """The documentation and the solutions, in plain generated words."""
+    name = f"`{c.member}`"
+    pin_old = f"pip install '{dist}<{after}'"
+    pin_new = f"pip install '{dist}>={after}'"
+    if c.what == "keyword" and c.change == "added":
+        doc = (
+            f"`{c.function}()` accepts the keyword {name} from {dist} {after} on; {dist} "
+            f"{before} and older do not. Code written for {dist} {after} or newer is running "
+            f"against an older {dist}."
+        )
+        return doc, [
+            f"Upgrade {dist} to {after} or newer: {pin_new}.",
+            f"Or leave out {name}, which {dist} {before} does not accept.",
+        ]
+    if c.what == "keyword":
+        doc = (
+            f"`{c.function}()` no longer accepts the keyword {name}: it was removed in {dist} "
+            f"{after}; the last release with it is {before}."
+        )
+        return doc, [
+            f"Remove {name} from the call, for {dist} {after} and newer.",
+            f"Or install the last release that accepts it: {pin_old}.",
+        ]
+    if c.what == "parameter":
+        doc = (
+            f"`{c.function}()` requires {name} from {dist} {after} on; up to {before} it was "
+            "optional or absent."
+        )
+        return doc, [
+            f"Pass {name} to `{c.function}()`, as {dist} {after} and newer require.",
+            f"Or install a release before the change: {pin_old}.",
+        ]
+    where = f" from `{c.owners[0] if c.owners else c.module}`" if c.what != "module" else ""
+    thing = f"`{c.name}`" if c.what == "module" else name
+    verb = {"removed": "removed", "renamed": "removed", "moved": "moved"}[c.change]
+    doc = (
+        f"{thing} was {verb}{where} in {dist} {after}; the last release with it there is {before}."
+    )
+    solutions = []
+    if c.change == "renamed":
+        doc += f" It was renamed to `{c.replacement}`."
+        solutions.append(f"Use `{c.replacement}` instead, for {dist} {after} and newer.")
+    elif c.change == "moved":
+        doc += f" {dist} {after} defines `{_short(c.name)}` in `{c.replacement}`."
+        solutions.append(f"Import it from its new place, `{c.replacement}`.")
+    else:
+        solutions.append(f"Update the code for {dist} {after} and newer, which lack {thing}.")
+    solutions.append(f"Or install the last release that has it: {pin_old}.")
+    return doc, solutions
+
+
+def _record(
+    dist: str, c: _Change, before: str, after: str, oldest: str | None, newest: str | None
+) -> dict[str, Any]:
+    pattern, message, error_class, others = _pattern_and_message(c)
+    key = f"{dist}\x00{c.change}\x00{c.what}\x00{c.name}\x00{after}"
+    digest = hashlib.sha1(key.encode(), usedforsecurity=False).hexdigest()[:12]
+    doc, solutions = _facts(dist, c, before, after)
+    if c.change == "added":
+        versions = {"distribution": dist, "first": oldest, "last": before, "checked": newest}
+    else:
+        versions = {"distribution": dist, "first": after, "checked": newest}
+    skew = {"distribution": dist, "name": c.name, "change": c.change}
+    skew |= {"changedIn": after, "lastBefore": before}
+    if c.replacement:
+        skew["replacement"] = c.replacement
+    readable = re.sub(r"[^A-Za-z0-9._-]+", "-", f"{c.name}-{c.change}-{after}").strip("-")
+    record: dict[str, Any] = {
+        "schemaVersion": 2,
+        "id": f"skew-{dist}-{digest}",
+        "slug": f"skew-{dist}-{readable}"[:115] + f"-{digest[:8]}",
+        "title": f"{message} ({dist} {after})",
+        "errorMessage": message,
+        "messagePattern": pattern,
+        "errorClass": error_class,
+        "errorType": "dependency",
+        "severity": "error",
+        "documentation": doc,
+        "triggerScenarios": (
+            f"Code written for {dist} {after} or newer runs against {before} or older."
+            if c.change == "added"
+            else f"Code written for {dist} {before} or older runs against {after} or newer."
+        ),
+        "solutions": solutions,
+        "tags": ["mined", "skew"],
+        "versions": {k: v for k, v in versions.items() if v is not None},
+        "skew": skew,
+    }
+    if others:
+        record["errorClasses"] = others
+    return record
