@@ -41,8 +41,11 @@ __all__ = [
 SCHEMA = "errkb.diagnosis/1"
 #: Where a number came from: the exception's message, a traceback frame's objects, the live
 #: GPU, the model's configuration, a value the user gave, another probe's reading (a plugin's,
-#: or a built-in one beyond the GPU), errkb's arithmetic, or an assumption.
-Source = Literal["message", "frame", "gpu", "model-config", "flag", "probe", "computed", "default"]
+#: or a built-in one beyond the GPU), errkb's arithmetic, an assumption, or the installed
+#: distributions' metadata (a release, and how it compares with a record's version facts).
+Source = Literal[
+    "message", "frame", "gpu", "model-config", "flag", "probe", "computed", "default", "installed"
+]
 SOURCES: tuple[Source, ...] = get_args(Source)
 
 
@@ -51,8 +54,8 @@ class Fact:
     """A number errkb used, with its unit and where it came from.
 
     ``source`` is one of :data:`SOURCES`: ``message``, ``frame``, ``gpu``, ``model-config``,
-    ``flag``, ``probe``, ``computed`` or ``default`` (a value assumed, with the reason in
-    ``note``).
+    ``flag``, ``probe``, ``computed``, ``default`` (a value assumed, with the reason in
+    ``note``) or ``installed`` (a distribution's installed release, from its metadata).
     """
 
     name: str

@@ -28,6 +28,7 @@ import attrs
 
 from errkb import _plugins
 from errkb._env import flag
+from errkb.advisors._versions import version_facts
 from errkb.findings import ExampleFix, Fact, Finding, Solution
 
 if TYPE_CHECKING:
@@ -223,6 +224,9 @@ def run_advisors(
 ) -> list[Finding]:
     """Apply the advisors of the best finding of each exception, until ``deadline``.
 
+    A best finding whose record names a distribution (``versions``, ``skew``) also gets the
+    installed release of it as facts (:mod:`errkb.advisors._versions`).
+
     The other findings of an exception are alternatives, listed but not worked out, so an
     exception costs one advisor run however many records it matched.
     """
@@ -257,5 +261,9 @@ def run_advisors(
                     else advice.example_fix or finding.example_fix,
                 )
                 notes.extend(n for n in advice.notes if n not in notes)
+        if finding.record.versions is not None or finding.record.skew is not None:
+            finding = attrs.evolve(
+                finding, facts=finding.facts + version_facts(finding.record, evidence)
+            )
         out.append(finding)
     return out

@@ -4,8 +4,9 @@ A probe is a callable that returns a reading. Every probe has a name, and there 
 each reading: :meth:`errkb.evidence.Evidence.probe` (injected measurements first, then the
 probe, run once per diagnosis). The built-in probes are in the static table :data:`BUILTIN`:
 ``gpu`` measures the visible GPUs (torch), ``engine`` reads an LLM engine's own objects from the
-traceback's frames, ``model`` reads the model configuration the user pointed at. A built-in
-probe is called with the evidence and a time bound. Installed distributions add probes through
+traceback's frames, ``model`` reads the model configuration the user pointed at, ``installed``
+reads which release of a distribution is installed (its metadata, never the distribution
+itself). A built-in probe is called with the evidence and a time bound. Installed distributions add probes through
 the entry-point group ``errkb.probes`` (a name -> a callable without arguments that returns a
 reading), run in a bounded thread. None of them imports a heavy library at ``import errkb``
 time, and a probe whose library or device is missing returns an empty reading that says why,
@@ -48,6 +49,7 @@ ENTRY_POINT_GROUP = "errkb.probes"
 BUILTIN: dict[str, str] = {
     "engine": "errkb.probes.engine:probe",
     "gpu": "errkb.probes.gpu:probe",
+    "installed": "errkb.probes.installed:probe",
     "model": "errkb.probes.model:probe",
 }
 

@@ -237,6 +237,7 @@ _SOURCE_LABELS = {
     "probe": "probe",
     "computed": "computed",
     "default": "assumed",
+    "installed": "installed",
 }
 
 

@@ -1,0 +1,76 @@
+"""The installed probe: which release of a distribution this Python has, from its metadata.
+
+Reads ``importlib.metadata`` only: nothing is imported from the distribution itself (asking
+for transformers' version never imports transformers, let alone torch), and a distribution
+that is not installed is a reading too (``None``). Versions are looked up when first asked for
+and kept for the rest of the diagnosis.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from errkb.evidence import Evidence
+
+__all__ = ["InstalledVersions", "compare_versions", "probe"]
+
+
+class InstalledVersions(Mapping[str, "str | None"]):
+    """Distribution name -> installed version, ``None`` when it is not installed.
+
+    Any name can be asked for (``versions["transformers"]``); only names asked for are listed.
+    Tests inject a plain mapping instead: ``readings={"installed": {"transformers": "4.53.0"}}``.
+    """
+
+    def __init__(self) -> None:
+        self._seen: dict[str, str | None] = {}
+
+    def __getitem__(self, name: str) -> str | None:
+        if name not in self._seen:
+            from importlib import metadata
+
+            try:
+                self._seen[name] = metadata.version(name)
+            except (metadata.PackageNotFoundError, ValueError):
+                self._seen[name] = None
+        return self._seen[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._seen)
+
+    def __len__(self) -> int:
+        return len(self._seen)
+
+
+def probe(evidence: Evidence, timeout: float) -> InstalledVersions:  # noqa: ARG001 - the probe protocol
+    """The reading: versions read on demand from the installed distributions' metadata."""
+    return InstalledVersions()
+
+
+_RELEASE = re.compile(r"(\d+(?:\.\d+)*)(?:(a|b|rc|\.?dev|\.?post)(\d*))?")
+_PHASE = {"dev": -3, ".dev": -3, "a": -2, "b": -1, "rc": 0, None: 1, "post": 2, ".post": 2}
+
+
+def _key(version: str) -> tuple[tuple[int, ...], int, int] | None:
+    found = _RELEASE.match(version.strip().lstrip("vV"))
+    if found is None:
+        return None
+    numbers = tuple(int(n) for n in found.group(1).split("."))
+    while len(numbers) > 1 and numbers[-1] == 0:
+        numbers = numbers[:-1]
+    return numbers, _PHASE.get(found.group(2), 1), int(found.group(3) or 0)
+
+
+def compare_versions(a: str, b: str) -> int | None:
+    """-1, 0 or 1 as release ``a`` is older than, the same as, or newer than ``b``.
+
+    Public version numbers (PEP 440's common forms: ``4.52.0``, ``0.5.0rc1``, ``2.1.0.post1``,
+    a local ``+cu121`` part ignored); ``None`` when either is not a version number.
+    """
+    ka, kb = _key(a), _key(b)
+    if ka is None or kb is None:
+        return None
+    return (ka > kb) - (ka < kb)
