@@ -233,7 +233,13 @@ def test_page_is_served_with_a_strict_csp_and_nothing_inline(server):
     with urllib.request.urlopen(server + "/", timeout=WAIT) as response:
         csp = response.headers["Content-Security-Policy"]
         page = response.read().decode()
-    for directive in ("default-src 'none'", "script-src 'self'", "style-src 'self'"):
+    for directive in (
+        "default-src 'none'",
+        "script-src 'self'",
+        "style-src 'self'",
+        "connect-src 'self'",
+        "frame-ancestors 'none'",
+    ):
         assert directive in csp
     parser = _Tags()
     parser.feed(page)
