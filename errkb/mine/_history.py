@@ -43,8 +43,8 @@ _NOT_API = frozenset({"tests", "test", "testing", "docs", "examples", "benchmark
 #: Module names that hold placeholders rather than API: transformers' and diffusers'
 #: ``utils/dummy_*_objects.py`` define a stand-in for each class whose backend is missing.
 _PLACEHOLDER = re.compile(r"dummy_\w*objects")
-#: Above this many classes showing one removed member, the pattern names no class.
-_MAX_OWNERS = 12
+#: The most classes one record's pattern names; a member removed from more is several records.
+_MAX_OWNERS = 60
 #: Kinds a removed name must share with a name elsewhere to count as moved.
 _MOVABLE = ("class", "function", "module")
 
@@ -93,6 +93,9 @@ class _Change:
     function: str = ""  # the function's qualified name, for TypeError messages
     keyword_only: bool = False
     replacement: str | None = None
+    #: The base class that still defines a member its former subclasses no longer inherit.
+    inherited_from: str = ""
+    chunk: int = 0  # which slice of the owners, when they are too many for one pattern
 
 
 def history_records(
@@ -139,10 +142,15 @@ def _changes(old: griffe.Module, new: griffe.Module, counts: Counter[str]) -> It
                 yield change
                 continue
             # One record per removed member, naming every class that showed it.
-            known = members.get(change.name)
+            key = f"{change.name}|{change.inherited_from}"
+            known = members.get(key)
             owners = (known.owners if known else ()) + change.owners
-            members[change.name] = attrs.evolve(change, owners=tuple(dict.fromkeys(owners)))
-    yield from members.values()
+            members[key] = attrs.evolve(known or change, owners=tuple(dict.fromkeys(owners)))
+    for change in members.values():
+        ranked = sorted(change.owners)
+        for chunk, start in enumerate(range(0, len(ranked), _MAX_OWNERS)):
+            sliced = tuple(ranked[start : start + _MAX_OWNERS])
+            yield attrs.evolve(change, owners=sliced, chunk=chunk)
     yield from _added_keywords(old, new, counts)
 
 
@@ -242,6 +250,17 @@ def _removed(
         counts["skipped-dynamic"] += 1
         return None
     canonical = obj.target_path if obj.is_alias else obj.path
+    if obj.is_alias and _counterpart(new, canonical) is not None:
+        # The base still defines it: the class stopped inheriting it (its bases changed).
+        return _Change(
+            change="removed",
+            what="member",
+            name=canonical,
+            module=parent.path,
+            owners=(parent.name,),
+            member=name,
+            inherited_from=canonical.rsplit(".", 2)[-2],
+        )
     replacement = _forwarded_to(obj, new) or _renamed(obj, parent, new_parent)
     owner = canonical.rsplit(".", 2)[-2]
     return _Change(
@@ -435,12 +454,9 @@ def _pattern_and_message(change: _Change) -> tuple[str, str, str, list[str]]:
     if change.what == "member":
         owners = "|".join(e(o) for o in change.owners)
         group = f"(?:{owners})" if len(change.owners) > 1 else owners
-        if len(change.owners) > _MAX_OWNERS:
-            group = r"[A-Za-z_]\w*"  # every subclass shows it; the member's name identifies it
         message = f"'{change.owners[-1]}' object has no attribute '{change.member}'"
-        pattern = (
-            f"(?:type object '{group}'|'{group}' object) has no attribute '{e(change.member)}'"
-        )
+        # "'Cls' object has no attribute" for an instance, "type object 'Cls' ..." for the class.
+        pattern = f"(?:type object )?'{group}'(?: object)? has no attribute '{e(change.member)}'"
         return pattern, message, "AttributeError", []
     qualified = change.function
     bare = _short(qualified)
@@ -492,6 +508,20 @@ def _facts(dist: str, c: _Change, before: str, after: str) -> tuple[str, list[st
             f"Pass {name} to `{c.function}()`, as {dist} {after} and newer require.",
             f"Or install a release before the change: {pin_old}.",
         ]
+    if c.inherited_from:
+        shown = ", ".join(f"`{o}`" for o in c.owners[:3])
+        more = len(c.owners) - 3
+        one = len(c.owners) == 1
+        shown += f" and {more} more" if more > 0 else ""
+        doc = (
+            f"{shown} no longer {'has' if one else 'have'} {name} in {dist} {after}: "
+            f"{'it' if one else 'they'} stopped inheriting it from `{c.inherited_from}`, which "
+            f"still defines it. The last release with it there is {before}."
+        )
+        return doc, [
+            f"Update the code for {dist} {after} and newer, where these classes lack {name}.",
+            f"Or install the last release that has it: {pin_old}.",
+        ]
     where = f" from `{c.owners[0] if c.owners else c.module}`" if c.what != "module" else ""
     thing = f"`{c.name}`" if c.what == "module" else name
     verb = {"removed": "removed", "renamed": "removed", "moved": "moved"}[c.change]
@@ -503,7 +533,7 @@ def _facts(dist: str, c: _Change, before: str, after: str) -> tuple[str, list[st
         doc += f" It was renamed to `{c.replacement}`."
         solutions.append(f"Use `{c.replacement}` instead, for {dist} {after} and newer.")
     elif c.change == "moved":
-        doc += f" {dist} {after} defines `{_short(c.name)}` in `{c.replacement}`."
+        doc += f" {dist} {after} defines it as `{c.replacement}`."
         solutions.append(f"Import it from its new place, `{c.replacement}`.")
     else:
         solutions.append(f"Update the code for {dist} {after} and newer, which lack {thing}.")
@@ -516,13 +546,16 @@ def _record(
 ) -> dict[str, Any]:
     pattern, message, error_class, others = _pattern_and_message(c)
     key = f"{dist}\x00{c.change}\x00{c.what}\x00{c.name}\x00{after}"
+    if c.inherited_from or c.chunk:
+        key += f"\x00{c.inherited_from}\x00{c.chunk}"
     digest = hashlib.sha1(key.encode(), usedforsecurity=False).hexdigest()[:12]
     doc, solutions = _facts(dist, c, before, after)
     if c.change == "added":
         versions = {"distribution": dist, "first": oldest, "last": before, "checked": newest}
     else:
         versions = {"distribution": dist, "first": after, "checked": newest}
-    skew = {"distribution": dist, "name": c.name, "change": c.change}
+    name = f"{c.module}.{c.member}" if c.inherited_from else c.name
+    skew = {"distribution": dist, "name": name, "change": c.change}
     skew |= {"changedIn": after, "lastBefore": before}
     if c.replacement:
         skew["replacement"] = c.replacement

@@ -60,6 +60,14 @@ V1 = {
         class LogicalTokenBlock:
             """A block of tokens."""
     ''',
+    "skewpkg/mix.py": '''
+        class Runner:
+            def run(self):
+                """Run once."""
+
+        class Child(Runner):
+            pass
+    ''',
     "skewpkg/_private.py": """
         def hidden(x):
             return x
@@ -94,6 +102,14 @@ V2 = {
 
         def send(data, timeout):
             return data
+    ''',
+    "skewpkg/mix.py": '''
+        class Runner:
+            def run(self):
+                """Run once."""
+
+        class Child:
+            pass
     ''',
     "skewpkg/utils.py": """
         def helper(x):
@@ -177,6 +193,10 @@ OLD_CODE_ON_NEW = [
     ),
     ("import skewpkg.block", {"name": "skewpkg.block", "change": "removed"}),
     (
+        "from skewpkg.mix import Child\nChild().run()",
+        {"name": "skewpkg.mix.Child.run", "change": "removed"},
+    ),
+    (
         "from skewpkg.core import Engine\nEngine(legacy_mode=True)",
         {"name": "skewpkg.core.Engine.__init__(legacy_mode)", "change": "removed"},
     ),
@@ -230,6 +250,15 @@ def test_documentation_names_the_versions(mined) -> None:
     )
     assert ["mined", "skew"] == record["tags"]
     assert record["id"].startswith("skew-skewpkg-")
+
+
+def test_lost_inheritance_names_the_base_that_keeps_it(mined) -> None:
+    """A class that stopped inheriting a member is told apart from the member's removal."""
+    [record] = [r for r in mined[0] if r["skew"]["name"] == "skewpkg.mix.Child.run"]
+    assert (
+        "`Child` no longer has `run` in skewpkg 2.0: it stopped inheriting it from `Runner`, "
+        "which still defines it. The last release with it there is 1.0."
+    ) == record["documentation"]
 
 
 def test_private_names_and_unchanged_names_give_no_record(mined) -> None:
