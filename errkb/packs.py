@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 from errkb._env import flag, text
 from errkb._version import __version__
 from errkb.exceptions import RecordError, RegistryError
-from errkb.records import RecordRef, jsonl_values, record_from_dict
+from errkb.records import RecordRef, jsonl_values, open_pack, record_from_dict
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -109,11 +109,12 @@ class _Line:
 
     def read(self, record_id: str) -> Record:
         try:
-            with self.pack.path.open("rb") as file:
+            # A .jsonl.gz pack seeks by decompressing up to the offset: correct, slower.
+            with open_pack(self.pack.path) as file:
                 file.seek(self.offset)
                 raw = file.read(self.length)
             record, _ = record_from_dict(json.loads(raw), source=self.source, validate=False)
-        except (OSError, ValueError, RecursionError) as exc:
+        except (OSError, EOFError, ValueError, RecursionError) as exc:
             record, reason = None, f" ({exc})"
         else:
             reason = ""
@@ -128,7 +129,7 @@ class _Line:
 def load_pack(path: Path, label: str, problems: list[RecordError]) -> Iterator[RecordRef]:
     """The records of one ``.jsonl`` pack as refs, from the build cache when it is current.
 
-    Problems found in the pack are appended to ``problems`` (from the cache too, so a cached
+    A ``.jsonl.gz`` pack is read the same way, decompressed. Problems found in the pack are appended to ``problems`` (from the cache too, so a cached
     pack reports what a fresh read would).
     """
     try:

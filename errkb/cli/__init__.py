@@ -1,4 +1,4 @@
-"""The ``errkb`` command line: explain, scan, show, list, validate, probe, run, serve.
+"""The ``errkb`` command line: explain, scan, show, list, validate, probe, run, serve, mine.
 
 This module holds the parser and hands each command to its own module (``errkb.cli.explain``
 for ``errkb explain``, ...), imported only when that command runs: ``errkb --version`` imports
@@ -40,6 +40,7 @@ _COMMANDS = {
     "probe": "probe",
     "run": "run",
     "serve": "serve",
+    "mine": "mine",
 }
 
 
@@ -129,6 +130,26 @@ def _parser() -> argparse.ArgumentParser:
         "--timeout", type=float, default=10.0, help="seconds a request may take (then 503)"
     )
     serve.add_argument("--quiet", action="store_true", help="no access log")
+
+    mine = sub.add_parser(
+        "mine",
+        help="make records from the source of distributions",
+        description="Read each SOURCE (an installed distribution's name, a wheel, an sdist or a "
+        "source folder; never installed, built or imported) and write one record per specific "
+        "message it raises, checks, warns or logs.",
+    )
+    mine.add_argument("sources", nargs="+", metavar="SOURCE")
+    mine.add_argument("--output", "-o", required=True, metavar="PACK", help="the pack to write")
+    mine.add_argument("--format", choices=("jsonl", "jsonl.gz"), help="default: from PACK's name")
+    mine.add_argument(
+        "--excerpt-lines",
+        type=int,
+        default=10,
+        metavar="N",
+        help="lines of source kept on each side of the message's line (default 10)",
+    )
+    mine.add_argument("--summary", metavar="FILE", help="also write the summary as JSON")
+    mine.add_argument("--no-native", dest="native", action="store_false", help="Python only")
     return parser
 
 

@@ -57,6 +57,7 @@ class Site:
         excerpt_start: the first line of the excerpt.
         kind: how the message reaches the user (raised, a check, a warning, a log line, native).
         language: ``python``, ``c++`` or ``rust``.
+        level: for a log line, the severity its logger method means (``error``, ``warning``).
     """
 
     distribution: str
@@ -71,3 +72,4 @@ class Site:
     excerpt_start: int = 0
     kind: Kind = "raise"
     language: str = "python"
+    level: str | None = None

@@ -4,7 +4,8 @@ The package is the facade; each private module holds one job, upstream first:
 
 - ``_schema``: the :class:`Record` type and the JSON keys derived from its fields;
 - ``_validate``: :func:`record_from_dict`, which checks a JSON value and builds a record;
-- ``_files``: the walk over folders and the readers of ``.json`` and ``.jsonl`` files;
+- ``_files``: the walk over folders and the readers of ``.json``, ``.jsonl`` and ``.jsonl.gz``
+  files;
 - ``_refs``: :class:`RecordRef`, the part of a record a registry keeps, and its :class:`Body`;
 - ``_load``: :func:`load_paths` and :func:`load_refs`, which tie the others together.
 
@@ -14,7 +15,7 @@ this package never imports :mod:`errkb.packs`, which is built on it.
 
 from __future__ import annotations
 
-from errkb.records._files import MAX_FILE, MAX_LINE, jsonl_values
+from errkb.records._files import MAX_FILE, MAX_LINE, jsonl_values, open_pack
 from errkb.records._load import LoadResult, ReadPack, load_paths, load_refs
 from errkb.records._refs import Body, RecordRef
 from errkb.records._schema import SCHEMA_VERSION, SKEW_CHANGES, Record, Skew, Versions
@@ -38,5 +39,6 @@ __all__ = [
     "jsonl_values",
     "load_paths",
     "load_refs",
+    "open_pack",
     "record_from_dict",
 ]

@@ -6,11 +6,13 @@ mean is :mod:`errkb.records._validate`'s job.
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import stat
+import zlib
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 
 from errkb.exceptions import RecordError
 
@@ -21,6 +23,20 @@ if TYPE_CHECKING:
 MAX_FILE = 256 * 1024 * 1024
 #: The longest line of a .jsonl file read.
 MAX_LINE = 16 * 1024 * 1024
+#: The names of JSON-lines packs: plain, or gzip-compressed (as ``errkb mine --format`` writes).
+PACK_SUFFIXES = (".jsonl", ".jsonl.gz")
+
+
+def is_pack(path: Path) -> bool:
+    """Whether a file is a JSON-lines pack (``.jsonl`` or ``.jsonl.gz``)."""
+    return path.name.endswith(PACK_SUFFIXES)
+
+
+def open_pack(path: Path) -> BinaryIO:
+    """A pack's bytes, decompressed when it is a ``.jsonl.gz`` (offsets count those bytes)."""
+    if path.name.endswith(".gz"):
+        return gzip.open(path, "rb")  # type: ignore[return-value]
+    return path.open("rb")
 
 
 def record_files(path: Path, problems: list[RecordError]) -> Iterator[Path]:
@@ -51,7 +67,7 @@ def record_files(path: Path, problems: list[RecordError]) -> Iterator[Path]:
         seen.add((st.st_dev, st.st_ino))
         dirs.sort()
         for name in sorted(names):
-            if name.endswith((".json", ".jsonl")):
+            if name.endswith((".json", *PACK_SUFFIXES)):
                 yield Path(root) / name
 
 
@@ -67,7 +83,7 @@ def json_items(path: Path, label: str, problems: list[RecordError]) -> Iterator[
             # A FIFO or a device (a link to /dev/zero, say) would block or never end.
             problems.append(RecordError(label, "not a regular file, skipped"))
             return
-        if path.suffix == ".jsonl":
+        if is_pack(path):
             yield from _jsonl(path, label, problems)
             return
         if st.st_size > MAX_FILE:
@@ -107,9 +123,10 @@ def jsonl_values(
     """Each JSON value of a ``.jsonl`` file, with its line number, byte offset and length.
 
     Blank lines are skipped; a line that is too long or not JSON is reported in ``problems``.
+    A ``.jsonl.gz`` file is read decompressed; the offsets are those of the decompressed bytes.
     """
     try:
-        with path.open("rb") as file:
+        with open_pack(path) as file:
             offset = 0
             for n, raw in enumerate(iter(lambda: file.readline(MAX_LINE + 1), b""), 1):
                 at, offset = offset, offset + len(raw)
@@ -129,7 +146,7 @@ def jsonl_values(
                     )
                 except RecursionError:
                     problems.append(RecordError(f"{label}:{n}", "invalid JSON (nested too deeply)"))
-    except OSError as exc:
+    except (OSError, EOFError, zlib.error) as exc:
         problems.append(RecordError(label, f"cannot read the file ({_reason(exc)})"))
 
 

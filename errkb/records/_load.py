@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Protocol
 import attrs
 
 from errkb.exceptions import RecordError
-from errkb.records._files import json_items, record_files
+from errkb.records._files import is_pack, json_items, record_files
 from errkb.records._refs import RecordRef
 from errkb.records._schema import Record
 from errkb.records._validate import record_from_dict
@@ -107,7 +107,7 @@ def _load(
         for file in record_files(top, problems):
             label = _label(file, top, given)
             found: Iterable[Record | RecordRef]
-            if read_pack is not None and not checked and file.suffix == ".jsonl":
+            if read_pack is not None and not checked and is_pack(file):
                 found = read_pack(file, label, problems)
             else:
                 found = _records_in(file, label, problems, validate=checked)

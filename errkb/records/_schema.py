@@ -191,8 +191,14 @@ def brief(r: Record | RecordRef) -> dict[str, object]:
 
 
 def library_of(source: str, repo: str | None) -> str:
-    """What :attr:`Record.library` and :attr:`RecordRef.library` give, from the two fields."""
-    folder = Path(_PLACE_SUFFIX.sub("", source)).parent
+    """What :attr:`Record.library` and :attr:`RecordRef.library` give, from the two fields.
+
+    A mined pack (``records/mined/vllm.jsonl``) belongs to the distribution its name gives.
+    """
+    file = Path(_PLACE_SUFFIX.sub("", source))
+    folder = file.parent
+    if folder.name == "mined" and folder.parent.name in ("records", "_records"):
+        return file.name.partition(".")[0]
     if folder.parent.name in ("records", "_records"):
         return folder.name
     return (repo or "unknown").rsplit("/", 1)[-1].lower()

@@ -166,6 +166,7 @@ def test_public_names_of_the_records_package_are_pinned():
         "jsonl_values",
         "load_paths",
         "load_refs",
+        "open_pack",
         "record_from_dict",
     ]
     assert expected == errkb.records.__all__

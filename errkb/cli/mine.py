@@ -1,0 +1,63 @@
+"""``errkb mine``: records from the source of distributions, written as a pack."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from errkb.cli._common import EXIT_OK
+
+if TYPE_CHECKING:
+    import argparse
+
+__all__ = ["run"]
+
+
+def run(args: argparse.Namespace) -> int:
+    """Mine the sources, write the pack, print the summary; a bad source is exit status 2."""
+    from errkb.exceptions import UsageError
+    from errkb.mine import mine, write_pack
+
+    if args.excerpt_lines < 0:
+        raise UsageError(f"--excerpt-lines: expected 0 or more, got {args.excerpt_lines}")
+    output = Path(args.output)
+    fmt = args.format or ("jsonl.gz" if output.name.endswith(".gz") else "jsonl")
+    result = mine(args.sources, excerpt_lines=args.excerpt_lines, native=args.native)
+    try:
+        size = write_pack(result.records, output, fmt)
+    except OSError as exc:
+        raise UsageError(f"{output}: cannot write the pack ({exc.strerror or exc})") from None
+    summary = {**result.summary, "output": str(output), "format": fmt, "bytes": size}
+    if args.summary:
+        try:
+            Path(args.summary).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(
+                f"{args.summary}: cannot write the summary ({exc.strerror or exc})"
+            ) from None
+    print(_text(summary))
+    return EXIT_OK
+
+
+def _text(summary: dict[str, Any]) -> str:
+    """The summary as a few plain lines."""
+    from errkb._sanitize import clean
+
+    lines = [
+        f"{s['distribution']} {s['version'] or '(version unknown)'} ({s['archive']}): "
+        f"{s['sites']} sites"
+        for s in summary["sources"]
+    ]
+    kinds = ", ".join(f"{k} {n}" for k, n in summary["kinds"].items()) or "none"
+    languages = ", ".join(f"{k} {n}" for k, n in summary["languages"].items()) or "none"
+    dropped = ", ".join(f"{k} {n}" for k, n in summary["dropped"].items()) or "none"
+    lines += [
+        f"{summary['records']} records ({kinds}; {languages})",
+        f"dropped: {dropped}",
+        (
+            f"wrote {summary['output']} ({summary['format']}, {summary['bytes']:,} bytes) "
+            f"in {summary['seconds']} s"
+        ),
+    ]
+    return "\n".join(clean(line) for line in lines)
