@@ -261,9 +261,17 @@ class _Reader:
                 inner.cls = None
             self.body(stmt.body, inner, (), {})
         elif isinstance(stmt, ast.If):
-            test = self.segment(stmt.test)
-            self.body(stmt.body, scope, (*conds, test), dict(env))
-            self.body(stmt.orelse, scope, (*conds, f"not ({test})"), dict(env))
+            # An elif chain is walked in a loop: hundreds of elifs nest that deep in the tree.
+            branch: ast.stmt = stmt
+            while isinstance(branch, ast.If):
+                test = self.segment(branch.test)
+                self.body(branch.body, scope, (*conds, test), dict(env))
+                conds = (*conds, f"not ({test})")
+                if len(branch.orelse) == 1 and isinstance(branch.orelse[0], ast.If):
+                    branch = branch.orelse[0]
+                else:
+                    self.body(branch.orelse, scope, conds, dict(env))
+                    break
         elif isinstance(stmt, ast.Raise):
             self.raise_(stmt, scope, conds, env)
         elif isinstance(stmt, ast.Assert):
@@ -289,26 +297,28 @@ class _Reader:
             for case in stmt.cases:
                 self.body(case.body, scope, conds, dict(env))
 
-    def assign(self, stmt: ast.Assign | ast.AnnAssign | ast.AugAssign, env: _Env) -> None:
+    def assign(
+        self, stmt: ast.Assign | ast.AnnAssign | ast.AugAssign, env: _Env, depth: int = 0
+    ) -> None:
         targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
         if len(targets) != 1 or not isinstance(targets[0], ast.Name) or stmt.value is None:
             return
         name = targets[0].id
         if isinstance(stmt, ast.AugAssign):
             before = env.get(name)
-            added = self.template(stmt.value, env)
+            added = self.template(stmt.value, env, depth)
             if before is not None and before[1] is None and added and isinstance(stmt.op, ast.Add):
                 env[name] = ((*before[0], *added), None, False)
             else:
                 env.pop(name, None)
             return
         value = stmt.value
-        found = self.template(value, env)
+        found = self.template(value, env, depth)
         if found is not None:
             env[name] = (found, None, False)
             return
         if isinstance(value, ast.Call) and value.args and _class_like(value.func):
-            message = self.template(value.args[0], env)
+            message = self.template(value.args[0], env, depth)
             if message is not None:
                 env[name] = (message, self.resolve(value.func), True)
                 return
@@ -526,7 +536,7 @@ class _Reader:
         env: _Env = {}
         for stmt in helper.body:
             if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
-                self.assign(stmt, env)
+                self.assign(stmt, env, depth)
             elif isinstance(stmt, ast.Return) and stmt.value is not None:
                 return self.template(stmt.value, env, depth)
         return None

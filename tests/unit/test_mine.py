@@ -1,0 +1,200 @@
+"""The miner's parts: the Python reader's forms, templates as patterns, the specificity rule."""
+
+from __future__ import annotations
+
+import ast
+import gzip
+import json
+from collections import Counter
+
+import pytest
+import regex
+from hypothesis import given
+from hypothesis import strategies as st
+
+from errkb.mine import Hole, mine
+from errkb.mine._python import _Reader, module_of, read_python
+from errkb.mine._template import error_message, message_pattern, why_too_generic
+from errkb.records._schema import library_of
+from errkb.registry import Registry
+
+
+def sites(source: str, path: str = "pkg/mod.py"):
+    dropped: Counter[str] = Counter()
+    found = read_python(source, path, distribution="pkg", version="1.0", dropped=dropped)
+    return found, dropped
+
+
+def only(source: str, path: str = "pkg/mod.py"):
+    found, _ = sites(source, path)
+    assert 1 == len(found), found
+    return found[0]
+
+
+def test_percent_with_a_mapping_names_its_holes():
+    """``"%(n)d ... %(name)s" % {...}`` gives a number hole and a text hole, by key."""
+    site = only('raise ValueError("%(n)d blocks for %(name)s" % {"n": k, "name": m})')
+    assert (Hole("k", number=True), " blocks for ", Hole("m")) == site.template
+
+
+def test_format_with_indexes_and_keywords():
+    """``.format`` with ``{1}``, ``{0}`` and ``{key:.1f}`` takes each argument's expression."""
+    site = only('raise ValueError("{1} then {0} at {rate:.1f}".format(a, b.c, rate=r))')
+    assert (Hole("b.c"), " then ", Hole("a"), " at ", Hole("r", number=True)) == site.template
+
+
+def test_augmented_message_and_plain_warning():
+    """``msg += ...`` extends the message; a warning without a category is a UserWarning."""
+    site = only('import warnings\nmsg = "first part"\nmsg += f" then {x}"\nwarnings.warn(msg)')
+    assert ("first part", " then ", Hole("x")) == site.template
+    assert ("UserWarning", "warn") == (site.error_class, site.kind)
+
+
+def test_check_with_resolves_its_class_through_imports():
+    """``torch._check_with(Cls, cond, lambda: ...)`` raises Cls, resolved to its module."""
+    source = (
+        "import torch\nfrom .errors import ShapeError\n"
+        'torch._check_with(ShapeError, n > 0, lambda: f"rank {n} is not positive")\n'
+    )
+    site = only(source, "pkg/sub/mod.py")
+    assert ("pkg.sub.errors.ShapeError", "check", "not (n > 0)") == (
+        site.error_class,
+        site.kind,
+        site.condition,
+    )
+
+
+def test_relative_imports_resolve_from_the_package():
+    """``from ..errors import E`` in ``pkg/sub/mod.py`` is ``pkg.errors.E``."""
+    site = only('from ..errors import E\nraise E("x")', "src/pkg/sub/mod.py")
+    assert "pkg.errors.E" == site.error_class
+
+
+def test_module_of_drops_source_folders_and_init():
+    """Paths in a source tree and in a wheel name the same module."""
+    assert ["pkg.sub", "pkg.sub.mod", "tokenizers.x"] == [
+        module_of("src/pkg/sub/__init__.py"),
+        module_of("pkg/sub/mod.py"),
+        module_of("bindings/python/py_src/tokenizers/x.py"),
+    ]
+
+
+def test_long_elif_chain_is_read():
+    """Two thousand elifs (deeper than the recursion limit) still give the last branch's raise."""
+    branches = "".join(f"elif x == {i}:\n    pass\n" for i in range(2000))
+    site = only(f"if x < 0:\n    pass\n{branches}else:\n    raise ValueError('none of them')")
+    assert site.condition is not None
+    assert site.condition.endswith("and not (x == 1999)")
+
+
+def test_segments_equal_the_standard_library_s():
+    """The reader's fast source segments are :func:`ast.get_source_segment`'s, on one line."""
+    source = (
+        'x = f"é {a + b:>{w}} ü"\r\nif (a\n    and b):\x0c\n    raise E("ß" +\n  c)\n'
+        "y = {'k': [1,\n 2]}\n"
+    )
+    tree = ast.parse(source)
+    reader = _Reader(source, "m.py", tree, "d", "1", 10, Counter())
+    for node in ast.walk(tree):
+        if hasattr(node, "end_col_offset"):
+            expected = " ".join((ast.get_source_segment(source, node) or "").split())
+            assert expected == reader.segment(node)
+
+
+def test_excerpt_lines_follow_the_parser_s_line_count():
+    """A form feed inside a line does not shift the excerpt (str.splitlines would)."""
+    site = only("a = 1  # \x0c page\nb = 2\nraise ValueError('the third line raises it')\n")
+    assert 3 == site.line
+    assert "raise ValueError" in site.excerpt.split("\n")[site.line - site.excerpt_start]
+
+
+# --- templates --------------------------------------------------------------------------
+
+
+def test_named_groups_are_deduplicated_and_the_last_hole_runs_to_the_end():
+    """Two holes named ``x`` become ``x`` and ``x_2``; an unnamed hole gets a plain group."""
+    template = ("from ", Hole("a.x"), " to ", Hole("b.x"), " via ", Hole("f(y)"), ": ", Hole("why"))
+    pattern = message_pattern(template)
+    m = regex.search(pattern, "from 1 to 2 via z: out of memory on device 0")
+    assert m is not None
+    assert {"x": "1", "x_2": "2", "why": "out of memory on device 0"} == m.groupdict()
+    assert "from {a.x} to {b.x} via {f(y)}: {why}" == error_message(template)
+
+
+def test_number_holes_match_numbers_only():
+    """A number hole matches ``1,024``, ``-0.75`` and ``1e-05`` but not a word."""
+    pattern = message_pattern(("size ", Hole("n", number=True), " is too large"))
+    for text in ("1,024", "-0.75", "1e-05"):
+        assert regex.search(pattern, f"size {text} is too large") is not None
+    assert regex.search(pattern, "size many is too large") is None
+
+
+@given(
+    st.lists(
+        st.one_of(
+            st.text(st.characters(blacklist_categories=("Cs", "Cc")), min_size=1),
+            st.builds(Hole, st.sampled_from(["a", "b.c", "f(x)", ""]), st.booleans()),
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+    st.data(),
+)
+def test_pattern_matches_every_filled_message(parts, data):
+    """Whatever fills the holes (numbers in number holes), the pattern finds the message."""
+    message = []
+    for part in parts:
+        if isinstance(part, str):
+            message.append(part)
+        elif part.number:
+            message.append(str(data.draw(st.integers())))
+        else:
+            message.append(data.draw(st.text(st.characters(categories=("L", "N")), min_size=1)))
+    assert regex.search(message_pattern(tuple(parts)), "".join(message)) is not None
+
+
+@pytest.mark.parametrize(
+    ("template", "reason"),
+    [
+        (("'", Hole("type(o).__name__"), "' object has no attribute '", Hole("k"), "'"),
+         "builtin-imitation"),
+        ((Hole("f"), "() got an unexpected keyword argument '", Hole("k"), "'"),
+         "builtin-imitation"),
+        (("No module named '", Hole("m"), "' could be found anywhere here"), "builtin-imitation"),
+        (("invalid value ", Hole("v")), "too-short"),
+        (("==== ", Hole("a"), " ---- ", Hole("b"), " ++++ ", Hole("c"), " 123456"), "too-few-words"),
+        (("the block size ", Hole("b"), " must divide the cache size"), None),
+    ],
+)  # fmt: skip
+def test_specificity_rule(template, reason):
+    """Builtin imitations and short or wordless templates are refused; a specific one is kept."""
+    assert reason == why_too_generic(template)
+
+
+# --- packs ------------------------------------------------------------------------------
+
+
+def test_mined_pack_library_is_its_distribution():
+    """Records of ``records/mined/<dist>.jsonl`` belong to the distribution, not to "mined"."""
+    assert ["vllm", "torch", "chattts"] == [
+        library_of("records/mined/vllm.jsonl:12", None),
+        library_of("/x/errkb/_records/mined/torch.jsonl.gz:1", "pytorch/pytorch"),
+        library_of("records/chattts/x.json", None),
+    ]
+
+
+def test_gzip_pack_loads_and_reads_bodies_on_demand(tmp_path):
+    """A .jsonl.gz pack goes through the registry's pack path; a body is read by its offset."""
+    package = tmp_path / "src" / "pkg"
+    package.mkdir(parents=True)
+    lines = [f"def f{i}():\n    raise ValueError('message number {i} of the pack is here')\n"
+             for i in range(30)]  # fmt: skip
+    (package / "mod.py").write_text("".join(lines))
+    records = mine([str(tmp_path / "src")]).records
+    pack = tmp_path / "p.jsonl.gz"
+    pack.write_bytes(gzip.compress("".join(json.dumps(r) + "\n" for r in records).encode()))
+    registry = Registry.from_paths([pack], builtin=False, env=False, entry_points=False)
+    assert [] == list(registry.problems)
+    assert 30 == len(registry)
+    last = records[-1]
+    assert last["sourceCode"] == registry.get(last["id"]).source_code
