@@ -198,3 +198,51 @@ def test_gzip_pack_loads_and_reads_bodies_on_demand(tmp_path):
     assert 30 == len(registry)
     last = records[-1]
     assert last["sourceCode"] == registry.get(last["id"]).source_code
+
+
+# --- sources ----------------------------------------------------------------------------
+
+
+def test_wheel_of_a_known_distribution_links_into_its_repository(tmp_path):
+    """A transformers wheel's package paths link to ``src/`` at the ``v{version}`` tag."""
+    import zipfile
+
+    wheel = tmp_path / "transformers-4.0.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        zf.writestr(
+            "transformers/x.py",
+            "def f():\n    raise ValueError('the known wheel raises this one')\n",
+        )
+        zf.writestr(
+            "transformers-4.0.0.dist-info/METADATA",
+            "Metadata-Version: 2.1\nName: transformers\nVersion: 4.0.0\n",
+        )
+    (record,) = mine([str(wheel)]).records
+    assert ("transformers/x.py", "huggingface/transformers") == (record["filePath"], record["repo"])
+    assert record["githubUrl"].startswith(
+        "https://github.com/huggingface/transformers/blob/v4.0.0/src/transformers/x.py#L1-L"
+    )
+
+
+def test_folder_version_from_setup_cfg(tmp_path):
+    """A folder without pyproject.toml takes its name, version and URL from setup.cfg."""
+    from errkb.mine import open_source
+
+    (tmp_path / "setup.cfg").write_text(
+        "[metadata]\nname = Some_Lib\nversion = 0.3.1\n"
+        "project_urls =\n    Source = https://github.com/someone/some-lib.git\n"
+    )
+    source = open_source(str(tmp_path))
+    assert ("some-lib", "0.3.1", "someone/some-lib") == (
+        source.distribution,
+        source.version,
+        source.repo,
+    )
+
+
+def test_folder_without_metadata_has_no_version_and_no_link(tmp_path):
+    """Unknown version: the record says nothing of releases and links nowhere."""
+    (tmp_path / "m.py").write_text("raise ValueError('a folder with no metadata raises it')\n")
+    (record,) = mine([str(tmp_path)]).records
+    assert {"distribution": tmp_path.name.lower().replace("_", "-")} == record["versions"]
+    assert "githubUrl" not in record
