@@ -16,7 +16,11 @@ from errkb.records import load_paths
 from errkb.registry import builtin_records_dir
 from errkb.validate import check_published, check_ranking
 
-RECORDS = load_paths([builtin_records_dir()])
+# The hand-written records: the mined packs (records/mined/) meet the miner's bar instead
+# (tests/integration/test_mined_packs.py).
+RECORDS = load_paths(
+    sorted(p for p in builtin_records_dir().iterdir() if p.is_dir() and p.name != "mined")
+)
 BY_ID = {r.id: r for r in RECORDS.records}
 PUBLISHED = builtin_records_dir() / "PUBLISHED"
 
@@ -48,11 +52,15 @@ def test_at_least_eighty_records_across_the_stack():
 
 @pytest.mark.parametrize("record", RECORDS.records, ids=lambda r: r.id)
 def test_record_is_complete(record):
-    """Raise site, class, message, examples, counterexample, and advice in our own words."""
+    """Raise site, class, message, examples, counterexample, and advice in our own words.
+
+    A message that is logged, not raised (tag ``log``), has no class.
+    """
+    logged = "log" in record.tags
     missing = [
         name
         for name in (
-            "error_class",
+            *(() if logged else ("error_class",)),
             "file_path",
             "line_number",
             "github_url",
