@@ -14,6 +14,8 @@ from collections import Counter
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
+import attrs
+
 from errkb.mine._site import Hole, Kind, Site, Template
 
 if TYPE_CHECKING:
@@ -53,6 +55,7 @@ _NUMBER_CONV = frozenset("diufFeEgG")
 _SPEC_TYPE = re.compile(r"[bcdeEfFgGnosxX%]$")
 _SOURCE_MARKERS = ("src", "py_src", "lib")
 _MAX_DEPTH = 4
+_MAX_HOPS = 8
 _BODIES = ("body", "orelse", "finalbody")
 _ODD_BREAKS = ("\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029")
 _LINE = re.compile(r"(?<=\r\n)|(?<=\r)(?!\n)|(?<=\n)")
@@ -80,8 +83,12 @@ def read_python(
     version: str,
     excerpt_lines: int = 10,
     dropped: Counter[str] | None = None,
+    names: dict[str, dict[str, str]] | None = None,
 ) -> list[Site]:
     """Every message site of one module's source. What is passed over is counted in ``dropped``.
+
+    ``names``, when given, gets the module's names: what each imported or defined name refers
+    to, so that :func:`read_source` can follow a class re-exported by another module.
 
     >>> [s.template for s in read_python('raise ValueError(f"bad {x:d}")', "m.py",
     ...                                  distribution="d", version="1")]
@@ -94,6 +101,11 @@ def read_python(
         dropped["unparsable-file"] += 1
         return []
     reader = _Reader(text, path, tree, distribution, version, excerpt_lines, dropped)
+    if names is not None and reader.module:
+        names[reader.module] = {
+            **reader.imports,
+            **{name: f"{reader.module}.{name}" for name in reader.local},
+        }
     try:
         reader.body(tree.body, _Scope("", None), (), {})
     except RecursionError:
@@ -105,18 +117,43 @@ def read_python(
 def read_source(
     source: Source, *, excerpt_lines: int = 10, dropped: Counter[str] | None = None
 ) -> Iterator[Site]:
-    """The Python reader over every ``.py`` file of a source."""
+    """The Python reader over every ``.py`` file of a source.
+
+    A class imported from a module of the same source that only re-exports it is followed to
+    the module that defines it (``from transformers.utils import E`` is
+    ``transformers.utils.import_utils.E``).
+    """
     dropped = Counter() if dropped is None else dropped
     version = source.version or "unknown"
+    names: dict[str, dict[str, str]] = {}
+    found: list[Site] = []
     for path, text in source.python_files():
-        yield from read_python(
+        found += read_python(
             text,
             path,
             distribution=source.distribution,
             version=version,
             excerpt_lines=excerpt_lines,
             dropped=dropped,
+            names=names,
         )
+    for site in found:
+        if site.error_class and "." in site.error_class:
+            defined = _defining(site.error_class, names)
+            if defined != site.error_class:
+                site = attrs.evolve(site, error_class=defined)  # noqa: PLW2901 - the followed site
+        yield site
+
+
+def _defining(dotted: str, names: dict[str, dict[str, str]]) -> str:
+    """Follow a dotted name through the modules' imports to where it is defined."""
+    for _ in range(_MAX_HOPS):
+        module, _, attr = dotted.rpartition(".")
+        target = names.get(module, {}).get(attr)
+        if target is None or target == dotted:
+            break
+        dotted = target
+    return dotted
 
 
 class _Scope:

@@ -246,3 +246,16 @@ def test_folder_without_metadata_has_no_version_and_no_link(tmp_path):
     (record,) = mine([str(tmp_path)]).records
     assert {"distribution": tmp_path.name.lower().replace("_", "-")} == record["versions"]
     assert "githubUrl" not in record
+
+
+def test_reexported_class_is_followed_to_its_defining_module(tmp_path):
+    """``from pkg import E`` where pkg only re-exports E names ``pkg.errors.E``."""
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("from .errors import E\n")
+    (package / "errors.py").write_text("class E(RuntimeError):\n    pass\n")
+    (package / "mod.py").write_text(
+        "from pkg import E\nraise E('the re-exported class is raised from here')\n"
+    )
+    (record,) = mine([str(tmp_path)]).records
+    assert "pkg.errors.E" == record["errorClass"]
