@@ -57,7 +57,9 @@ def mine(given: Sequence[str], *, excerpt_lines: int = 10, native: bool = True) 
 
     ``native=False`` reads the Python files only (no C++ or Rust).
 
-    >>> result = mine(["tests/data/mine/tiny"])  # doctest: +SKIP
+    >>> result = mine(["transformers"])  # doctest: +SKIP
+    >>> result.summary["records"], result.records[0]["id"]  # doctest: +SKIP
+    (4177, 'mined-transformers-...')
     """
     started = time.perf_counter()
     sources = [open_source(s) for s in given]
