@@ -232,6 +232,14 @@ def test_every_form_finds_its_record_at_the_right_line(tmp_path, minepkg_importa
         "minepkg/engine.py": marked_lines(ENGINE),
         "minepkg/checks.py": marked_lines(CHECKS),
     }
+    # Every record the pack holds is one of the sites run below: none is left untested.
+    expected = {
+        ("minepkg/checks.py" if key.startswith("check") else "minepkg/engine.py", line)
+        for file_lines in lines.values()
+        for key, line in file_lines.items()
+    }
+    assert expected == {(r["filePath"], r["lineNumber"]) for r in result.records}
+    assert {key for key, _, _ in CALLS} == {k for f in lines.values() for k in f}
     minepkg_importable(root)
     for key, call, kind in CALLS:
         seen, exc, text = trigger(call)
