@@ -276,9 +276,18 @@ def test_captures_are_filled_into_the_fix():
 
 
 def test_a_finding_without_facts_shows_its_captures_as_facts():
-    """No advisor: the message's captures are the facts the solutions rest on."""
+    """No advisor: the message's captures are the facts the solutions rest on.
+
+    The shipped record names the releases that raise it, which makes the installed torch a fact;
+    without ``versions`` (as in a dataset record) the captures are the only facts left.
+    """
+    from errkb.registry import default_registry
+
+    shipped = default_registry().get("torch-mat1-mat2-shapes-cannot-be-multiplied").to_json()
+    shipped["versions"] = None
+    registry = registry_from_dicts([shipped])
     assert "  message: mat1_rows = 4; mat1_cols = 2048; mat2_rows = 512; mat2_cols = 10" in (
-        _shown(errkb.explain(_MAT1), 100)
+        _shown(errkb.explain(_MAT1, registry=registry), 100)
     )
 
 
