@@ -268,6 +268,7 @@ def write_index(path: Path, label: str | None = None) -> Path:
     header = _index_header(pack)
     if not _write_cache(where, header, label, refs, problems, table=table):
         raise RegistryError(f"{where}: cannot write the pack's index")
+    where.chmod(0o644)  # shipped data, readable as the pack is (a cache file is private)
     return where
 
 

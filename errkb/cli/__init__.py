@@ -150,6 +150,17 @@ def _parser() -> argparse.ArgumentParser:
     )
     mine.add_argument("--summary", metavar="FILE", help="also write the summary as JSON")
     mine.add_argument("--no-native", dest="native", action="store_false", help="Python only")
+    mine.add_argument(
+        "--history",
+        action="store_true",
+        help="also diff the public API of consecutive releases and write the records of "
+        "version skew (needs errkb[mine])",
+    )
+    mine.add_argument(
+        "--index",
+        action="store_true",
+        help="also write PACK.index beside the pack, so it loads lazily wherever it is installed",
+    )
     return parser
 
 

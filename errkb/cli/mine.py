@@ -23,9 +23,17 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--excerpt-lines: expected 0 or more, got {args.excerpt_lines}")
     output = Path(args.output)
     fmt = args.format or ("jsonl.gz" if output.name.endswith(".gz") else "jsonl")
-    result = mine(args.sources, excerpt_lines=args.excerpt_lines, native=args.native)
+    if args.index and fmt != "jsonl":
+        raise UsageError("--index: only a plain .jsonl pack is read by offset and can be indexed")
+    result = mine(
+        args.sources, excerpt_lines=args.excerpt_lines, native=args.native, history=args.history
+    )
     try:
         size = write_pack(result.records, output, fmt)
+        if args.index:
+            from errkb.packs import write_index
+
+            write_index(output, label=output.name)
     except OSError as exc:
         raise UsageError(f"{output}: cannot write the pack ({exc.strerror or exc})") from None
     summary = {**result.summary, "output": str(output), "format": fmt, "bytes": size}
@@ -55,6 +63,11 @@ def _text(summary: dict[str, Any]) -> str:
     lines += [
         f"{summary['records']} records ({kinds}; {languages})",
         f"dropped: {dropped}",
+        *(
+            [f"version skew: {', '.join(f'{k} {n}' for k, n in summary['history'].items())}"]
+            if summary.get("history")
+            else []
+        ),
         (
             f"wrote {summary['output']} ({summary['format']}, {summary['bytes']:,} bytes) "
             f"in {summary['seconds']} s"

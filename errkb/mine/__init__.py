@@ -52,10 +52,20 @@ class MineResult:
     summary: dict[str, Any]
 
 
-def mine(given: Sequence[str], *, excerpt_lines: int = 10, native: bool = True) -> MineResult:
+def mine(
+    given: Sequence[str],
+    *,
+    excerpt_lines: int = 10,
+    native: bool = True,
+    history: bool = False,
+) -> MineResult:
     """Read every source and make the records; a bad source raises ``UsageError``.
 
-    ``native=False`` reads the Python files only (no C++ or Rust).
+    ``native=False`` reads the Python files only (no C++ or Rust). ``history=True`` also diffs
+    the public API of consecutive releases of each distribution given in several releases, and
+    adds the records of version skew (:func:`errkb.mine._history.history_records`; needs the
+    ``mine`` extra, griffe). ``excerpt_lines=0`` writes no source excerpt: the record keeps the
+    raise site and its link.
 
     >>> result = mine(["transformers"])  # doctest: +SKIP
     >>> result.summary["records"], result.records[0]["id"]  # doctest: +SKIP
@@ -83,14 +93,23 @@ def mine(given: Sequence[str], *, excerpt_lines: int = 10, native: bool = True) 
         )
     order = _version_order([(s.distribution, s.version or "unknown") for s in sources])
     records = build_records(found, lambda v: order.get(v, -1), dropped)
+    kinds = Counter(r["tags"][1] for r in records)
+    languages = Counter(r["tags"][2] for r in records)
+    skew: Counter[str] = Counter()
+    if history:
+        for made, counts in _histories(sources, order):
+            records.extend(made)
+            kinds["skew"] += len(made)
+            skew.update(counts)
     summary = {
         "schema": SUMMARY_SCHEMA,
         "sources": described,
         "sites": len(found),
         "records": len(records),
-        "kinds": dict(sorted(Counter(r["tags"][1] for r in records).items())),
-        "languages": dict(sorted(Counter(r["tags"][2] for r in records).items())),
+        "kinds": dict(sorted(kinds.items())),
+        "languages": dict(sorted(languages.items())),
         "dropped": dict(sorted(dropped.items())),
+        "history": dict(sorted(skew.items())),
         "seconds": round(time.perf_counter() - started, 2),
     }
     return MineResult(records=tuple(records), summary=summary)
@@ -109,7 +128,42 @@ def _sites(
             source.files(CPP_SUFFIXES + RUST_SUFFIXES),
             distribution=source.distribution,
             version=source.version or "unknown",
+            excerpt_lines=excerpt_lines,
         )
+
+
+def _histories(
+    sources: Sequence[Source], order: dict[str, int]
+) -> Iterator[tuple[list[dict[str, Any]], dict[str, int]]]:
+    """The skew records of each distribution given in two releases or more.
+
+    Each release's Python files are written into a folder of their own, laid out as
+    site-packages would hold them, for griffe to load statically (never imported).
+    """
+    import tempfile
+    from pathlib import Path
+
+    from errkb.mine._history import history_records
+    from errkb.mine._write import package_path
+
+    by_dist: dict[str, list[Source]] = {}
+    for source in sources:
+        if source.version:
+            by_dist.setdefault(source.distribution, []).append(source)
+    for dist, releases in by_dist.items():
+        if len(releases) < 2:
+            continue
+        releases.sort(key=lambda s: order.get(s.version or "", -1))
+        with tempfile.TemporaryDirectory(prefix="errkb-mine-") as tmp:
+            folders = []
+            for source in releases:
+                root = Path(tmp) / (source.version or "unknown")
+                for path, text in source.files((".py",)):
+                    target = root / package_path(path)
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    target.write_text(text, encoding="utf-8")
+                folders.append((source.version or "unknown", root))
+            yield history_records(dist, folders)
 
 
 def _version_order(pairs: Iterable[tuple[str, str]]) -> dict[str, int]:

@@ -164,7 +164,11 @@ def _record(
         "sourceCode": excerpt or None,
         "sourceCodeStart": start if excerpt else None,
         "sourceCodeEnd": end if excerpt else None,
-        "githubUrl": source.github_url(site.path, start, end) if excerpt else None,
+        "githubUrl": (
+            source.github_url(site.path, start, end)
+            if excerpt
+            else source.github_url(site.path, site.line, site.line)
+        ),
         "documentation": _documentation(site, path),
         "tags": ["mined", site.kind, site.language],
         "analyzedSha": None,

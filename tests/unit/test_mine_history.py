@@ -7,6 +7,7 @@ with the mined records.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import textwrap
@@ -273,3 +274,35 @@ def test_records_load_cleanly(mined) -> None:
     """Every mined record passes the loader's checks."""
     registry = registry_from_dicts(mined[0])
     assert len(mined[0]) == len(registry)
+
+
+def test_errkb_mine_history_and_index_end_to_end(releases, tmp_path) -> None:
+    """`errkb mine v1 v2 --history --index`: one pack of raise sites and skew records, with
+    its index; it explains the real error of 1.0 code on 2.0, naming the release that changed
+    it."""
+    pack = tmp_path / "records" / "mined" / "skewpkg.jsonl"
+    pack.parent.mkdir(parents=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "errkb", "mine", str(releases["1.0"]), str(releases["2.0"])]
+        + ["--history", "--index", "--excerpt-lines", "0", "--output", str(pack)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert 0 == done.returncode, done.stderr
+    assert "version skew: " in done.stdout
+    assert pack.with_name("skewpkg.jsonl.index").is_file()
+    message = _real_error(
+        releases["2.0"], "from skewpkg.core import Engine\nEngine().get_max_length()"
+    )
+    explained = subprocess.run(
+        [sys.executable, "-m", "errkb", "explain", "--no-probes", "--json"]
+        + ["--records", str(pack), message],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert 0 == explained.returncode, explained.stderr
+    top = json.loads(explained.stdout)["matches"][0]
+    assert top["mined"]
+    assert "2.0" in top["documentation"]
