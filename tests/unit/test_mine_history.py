@@ -283,8 +283,20 @@ def test_errkb_mine_history_and_index_end_to_end(releases, tmp_path) -> None:
     pack = tmp_path / "records" / "mined" / "skewpkg.jsonl"
     pack.parent.mkdir(parents=True)
     done = subprocess.run(
-        [sys.executable, "-m", "errkb", "mine", str(releases["1.0"]), str(releases["2.0"])]
-        + ["--history", "--index", "--excerpt-lines", "0", "--output", str(pack)],
+        [
+            sys.executable,
+            "-m",
+            "errkb",
+            "mine",
+            str(releases["1.0"]),
+            str(releases["2.0"]),
+            "--history",
+            "--index",
+            "--excerpt-lines",
+            "0",
+            "--output",
+            str(pack),
+        ],
         capture_output=True,
         text=True,
         check=False,
@@ -296,8 +308,17 @@ def test_errkb_mine_history_and_index_end_to_end(releases, tmp_path) -> None:
         releases["2.0"], "from skewpkg.core import Engine\nEngine().get_max_length()"
     )
     explained = subprocess.run(
-        [sys.executable, "-m", "errkb", "explain", "--no-probes", "--json"]
-        + ["--records", str(pack), message],
+        [
+            sys.executable,
+            "-m",
+            "errkb",
+            "explain",
+            "--no-probes",
+            "--json",
+            "--records",
+            str(pack),
+            message,
+        ],
         capture_output=True,
         text=True,
         check=False,
