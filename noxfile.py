@@ -111,14 +111,17 @@ def bench(session: nox.Session) -> None:
     session.run("python", "benchmarks/run.py", *session.posargs)
 
 
-@nox.session(python=PYTHON, default=False)
+# Python 3.12: the newest releases use its f-string syntax (PEP 701), which 3.11 cannot parse.
+@nox.session(python="3.12", default=False)
 def mine(session: nox.Session) -> None:
     """Rebuild the shipped mined packs (records/mined/) from the pinned list of releases.
 
     Each file of records/mined/sources.toml is downloaded once into .mine-cache/ and checked
     against its sha256; `errkb mine` reads all releases of a distribution together (archives,
-    never installed or built) and writes records/mined/<pack>.jsonl and its index. Posargs
-    name the packs to rebuild (all by default). Not part of CI: it downloads about 1.4 GB.
+    never installed or built) and writes records/mined/<pack>.jsonl and its index, without
+    source excerpts (no upstream code is shipped: each record links to its line at the tag),
+    with the records of version skew where the list says `history = true`. Posargs name the
+    packs to rebuild (all by default). Not part of CI: it downloads about 1.4 GB.
     """
     import hashlib
     import urllib.request
@@ -126,7 +129,7 @@ def mine(session: nox.Session) -> None:
 
     import tomllib
 
-    session.install(".[mine]")
+    session.install(".[mine]", "packaging")
     listing = tomllib.loads(Path("records/mined/sources.toml").read_text(encoding="utf-8"))
     cache = Path(".mine-cache")
     cache.mkdir(exist_ok=True)
@@ -146,4 +149,9 @@ def mine(session: nox.Session) -> None:
                 path.write_bytes(data)
             files.append(str(path))
         out = f"records/mined/{dist['pack']}.jsonl"
-        session.run("errkb", "mine", *files, "--output", out, "--index")
+        history = ["--history"] if dist.get("history") else []
+        summary = f"records/mined/{dist['pack']}.summary"
+        session.run(
+            "errkb", "mine", *files, *history, "--excerpt-lines", "0", "--index",
+            "--output", out, "--summary", summary,
+        )  # fmt: skip
