@@ -121,8 +121,20 @@ class Source:
             yield path, data.decode("utf-8", errors="replace")
 
     def python_files(self) -> Iterator[tuple[str, str]]:
-        """The ``.py`` files, as :meth:`files` gives them."""
-        return self.files(PYTHON)
+        """The ``.py`` files of the packages users import, as :meth:`files` gives them.
+
+        When the source has packages, a file counts when its folder holds an ``__init__.py``
+        (or it is the top-level ``setup.py``, whose errors users meet at install time): an
+        sdist's CI scripts, tools and loose scripts raise messages no user of the package
+        meets. A source of loose modules only (no ``__init__.py`` anywhere) is read whole.
+        """
+        files = list(self.files(PYTHON))
+        packages = {str(PurePosixPath(p).parent) for p, _ in files if p.endswith("/__init__.py")}
+        if "__init__.py" in {PurePosixPath(p).name for p, _ in files}:
+            packages.add(".")  # a package folder given as the source itself
+        for path, text in files:
+            if not packages or str(PurePosixPath(path).parent) in packages or path == "setup.py":
+                yield path, text
 
     def repo_path(self, path: str) -> str:
         """The file's path in the repository (the package path under :attr:`prefix`)."""

@@ -259,3 +259,19 @@ def test_reexported_class_is_followed_to_its_defining_module(tmp_path):
     )
     (record,) = mine([str(tmp_path)]).records
     assert "pkg.errors.E" == record["errorClass"]
+
+
+def test_an_sdists_scripts_outside_its_packages_are_not_mined(tmp_path):
+    """CI scripts and tools of an sdist raise messages no user meets; setup.py's they do."""
+    files = {
+        "pkg/__init__.py": "",
+        "pkg/core.py": "raise ValueError('the package itself raises this message')\n",
+        ".buildkite/scripts/compare.py": "raise ValueError('a CI script raises this message')\n",
+        "tools/report.py": "raise ValueError('a maintainer tool raises this message')\n",
+        "setup.py": "raise RuntimeError('setup.py needs CUDA 11.7 or newer to build it')\n",
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    found = sorted(r["filePath"] for r in mine([str(tmp_path)]).records)
+    assert ["pkg/core.py", "setup.py"] == found
