@@ -93,6 +93,10 @@ def mine(
         )
     order = _version_order([(s.distribution, s.version or "unknown") for s in sources])
     records = build_records(found, lambda v: order.get(v, -1), dropped)
+    if excerpt_lines == 0:  # not even the statement itself: no upstream code in the pack
+        for record in records:
+            for key in ("sourceCode", "sourceCodeStart", "sourceCodeEnd"):
+                record.pop(key, None)
     kinds = Counter(r["tags"][1] for r in records)
     languages = Counter(r["tags"][2] for r in records)
     skew: Counter[str] = Counter()

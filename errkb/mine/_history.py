@@ -115,20 +115,58 @@ def history_records(
     counts: Counter[str] = Counter()
     records: dict[str, dict[str, Any]] = {}
     apis = [(version, load_api(root)) for version, root in versions]
+    surfaces = [_surface(root) for _, root in versions]
     newest = apis[-1][0] if apis else None
     oldest = apis[0][0] if apis else None
-    for (before, old), (after, new) in itertools.pairwise(apis):
+    for i, ((before, old), (after, new)) in enumerate(itertools.pairwise(apis)):
+        surface = surfaces[i] | surfaces[i + 1]
         for package, old_module in old.items():
             new_module = new.get(package)
             if new_module is None:
                 continue
             changes = list(_changes(old_module, new_module, counts))
             for change in changes:
+                if not _on_surface(change, surface):
+                    counts["skipped-internal"] += 1
+                    continue
                 record = _record(dist, change, before, after, oldest, newest)
                 if record["id"] not in records:
                     records[record["id"]] = record
                     counts[f"{change.change}-{change.what}"] += 1
     return list(records.values()), dict(sorted(counts.items()))
+
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _surface(root: Path) -> frozenset[str]:
+    """The names a release's top-level packages offer users.
+
+    Every identifier their ``__init__.py`` mentions: imports, ``__all__``, and the strings of
+    a lazy import table, as transformers keeps them.
+    """
+    text = "\n".join(
+        init.read_text(encoding="utf-8", errors="replace") for init in root.glob("*/__init__.py")
+    )
+    return frozenset(_IDENTIFIER.findall(text))
+
+
+def _on_surface(c: _Change, surface: frozenset[str]) -> bool:
+    """Whether a change is one users' code meets.
+
+    Every module and module-level name (an import names any module, as vendored code does),
+    but members, keywords and parameters only of the classes and functions the top-level
+    packages offer. Internal classes churn release after release; their members would be tens
+    of thousands of records no user hits.
+    """
+    if c.what in ("module", "name"):
+        return True
+    if c.what == "member":
+        return any(owner.rpartition(".")[2] in surface for owner in c.owners) or (
+            c.module.rpartition(".")[2] in surface
+        )
+    owner = c.function.split(".")[0] if c.function else c.name.split("(")[0].rpartition(".")[2]
+    return owner in surface
 
 
 def _changes(old: griffe.Module, new: griffe.Module, counts: Counter[str]) -> Iterator[_Change]:
@@ -559,11 +597,13 @@ def _record(
     skew |= {"changedIn": after, "lastBefore": before}
     if c.replacement:
         skew["replacement"] = c.replacement
-    readable = re.sub(r"[^A-Za-z0-9._-]+", "-", f"{c.name}-{c.change}-{after}").strip("-")
+    dotted = c.name.rpartition("(")[0] or c.name
+    parts = dotted.rsplit(".", 2 if c.what in ("member", "keyword", "parameter") else 1)
+    readable = re.sub(r"[^A-Za-z0-9_-]+", "-", "-".join(parts[1:] or parts)).strip("-")
     record: dict[str, Any] = {
         "schemaVersion": 2,
         "id": f"skew-{dist}-{digest}",
-        "slug": f"skew-{dist}-{readable}"[:115] + f"-{digest[:8]}",
+        "slug": f"{readable[:60]}-{c.change}-{digest[:6]}",
         "title": f"{message} ({dist} {after})",
         "errorMessage": message,
         "messagePattern": pattern,
@@ -571,11 +611,6 @@ def _record(
         "errorType": "dependency",
         "severity": "error",
         "documentation": doc,
-        "triggerScenarios": (
-            f"Code written for {dist} {after} or newer runs against {before} or older."
-            if c.change == "added"
-            else f"Code written for {dist} {before} or older runs against {after} or newer."
-        ),
         "solutions": solutions,
         "tags": ["mined", "skew"],
         "versions": {k: v for k, v in versions.items() if v is not None},

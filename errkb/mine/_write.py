@@ -146,7 +146,14 @@ def _record(
             versions["last"] = known[-1]
     if newest != UNKNOWN:
         versions["checked"] = newest
-        versions["sites"] = {s.version: f"{package_path(s.path)}:{s.line}" for _, s, _, _ in found}
+        # Each site once, at the first release of each run of releases that raise it there:
+        # the site holds until the next release listed (a pack of 16 releases stays small).
+        sites: dict[str, str] = {}
+        for _, s, _, _ in found:
+            where = f"{package_path(s.path)}:{s.line}"
+            if not sites or list(sites.values())[-1] != where:
+                sites[s.version] = where
+        versions["sites"] = sites
     words = re.sub(r"[^a-z0-9]+", "-", message.lower()).strip("-")[:60].rstrip("-") or "message"
     last_class = (site.error_class or "").rpartition(".")[2]
     data: dict[str, Any] = {

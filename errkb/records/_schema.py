@@ -58,6 +58,27 @@ class Versions:
     checked: str | None = None
     sites: tuple[tuple[str, str], ...] = ()
 
+    def site_at(self, version: str) -> str | None:
+        """Where ``version`` raises it: the site listed at the latest release not after it.
+
+        ``sites`` lists a site at the first release of each run of releases that raise it
+        there; ``None`` when ``version`` is outside ``first``..``last`` or before every site.
+        """
+        key = _release_key(version)
+        if key is None:
+            return dict(self.sites).get(version)
+        for bound, after in ((self.first, False), (self.last, True)):
+            edge = _release_key(bound) if bound else None
+            if edge is not None and (key > edge if after else key < edge):
+                return None
+        found = None
+        for release, where in sorted(
+            ((k, w) for r, w in self.sites if (k := _release_key(r)) is not None)
+        ):
+            if release <= key:
+                found = where
+        return found
+
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"distribution": self.distribution}
         for key in ("first", "last", "checked"):
@@ -66,6 +87,20 @@ class Versions:
         if self.sites:
             out["sites"] = dict(self.sites)
         return out
+
+
+_RELEASE = regex.compile(r"(\d+(?:\.\d+)*)(?:(a|b|rc)(\d+))?(?:\.post(\d+))?(?:\.dev\d+)?(?:\+.*)?")
+
+
+def _release_key(version: str) -> tuple[Any, ...] | None:
+    """An order for the common release numbers (``4.52.0``, ``0.5.0rc1``, ``0.6.6.post1``)."""
+    m = _RELEASE.fullmatch(version.strip())
+    if m is None:
+        return None
+    numbers = tuple(int(p) for p in m.group(1).split("."))
+    numbers += (0,) * (6 - len(numbers))
+    pre = ({"a": 0, "b": 1, "rc": 2}[m.group(2)], int(m.group(3))) if m.group(2) else (3, 0)
+    return (numbers, pre, int(m.group(4) or 0))
 
 
 #: What a :class:`Skew` says happened to a name between two releases.

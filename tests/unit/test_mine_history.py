@@ -24,7 +24,8 @@ pytest.importorskip("griffe")
 V1 = {
     "skewpkg/__init__.py": '''
         """A package whose API changes between 1.0 and 2.0."""
-        from skewpkg.core import Engine, build
+        from skewpkg.core import Engine, build, send
+        from skewpkg.mix import Child, Runner
     ''',
     "skewpkg/core.py": '''
         class Engine:
@@ -73,12 +74,18 @@ V1 = {
         def hidden(x):
             return x
     """,
+    "skewpkg/internal.py": """
+        class Scheduler:
+            def schedule_legacy(self):
+                return None
+    """,
 }
 
 V2 = {
     "skewpkg/__init__.py": '''
         """A package whose API changes between 1.0 and 2.0."""
-        from skewpkg.core import Engine, build
+        from skewpkg.core import Engine, build, send
+        from skewpkg.mix import Child, Runner
     ''',
     "skewpkg/core.py": '''
         class Engine:
@@ -115,6 +122,10 @@ V2 = {
     "skewpkg/utils.py": """
         def helper(x):
             return x
+    """,
+    "skewpkg/internal.py": """
+        class Scheduler:
+            pass
     """,
 }
 
@@ -327,3 +338,10 @@ def test_errkb_mine_history_and_index_end_to_end(releases, tmp_path) -> None:
     top = json.loads(explained.stdout)["matches"][0]
     assert top["mined"]
     assert "2.0" in top["documentation"]
+
+
+def test_members_of_internal_classes_are_left_out_and_counted(mined) -> None:
+    """Scheduler is not offered by the package's __init__: its removed member is no record."""
+    records, counts = mined
+    assert not [r for r in records if "schedule_legacy" in str(r["messagePattern"])]
+    assert counts["skipped-internal"] >= 1

@@ -211,3 +211,20 @@ def test_load_refs_hands_only_trusted_packs_to_read_pack(tmp_path, good_record):
     assert [(pack, str(pack), problems)] == calls
     assert ["acme-0", "acme-1", "acme-2", "acme-x"] == [r.id for r in refs]
     assert [f"{pack}: seen"] == [p.line for p in problems]
+
+
+def test_a_site_holds_from_its_release_until_the_next_one_listed():
+    """``versions.sites`` lists each site at the first release of its run; site_at reads it."""
+    from errkb.records import Versions
+
+    v = Versions(
+        distribution="vllm",
+        first="0.2.7",
+        last="0.9.2",
+        sites=(("0.2.7", "vllm/a.py:1"), ("0.6.6.post1", "vllm/b.py:2")),
+    )
+    assert "vllm/a.py:1" == v.site_at("0.5.5")
+    assert "vllm/b.py:2" == v.site_at("0.6.6.post1")
+    assert "vllm/b.py:2" == v.site_at("0.9.2")
+    assert v.site_at("0.10.2") is None  # after the last release that raises it
+    assert v.site_at("0.1.0") is None
