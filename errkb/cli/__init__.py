@@ -83,7 +83,10 @@ def _parser() -> argparse.ArgumentParser:
 
     lst = sub.add_parser("list", help="list the records")
     add_records_flag(lst)
-    lst.add_argument("--tag", help="only records with this tag")
+    lst.add_argument("--tag", help="only records with this tag (mined ones included)")
+    lst.add_argument(
+        "--all", action="store_true", help="also the records mined from source (tag mined)"
+    )
     lst.add_argument("--json", action="store_true", help="print JSON lines")
 
     scan = sub.add_parser("scan", help="find known errors in logs (files, .gz, or - for stdin)")

@@ -1,4 +1,5 @@
-"""``errkb list``: every record, or those with a tag, one a line or as JSON lines.
+"""``errkb list``: the hand-written records (``--all``: the mined ones too), or those with a
+tag, one a line or as JSON lines.
 
 (Named ``list_`` so that importing it does not bind ``list`` in the package's namespace.)
 """
@@ -23,6 +24,9 @@ def run(args: argparse.Namespace) -> int:
     found = registry(args)
     # Listing needs no record's body: refs keep what is shown.
     records = found.refs_with_tag(args.tag) if args.tag else found.refs
+    if not (args.all or args.tag):
+        # Tens of thousands of mined records would bury the hand-written ones.
+        records = tuple(r for r in records if "mined" not in r.tags)
     for r in sorted(records, key=lambda r: (r.library, r.id)):
         if args.json:
             print(
