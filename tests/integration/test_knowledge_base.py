@@ -230,3 +230,18 @@ def test_documentation_opens_with_what_happened_and_what_to_do(record):
         if problem
     ]
     assert len(record.documentation) <= 900, f"{record.id}: {len(record.documentation)} chars"
+
+
+def test_every_hand_written_record_says_which_releases_raise_it():
+    """Each record names its PyPI distribution and a release range or raise sites.
+
+    ``versions`` is how a diagnosis tells whether the installed release can raise the error at
+    all, so a hand-written record without one (or with neither ``first`` nor ``sites``) is a gap.
+    """
+    assert [] == [
+        f"{r.id}: {'no versions' if r.versions is None else 'no first release or sites'}"
+        for r in RECORDS.records
+        if r.versions is None
+        or not r.versions.distribution
+        or (r.versions.first is None and not r.versions.sites)
+    ]
