@@ -14,9 +14,10 @@ in it; a registry of 100k records builds from it in two to three seconds instead
 ``ERRKB_CACHE_DIR`` moves it. The cache holds data only (JSON, never pickle).
 
 A pack may ship an index beside it: ``PACK.jsonl.index`` (:func:`write_index`), as the mined
-packs of the wheel do, so that a fresh install is not a cold build. The index holds what the
-cache holds and the literal index's table itself, so the pack loads as a :class:`LazyPack`: the
-table is read at start, and a record's ref only when a message has the words its pattern needs.
+packs of the wheel do, so that a fresh install is not a cold build. The index holds the
+literal index's table and where each record's line is, so the pack loads as a
+:class:`LazyPack`: the table is read at start, and a record only when a message has the words
+its pattern needs.
 Loading tens of thousands of mined records so costs a few milliseconds, not a second. A shipped
 index is used while the pack's size and a digest of its first and last :data:`_EDGE` bytes are
 what the index says, and errkb's code is the code that wrote it; else the pack is read as any
@@ -59,8 +60,8 @@ __all__ = [
 CACHE_FORMAT = "errkb.pack-cache/1"
 #: Packs smaller than this many bytes load fast enough without a cache.
 MIN_CACHED = 1 << 20
-#: The version of a shipped index's layout: the cache's, with the literal table after the problems.
-INDEX_FORMAT = "errkb.pack-index/1"
+#: The version of a shipped index's layout: header, problems, literal table, record lines.
+INDEX_FORMAT = "errkb.pack-index/2"
 #: The suffix of a pack's shipped index, added to the pack's file name.
 INDEX_SUFFIX = ".index"
 # A shipped index names its pack by size and a digest of this many bytes at each end: read-only
@@ -162,10 +163,12 @@ class LazyPack:
     for listing and scanning. Thread-safe: a ref is made once, under a lock.
     """
 
-    def __init__(self, pack: _Pack, rows: list[bytes], table: dict[str, Any]) -> None:
+    def __init__(self, pack: _Pack, lines: list[list[int]], table: dict[str, Any]) -> None:
         import threading
 
-        self._pack, self._rows = pack, rows
+        # [line number, offset, length] of each record's line in the pack.
+        self._pack, self._rows = pack, lines
+        self._data: Any = None  # the pack, mapped on first read
         self._words: dict[str, list[int]] = table["word"]
         self._prefixes: dict[str, list[int]] = table["prefix"]
         self._suffixes: dict[str, list[int]] = table["suffix"]
@@ -186,12 +189,28 @@ class LazyPack:
         if made is None:
             from errkb._index import requirements
 
-            ref = _ref(self._pack, json.loads(self._rows[row]))
+            number, offset, length = self._rows[row]
+            line = _Line(self._pack, number, offset, length)
+            record, _ = record_from_dict(
+                json.loads(self._read(offset, length)), source=line.source, validate=False
+            )
+            if record is None:  # the pack changed under the index: an empty pattern never runs
+                raise RegistryError(f"{line.source}: the pack changed since it was loaded")
+            ref = RecordRef.of(record, body=line, keep=True)
             singles, alternatives = requirements(ref.literal_sets())
             made = (ref, singles, alternatives)
             with self._lock:
                 made = self._made.setdefault(row, made)
         return made
+
+    def _read(self, offset: int, length: int) -> bytes:
+        if self._data is None:
+            import mmap
+
+            with self._pack.path.open("rb") as file, self._lock:
+                if self._data is None:
+                    self._data = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
+        return bytes(self._data[offset : offset + length])
 
     def candidates(self, message: str) -> list[RecordRef]:
         """The refs of the records that may match ``message``, in pack order."""
@@ -237,19 +256,19 @@ def lazy_pack(path: Path, label: str, problems: list[RecordError]) -> LazyPack |
                 for suffix, text, rid, field in json.loads(file.readline())
             ]
             table = json.loads(file.readline())
-            rows = file.read().splitlines()
+            lines = json.loads(file.readline())
     except (OSError, ValueError, TypeError, RecursionError):
         return None
     problems.extend(found)
-    return LazyPack(pack, rows, table)
+    return LazyPack(pack, lines, table)
 
 
 def write_index(path: Path, label: str | None = None) -> Path:
     """Write the index that ships beside the pack at ``path``; returns the index's path.
 
-    The index holds what the build cache holds (refs, problems, literal analysis, index keys)
-    and the literal index's table, named by the pack's size and the digest of its ends instead
-    of its inode and time, so it stays valid wherever the pack is installed.
+    The index holds the pack's problems, the literal index's table (each record filed under
+    its keys) and where each record's line is, named by the pack's size and the digest of its
+    ends instead of its inode and time, so it stays valid wherever the pack is installed.
     ``RegistryError`` if it cannot be written.
     """
     label = label or str(path)
@@ -266,7 +285,8 @@ def write_index(path: Path, label: str | None = None) -> Path:
             table[kind].setdefault(key, []).append(row)
     where = path.with_name(path.name + INDEX_SUFFIX)
     header = _index_header(pack)
-    if not _write_cache(where, header, label, refs, problems, table=table):
+    lines = [[r._body.number, r._body.offset, r._body.length] for r in refs]  # type: ignore[attr-defined]  # noqa: SLF001 - our own refs
+    if not _write_cache(where, header, label, [], problems, table=table, lines=lines):
         raise RegistryError(f"{where}: cannot write the pack's index")
     where.chmod(0o644)  # shipped data, readable as the pack is (a cache file is private)
     return where
@@ -425,6 +445,7 @@ def _write_cache(
     problems: list[RecordError],
     *,
     table: dict[str, Any] | None = None,
+    lines: list[list[int]] | None = None,
 ) -> bool:
     """Write a cache file; one that cannot be written is skipped (it only saves time).
 
@@ -450,6 +471,8 @@ def _write_cache(
             out.write(json.dumps(found) + "\n")
             if table is not None:
                 out.write(json.dumps(table, separators=(",", ":")) + "\n")
+            if lines is not None:
+                out.write(json.dumps(lines, separators=(",", ":")) + "\n")
             for ref in refs:
                 out.write(json.dumps(_row(ref), separators=(",", ":")) + "\n")
         # Moved into place whole, so a reader never sees half a file.

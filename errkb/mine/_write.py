@@ -54,7 +54,7 @@ _VERBS = {
     "log": "Logged",
     "native": "Raised",
 }
-_MAX_CONDITION = 300
+_MAX_CONDITION = 120
 #: The version of a source whose metadata gives none.
 UNKNOWN = "unknown"
 
@@ -193,14 +193,12 @@ def _severity(site: Site) -> str:
 
 
 def _documentation(site: Site, path: str) -> str:
-    """One plain sentence of fact: which function emits the message, where, and when."""
+    """One plain sentence of fact: which function emits the message, and when."""
+    # The file, line and releases are the record's own fields (filePath, lineNumber, versions).
     verb = _VERBS.get(site.kind, "Raised")
     how = " through torch._check" if site.kind == "check" else ""
-    where = f"by {site.function} in {path}" if site.function else f"at module level in {path}"
-    release = (
-        site.distribution if site.version == UNKNOWN else f"{site.distribution} {site.version}"
-    )
-    text = f"{verb}{how} {where} (line {site.line} of {release})"
+    where = f"by {site.function}" if site.function else f"at module level in {path}"
+    text = f"{verb}{how} {where}"
     if site.condition:
         condition = site.condition
         if len(condition) > _MAX_CONDITION:

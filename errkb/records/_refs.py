@@ -110,9 +110,13 @@ class RecordRef:
         self._record = body.record if isinstance(body, _Kept) else None
 
     @classmethod
-    def of(cls, record: Record, *, body: Body | None = None) -> RecordRef:
-        """The ref of a record: kept whole, or, given its ``body``, to be read again from it."""
-        return cls(
+    def of(cls, record: Record, *, body: Body | None = None, keep: bool = False) -> RecordRef:
+        """The ref of a record: kept whole, or, given its ``body``, to be read again from it.
+
+        ``keep=True`` with a ``body`` keeps the record already read, so that the first
+        :meth:`load` does not read it again (the body still names where it lives).
+        """
+        ref = cls(
             id=record.id,
             slug=record.slug,
             title=record.title,
@@ -127,6 +131,9 @@ class RecordRef:
             error_classes=record.error_classes,
             body=body or _Kept(record),
         )
+        if keep:
+            ref._record = record
+        return ref
 
     def __repr__(self) -> str:
         return f"RecordRef({self.id!r})"
