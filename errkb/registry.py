@@ -68,6 +68,7 @@ class Registry:
         self._by_slug: dict[str, RecordRef] = {}
         self._index(self._eager)
         self._matcher: Matcher | None = None
+        self._written: Registry | None = None
         self._lock = threading.Lock()
 
     def _index(self, refs: Iterable[RecordRef]) -> None:
@@ -120,6 +121,22 @@ class Registry:
         """The refs of the records carrying ``tag`` (case-insensitive); no body is read."""
         want = tag.lower()
         return tuple(r for r in self.refs if want in (t.lower() for t in r.tags))
+
+    def hand_written(self) -> Registry:
+        """These records without the ones mined from source (tag ``mined``), made once.
+
+        What ``errkb scan`` looks for in a log: tens of thousands of mined messages, warnings
+        and log lines among them, would turn a scan into a listing of the log. The mined
+        records explain one failure (``explain``, the hook), where they rank below these.
+        """
+        with self._lock:
+            if self._written is None:
+                kept = [r for r in self._eager if "mined" not in r.tags]
+                if not self._lazy and len(kept) == len(self._eager):
+                    self._written = self
+                else:
+                    self._written = Registry(kept, self.problems)
+            return self._written
 
     @property
     def matcher(self) -> Matcher:

@@ -7,7 +7,9 @@ ahocorasick-rs) finds them all in one pass over a block; without it ``bytes.find
 each needle in turn. Only the lines that hold a needle are decoded and matched with the full
 matcher (with the exception class read from the line, as in ``ValueError: ...``). A record
 with no literal at all is searched with its regex over the block. A line counts for the record
-that ranks first on it (as ``errkb explain`` would rank it).
+that ranks first on it (as ``errkb explain`` would rank it). The records looked for are the
+hand-written ones (:meth:`errkb.registry.Registry.hand_written`): the mined packs' messages,
+warnings and log lines among them, explain a failure, not a log.
 
 **Messages over several lines.** A record whose pattern can match a newline
 (:func:`errkb._scanplan.spans_lines`: a gated repo's ``403 Client Error.`` and, two lines on,
@@ -471,6 +473,7 @@ class _Scanner:
     """
 
     def __init__(self, registry: Registry, engine: str | None) -> None:
+        registry = registry.hand_written()
         self.matcher = registry.matcher
         self.needles = _Needles(registry.refs, engine=engine)
         self.counter = _Counter()

@@ -1,5 +1,6 @@
-"""``errkb list``: the hand-written records (``--all``: the mined ones too), or those with a
-tag, one a line or as JSON lines.
+"""``errkb list``: the hand-written records (``--all``: the mined too), one a line or as JSON.
+
+``--tag`` lists the records with a tag, mined ones included.
 
 (Named ``list_`` so that importing it does not bind ``list`` in the package's namespace.)
 """

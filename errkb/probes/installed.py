@@ -45,8 +45,14 @@ class InstalledVersions(Mapping[str, "str | None"]):
         return len(self._seen)
 
 
-def probe(evidence: Evidence, timeout: float) -> InstalledVersions:  # noqa: ARG001 - the probe protocol
-    """The reading: versions read on demand from the installed distributions' metadata."""
+def probe(evidence: Evidence, timeout: float) -> InstalledVersions | None:  # noqa: ARG001 - the probe protocol
+    """The reading: versions read on demand from the installed distributions' metadata.
+
+    ``None`` with probes off: a traceback pasted from another machine (``errkb explain
+    --no-probes``, ``errkb serve``) says nothing of what this Python has installed.
+    """
+    if not evidence.options.probes:
+        return None
     return InstalledVersions()
 
 
