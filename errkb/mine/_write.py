@@ -146,15 +146,19 @@ def _record(
             versions["last"] = known[-1]
     if newest != UNKNOWN:
         versions["checked"] = newest
-        # Each site once, at the first release of each run of releases that raise it there:
-        # the site holds until the next release listed (a pack of 16 releases stays small).
+        # Each site once, at the first release of each run of releases that raise it there
+        # (the site holds until the next release listed), and ":line" when only the line moved
+        # in the same file: a pack of 16 releases stays small.
         sites: dict[str, str] = {}
+        last_path, last_line = "", 0
         for _, s, _, _ in found:
-            where = f"{package_path(s.path)}:{s.line}"
-            if not sites or list(sites.values())[-1] != where:
-                sites[s.version] = where
+            path = package_path(s.path)
+            if (path, s.line) == (last_path, last_line):
+                continue
+            sites[s.version] = f":{s.line}" if path == last_path else f"{path}:{s.line}"
+            last_path, last_line = path, s.line
         versions["sites"] = sites
-    words = re.sub(r"[^a-z0-9]+", "-", message.lower()).strip("-")[:60].rstrip("-") or "message"
+    words = re.sub(r"[^a-z0-9]+", "-", message.lower()).strip("-")[:40].rstrip("-") or "message"
     last_class = (site.error_class or "").rpartition(".")[2]
     data: dict[str, Any] = {
         "schemaVersion": 2,

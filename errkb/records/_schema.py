@@ -62,7 +62,8 @@ class Versions:
         """Where ``version`` raises it: the site listed at the latest release not after it.
 
         ``sites`` lists a site at the first release of each run of releases that raise it
-        there; ``None`` when ``version`` is outside ``first``..``last`` or before every site.
+        there, as ``path:line``, or ``:line`` for the same file as the site listed before it;
+        ``None`` when ``version`` is outside ``first``..``last`` or before every site.
         """
         key = _release_key(version)
         if key is None:
@@ -71,12 +72,14 @@ class Versions:
             edge = _release_key(bound) if bound else None
             if edge is not None and (key > edge if after else key < edge):
                 return None
-        found = None
+        found, path = None, ""
         for release, where in sorted(
             ((k, w) for r, w in self.sites if (k := _release_key(r)) is not None)
         ):
+            # ":line" is a site in the same file as the one listed before it.
+            path = where.rpartition(":")[0] or path
             if release <= key:
-                found = where
+                found = f"{path}:{where.rpartition(':')[2]}"
         return found
 
     def to_json(self) -> dict[str, Any]:

@@ -341,7 +341,7 @@ def test_two_releases_give_version_ranges_and_sites(tmp_path, minepkg_importable
         "distribution": "minepkg",
         "first": "1.0",
         "checked": "2.0",
-        "sites": {"1.0": "minepkg/engine.py:3", "2.0": "minepkg/engine.py:7"},
+        "sites": {"1.0": "minepkg/engine.py:3", "2.0": ":7"},
     } == moved["versions"]
     assert 7 == moved["lineNumber"]
     old_wording = by_message["the prompt has {n} tokens, more than the model accepts"]

@@ -221,9 +221,11 @@ def test_a_site_holds_from_its_release_until_the_next_one_listed():
         distribution="vllm",
         first="0.2.7",
         last="0.9.2",
-        sites=(("0.2.7", "vllm/a.py:1"), ("0.6.6.post1", "vllm/b.py:2")),
+        sites=(("0.2.7", "vllm/a.py:1"), ("0.4.3", ":7"), ("0.6.6.post1", "vllm/b.py:2")),
     )
-    assert "vllm/a.py:1" == v.site_at("0.5.5")
+    assert "vllm/a.py:1" == v.site_at("0.3.3")
+    assert "vllm/a.py:7" == v.site_at("0.4.3")
+    assert "vllm/a.py:7" == v.site_at("0.5.5")
     assert "vllm/b.py:2" == v.site_at("0.6.6.post1")
     assert "vllm/b.py:2" == v.site_at("0.9.2")
     assert v.site_at("0.10.2") is None  # after the last release that raises it
