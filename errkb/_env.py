@@ -25,8 +25,7 @@ VARIABLES: dict[str, str] = {
     "ERRKB_NO_CACHE": "switch: never read or write the pack build cache",
     "ERRKB_RECORDS": "paths, separated by the OS path separator: extra record files or folders",
     "ERRKB_SCAN_ENGINE": "`python`, `ahocorasick` or `auto`: how `errkb scan` finds literals",
-    "ERRKB_SERVE_TOKEN": "text: the token `errkb serve` asks of every /v1 request "
-    "(as `--token`)",
+    "ERRKB_SERVE_TOKEN": "text: the token `errkb serve` asks of every /v1 request (as `--token`)",
     "ERRKB_TIMEOUT": "seconds (default 5): the bound on one diagnosis",
 }
 
