@@ -21,10 +21,12 @@ ordered by, in turn:
      package (**unresolved, likely**) than otherwise (**unresolved**);
    - a class errkb knows (a live exception, a builtin, a class of an imported module) that is
      none of these rules the record out;
-3. **raise site**: a file of the traceback ends with the record's ``filePath``; below no
-   evidence either way, a record marked ``variantOf`` (a vendored copy of another record's
-   error) when no traceback file matches its ``filePath``, so the original wins unless the
-   traceback shows the copy;
+3. **raise site**: a file of the traceback ends with the record's ``filePath``; else the
+   traceback passes through the package that file is in (the first folder of ``filePath``:
+   ``torch/``, ``ChatTTS/``), as when a message is raised from several files of a package and
+   the record names one; below no evidence either way, a record marked ``variantOf`` (a
+   vendored copy of another record's error) when the traceback shows neither its file nor its
+   package, so the original wins unless the traceback shows the copy;
 4. **form**: the whole message; then the message cut short inside a match, after the pattern's
    head (its first sentence, or its first 30 literal characters; see
    :func:`errkb._patterns.head_pattern`: a log line, an issue title, a first-line paste); then,
@@ -35,9 +37,10 @@ ordered by, in turn:
 6. the record id, so that results are stable.
 
 A match's ``score`` encodes 2 to 5 as one number, so that a higher score is a better match
-within a tier: class 50 (exact), 40 (alias), 30 (base), 20 (none), 10 (unresolved, likely) or
-0 (unresolved); raise site +3, variant without its site -3; form 0, -1 (cut) or -2 (literal
-run); specificity ``n / (n + 40)`` for ``n`` literal characters, below 1.
+within a tier: class 100 (exact), 80 (alias), 60 (base), 40 (none), 20 (unresolved, likely) or
+0 (unresolved); raise site +6 (its file) or +3 (its package), variant without either -3; form
+0, -1 (cut) or -2 (literal run); specificity ``n / (n + 40)`` for ``n`` literal characters,
+below 1.
 """
 
 from __future__ import annotations
@@ -82,8 +85,8 @@ __all__ = [
 
 # The score's parts (see the module docstring): each level of one part outweighs every
 # combination of the parts after it.
-_EXACT, _ALIAS, _BASE, _NO_CLASS, _UNRESOLVED, _UNKNOWN = 50.0, 40.0, 30.0, 20.0, 10.0, 0.0
-_SITE, _VARIANT = 3.0, -3.0
+_EXACT, _ALIAS, _BASE, _NO_CLASS, _UNRESOLVED, _UNKNOWN = 100.0, 80.0, 60.0, 40.0, 20.0, 0.0
+_SITE, _PACKAGE, _VARIANT = 6.0, 3.0, -3.0
 _CUT, _RUN = -1.0, -2.0
 #: The tag of records mined from source: they rank below every hand-written record.
 MINED_TAG = "mined"
@@ -390,10 +393,7 @@ class Matcher:
             run = _literal_run(record.message_pattern) if hit is None and mined else None
             if hit is None and (run is None or run not in message):
                 continue
-            site = record.file_path and any(
-                p.endswith("/" + record.file_path.lstrip("/")) for p in paths
-            )
-            bonus = _SITE if site else (_VARIANT if record.variant_of else 0.0)
+            bonus = _site(record, paths)
             captures: dict[str | int, object] = {}
             if hit is None:
                 form, n = _RUN, len(run or "")
@@ -414,6 +414,17 @@ class Matcher:
             getattr(self.skipped, kind).add(record_id)
             if skipped is not None:
                 getattr(skipped, kind).add(record_id)
+
+
+def _site(record: RecordRef, paths: tuple[str, ...]) -> float:
+    """The raise-site part of the score: the record's file in the traceback, or its package."""
+    where = (record.file_path or "").lstrip("/")
+    if where and any(p.endswith("/" + where) for p in paths):
+        return _SITE
+    package = where.partition("/")[0] if "/" in where else ""
+    if package and any(f"/{package}/" in p for p in paths):
+        return _PACKAGE
+    return _VARIANT if record.variant_of else 0.0
 
 
 def _literal_run(pattern: str) -> str | None:

@@ -188,3 +188,14 @@ def run_cli(
         timeout=timeout,
         check=False,
     )
+
+
+def hand_written_folders() -> list[Path]:
+    """The folders of the shipped hand-written records: every library's, not records/mined/.
+
+    The mined packs hold tens of thousands of records; tests that go over every shipped record
+    one by one mean the hand-written ones (tests/integration/test_mined_packs.py has the packs).
+    """
+    from errkb.registry import builtin_records_dir
+
+    return sorted(p for p in builtin_records_dir().iterdir() if p.is_dir() and p.name != "mined")

@@ -8,7 +8,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from helpers import run_cli
+from helpers import hand_written_folders, run_cli
 
 from errkb._patterns import compile_pattern
 from errkb.match import Matcher
@@ -18,9 +18,7 @@ from errkb.validate import check_published, check_ranking
 
 # The hand-written records: the mined packs (records/mined/) meet the miner's bar instead
 # (tests/integration/test_mined_packs.py).
-RECORDS = load_paths(
-    sorted(p for p in builtin_records_dir().iterdir() if p.is_dir() and p.name != "mined")
-)
+RECORDS = load_paths(hand_written_folders())
 BY_ID = {r.id: r for r in RECORDS.records}
 PUBLISHED = builtin_records_dir() / "PUBLISHED"
 

@@ -3,12 +3,12 @@ from __future__ import annotations
 import itertools
 
 import pytest
+from helpers import hand_written_folders
 from hypothesis import given
 from hypothesis import strategies as st
 
 from errkb.match import MODULE_ALIASES, ClassSpec, Matcher, typed
 from errkb.records import load_paths
-from errkb.registry import builtin_records_dir
 from errkb.testing import record_dict, registry_from_dicts
 
 
@@ -154,7 +154,7 @@ def test_typed_never_raises(text):
 
 # --- Classes as tracebacks print them, against the shipped records --------------------------------
 
-SHIPPED = [r for r in load_paths([builtin_records_dir()]).records if not r.retired]
+SHIPPED = [r for r in load_paths(hand_written_folders()).records if not r.retired]
 SHIPPED_BY_ID = {r.id: r for r in SHIPPED}
 WITH_CLASS = [r for r in SHIPPED if r.error_class]
 #: A class no process can resolve: it must never hide a record whose message matches.

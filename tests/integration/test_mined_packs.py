@@ -1,0 +1,159 @@
+"""The shipped mined packs (records/mined/): their bar, their index, and real errors.
+
+Mined records are not held to the hand-written bar (tests/integration/test_knowledge_base.py):
+their text is generated from the source. They must be valid, carry no upstream code, say which
+releases raise them, load lazily from their shipped index, and name the real raise site of a
+real error raised by the installed torch and transformers.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import traceback
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+
+from errkb.diagnosis import diagnose
+from errkb.options import Options
+from errkb.packs import INDEX_SUFFIX, lazy_pack
+from errkb.records import load_paths
+from errkb.registry import builtin_records_dir, default_registry
+
+MINED = builtin_records_dir() / "mined"
+PACKS = sorted(MINED.glob("*.jsonl"))
+
+pytestmark = pytest.mark.skipif(not PACKS, reason="no mined packs in this tree")
+
+
+@pytest.mark.parametrize("pack", PACKS, ids=lambda p: p.stem)
+def test_every_pack_ships_a_current_index(pack):
+    """Each pack loads lazily from its index; a stale one means `nox -s mine` (or its index
+    step) was not run after a change to the code the index depends on."""
+    assert pack.with_name(pack.name + INDEX_SUFFIX).is_file()
+    problems: list = []
+    loaded = lazy_pack(pack, pack.name, problems)
+    assert loaded is not None, (
+        f"{pack.name}{INDEX_SUFFIX} is stale: rebuild it with "
+        f"python -c \"from errkb.packs import write_index; write_index(Path('{pack}'), '{pack.name}')\""
+    )
+    assert [] == problems
+    assert len(loaded) == len(pack.read_bytes().splitlines())
+
+
+def test_mined_records_are_valid_carry_no_upstream_code_and_say_their_releases():
+    """Every record checks (patterns compile), is tagged mined, has no source excerpt, and
+    names its distribution; ids are unique across the packs."""
+    result = load_paths(PACKS, validate=True)
+    assert [] == [p.line for p in result.problems][:5]
+    ids = [r.id for r in result.records]
+    assert len(ids) == len(set(ids))
+    bad = [
+        r.id
+        for r in result.records
+        if "mined" not in r.tags
+        or r.source_code is not None
+        or r.versions is None
+        or r.versions.distribution.replace("-", "_") != Path(r.source.split(":")[0]).stem
+    ]
+    assert [] == bad[:5]
+
+
+def _site_of(exc: BaseException, package: str) -> str:
+    """The raise site of ``exc`` inside ``package``: ``pkg/x.py:line`` as mined records say it."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if f"/{package}/" in f.filename]
+    last = frames[-1]
+    path = last.filename[last.filename.rindex(f"/{package}/") + 1 :]
+    return f"{path}:{last.lineno}"
+
+
+def _torch_interpolate():
+    import torch
+
+    torch.nn.functional.interpolate(torch.ones(1, 1, 4), scale_factor=2, mode="bilinear")
+
+
+def _torch_dataloader():
+    import torch
+
+    torch.utils.data.DataLoader([1, 2], shuffle=True, sampler=[0, 1])
+
+
+def _torch_lstm():
+    import torch
+
+    torch.nn.LSTM(4, 4, num_layers=0)
+
+
+def _transformers_for_model():
+    import transformers
+
+    transformers.AutoConfig.for_model("no-such-model-type")
+
+
+CASES = [
+    ("torch", _torch_interpolate),
+    ("torch", _torch_dataloader),
+    ("torch", _torch_lstm),
+    ("transformers", _transformers_for_model),
+]
+
+
+@pytest.mark.parametrize(("package", "trigger"), CASES, ids=lambda c: getattr(c, "__name__", c))
+def test_a_real_error_finds_its_mined_raise_site(package, trigger):
+    """The installed library raises; errkb's top finding is the mined record of that very
+    site, at the installed release (the mined releases include the ones the tests install)."""
+    installed = metadata.version(package)
+    try:
+        trigger()
+    except Exception as exc:
+        error = exc
+    else:
+        pytest.fail("no error raised")
+    diagnosis = diagnose(error, options=Options(probes=False))
+    assert diagnosis is not None, str(error)
+    record = diagnosis.top.record
+    assert "mined" in record.tags, record.id
+    assert record.versions is not None
+    assert _site_of(error, package) == record.versions.site_at(installed), record.versions
+
+
+def test_the_default_registry_loads_the_packs_lazily():
+    """A fresh process: every mined record counts, few are made for one diagnosis."""
+    code = (
+        "import errkb, json\n"
+        "from errkb.registry import default_registry\n"
+        "reg = default_registry()\n"
+        "errkb.explain('ValueError: Unrecognized model identifier: nosuch. Should contain one of x')\n"
+        "print(json.dumps([len(reg), len(reg._eager), sum(len(p._made) for p in reg._lazy)]))\n"
+    )
+    import subprocess
+
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120
+    )
+    total, eager, made = json.loads(out.stdout)
+    mined = sum(len(p.read_bytes().splitlines()) for p in PACKS)
+    assert total == eager + mined
+    assert made < mined // 50  # a few hundred of tens of thousands
+    assert len(default_registry()) == total
+
+
+def test_the_package_in_the_traceback_picks_the_library_that_raised_a_shared_message():
+    """torch's optimizers and bitsandbytes' LARS copy raise the same "Invalid momentum value";
+    the record of the library whose package the traceback goes through ranks first (the
+    record names the first of torch's files that raise it: a message raised from several files
+    of one release is one record)."""
+    import torch
+
+    try:
+        torch.optim.SGD([torch.ones(1, requires_grad=True)], lr=0.1, momentum=-1)
+    except ValueError as exc:
+        error = exc
+    diagnosis = diagnose(error, options=Options(probes=False))
+    assert diagnosis is not None
+    ranked = [f.record.library for f in diagnosis.findings]
+    assert "torch" == ranked[0]
+    assert "bitsandbytes" in ranked
