@@ -147,7 +147,8 @@ class Source:
         if self.repo is None or self.version is None:
             return None
         tag = self.tag.format(self.version)
-        return f"https://github.com/{self.repo}/blob/{tag}/{self.repo_path(path)}#L{start}-L{end}"
+        lines = f"L{start}" if start == end else f"L{start}-L{end}"
+        return f"https://github.com/{self.repo}/blob/{tag}/{self.repo_path(path)}#{lines}"
 
 
 def open_source(given: str) -> Source:

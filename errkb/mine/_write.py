@@ -29,23 +29,6 @@ __all__ = ["FORMATS", "build_records", "record_id", "write_pack"]
 #: The pack formats ``--format`` takes.
 FORMATS = ("jsonl", "jsonl.gz")
 
-_TYPES = {
-    "ValueError": "validation",
-    "TypeError": "validation",
-    "KeyError": "validation",
-    "IndexError": "validation",
-    "AssertionError": "validation",
-    "ImportError": "dependency",
-    "ModuleNotFoundError": "dependency",
-    "OSError": "io",
-    "FileNotFoundError": "io",
-    "IOError": "io",
-    "PermissionError": "io",
-    "MemoryError": "resource",
-    "OutOfMemoryError": "resource",
-    "NotImplementedError": "runtime",
-    "RuntimeError": "runtime",
-}
 _SOURCE_MARKERS = ("src", "py_src", "lib")
 _VERBS = {
     "raise": "Raised",
@@ -159,7 +142,6 @@ def _record(
             last_path, last_line = path, s.line
         versions["sites"] = sites
     words = re.sub(r"[^a-z0-9]+", "-", message.lower()).strip("-")[:40].rstrip("-") or "message"
-    last_class = (site.error_class or "").rpartition(".")[2]
     data: dict[str, Any] = {
         "schemaVersion": 2,
         "id": rid,
@@ -167,7 +149,6 @@ def _record(
         "repo": source.repo,
         "errorMessage": message,
         "messagePattern": pattern,
-        "errorType": _TYPES.get(last_class, "warning" if site.kind == "warn" else "runtime"),
         "errorClass": site.error_class,
         "severity": _severity(site),
         "filePath": path,
