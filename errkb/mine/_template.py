@@ -52,6 +52,15 @@ BUILTIN_IMITATIONS = tuple(
         r"^maximum recursion depth exceeded",
         r"^\[Errno \S+\]",
         r"^Expected \{\} to be True, but got False",
+        # Seen matching other libraries' real reports (tests/data/reports): a library's own
+        # "{} has no attribute {}" took every AttributeError, its "No such file or directory:
+        # {}" every FileNotFoundError.
+        r"has no attribute",
+        r"No such file or directory",
+        r"arg is an empty sequence",
+        r"Permission denied",
+        r"unhashable type",
+        r"does not support item assignment",
     )
 )
 
