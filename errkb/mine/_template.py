@@ -57,7 +57,7 @@ BUILTIN_IMITATIONS = tuple(
         # {}" every FileNotFoundError.
         r"has no attribute",
         r"No such file or directory",
-        r"arg is an empty sequence",
+        r"is an empty sequence",
         r"Permission denied",
         r"unhashable type",
         r"does not support item assignment",
