@@ -229,8 +229,8 @@ def test_parallel_lookups_equal_serial_lookups():
 
     # A wide pattern timeout: this is about thread safety, and a busy CI machine may pause a
     # thread for longer than the default wall-clock bound.
-    matcher = Matcher(default_registry().records, timeout=30)
-    texts = [e for r in default_registry().records for e in r.examples][:200]
+    matcher = Matcher(default_registry().hand_written().records, timeout=30)
+    texts = [e for r in default_registry().hand_written().records for e in r.examples][:200]
     texts += [f"INFO step {i} loss 0.{i} tokens/s 123" for i in range(50)]
     serial = {t: [(m.record.id, m.score) for m in matcher.match(t)] for t in texts}
 

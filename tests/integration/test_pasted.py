@@ -35,7 +35,7 @@ def test_pasted_text_gives_its_record_as_top_match(entry):
 def _examples() -> list[tuple[str, str, str | None]]:
     return [
         (record.id, example, record.variant_of)
-        for record in default_registry().records
+        for record in default_registry().hand_written().records
         for example in record.examples
     ]
 

@@ -102,7 +102,7 @@ def _original(record) -> str:
 
 _EXAMPLES = [
     pytest.param(record.id, example, id=f"{record.id}-{i}")
-    for record in default_registry().records
+    for record in default_registry().hand_written().records
     if not record.retired
     for i, example in enumerate(record.examples)
 ]
