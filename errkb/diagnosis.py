@@ -264,7 +264,7 @@ def _assemble(
         matches = matcher.match(info.message, cls, files=files, skipped=skipped)
         for note in info.notes:
             matches.extend(matcher.match(note, None, files=files, skipped=skipped))
-        matches.sort(key=lambda m: (-m.score, m.record.id))
+        matches.sort(key=lambda m: (m.mined, -m.score, m.record.id))
         found.append(matches)
     infos = _join_wrappers(infos, found)
     findings: list[Finding] = []
