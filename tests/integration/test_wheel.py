@@ -49,5 +49,19 @@ def test_built_wheel_installs_and_explains(tmp_path):
     listed = subprocess.run(
         [str(bindir / "errkb"), "list"], capture_output=True, cwd=tmp_path, timeout=120, check=True
     )
-    shipped = sorted(p for p in (ROOT / "records").rglob("*.json"))
-    assert len(shipped) == len(listed.stdout.decode().splitlines())
+    shipped = len(list((ROOT / "records").rglob("*.json")))
+    assert shipped == len(listed.stdout.decode().splitlines())
+    everything = subprocess.run(
+        [str(bindir / "errkb"), "list", "--all"],
+        capture_output=True,
+        cwd=tmp_path,
+        timeout=120,
+        check=True,
+    )
+    mined = sum(len(p.read_bytes().splitlines()) for p in (ROOT / "records").rglob("*.jsonl"))
+    assert shipped + mined == len(everything.stdout.decode().splitlines())
+    # Issue 15's size budget: the wheel under 25 MB, errkb installed under 60 MB.
+    assert wheel.stat().st_size < 25 * 2**20
+    [site] = env_dir.glob("lib/python*/site-packages/errkb")
+    installed = sum(p.stat().st_size for p in site.rglob("*") if p.is_file())
+    assert installed < 60 * 2**20
