@@ -28,3 +28,11 @@ def test_error_index_is_current():
     from errkb._docgen import main
 
     assert 0 == main(["--check", "--records", str(ROOT / "records"), str(ROOT / "docs" / "errors")])
+
+
+def test_record_prose_is_shown_not_read_as_markdown():
+    """A ChatTTS prompt "[oral_2][laugh_0]" is no link, "<lib>" no tag; code spans stay."""
+    from errkb._docgen import _md
+
+    shown = _md("prompt '[oral_2][laugh_0]' needs <lib> *here*, see `x[0] < y`")
+    assert shown == r"prompt '\[oral_2\]\[laugh_0\]' needs &lt;lib&gt; \*here\*, see `x[0] < y`"
