@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from errkb._patterns import fill_template
-from errkb.records import load_paths
+from errkb.records import load_paths, release_key
 from errkb.registry import builtin_records_dir
 
 if TYPE_CHECKING:
@@ -96,12 +96,6 @@ def _page(r: Record) -> str:
     return "\n".join(out).rstrip("\n") + "\n"
 
 
-def _version_key(version: str) -> tuple[tuple[int, str], ...]:
-    return tuple(
-        (int(p), "") if p.isdigit() else (-1, p) for p in version.replace("-", ".").split(".")
-    )
-
-
 _SAMPLE = 15
 
 
@@ -114,7 +108,7 @@ def _mined_page(lib: str, rs: list[Record]) -> str:
     releases = sorted(
         {v for r in rs if r.versions for v, _ in r.versions.sites}
         | {v for r in rs if r.versions for v in (r.versions.first, r.versions.last) if v},
-        key=_version_key,
+        key=lambda v: (release_key(v) or ((), 0, 0), v),
     )
     gone = sum(1 for r in rs if r.versions and r.versions.last)
     out = [_HEADER, f"# Mined from {lib}", ""]

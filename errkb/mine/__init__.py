@@ -171,19 +171,18 @@ def _histories(
 
 
 def _version_order(pairs: Iterable[tuple[str, str]]) -> dict[str, int]:
-    """Each version's rank, oldest first (PEP 440 when ``packaging`` is there, else as given)."""
+    """Each version's rank, oldest first (:func:`errkb.records.release_key`).
+
+    A text that is no release number comes first, in the order given.
+    """
+    from errkb.records import release_key
+
     versions = list(dict.fromkeys(v for _, v in pairs))
-    try:
-        from packaging.version import InvalidVersion, Version
-    except ImportError:
-        return {v: i for i, v in enumerate(versions)}
 
     def key(item: tuple[int, str]) -> tuple[int, Any, int]:
         index, text = item
-        try:
-            return (1, Version(text), index)
-        except InvalidVersion:
-            return (0, index, index)
+        found = release_key(text)
+        return (0, index, index) if found is None else (1, found, index)
 
     ranked = sorted(enumerate(versions), key=key)
     return {v: i for i, (_, v) in enumerate(ranked)}

@@ -8,7 +8,6 @@ and kept for the rest of the diagnosis.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
 
@@ -56,27 +55,15 @@ def probe(evidence: Evidence, timeout: float) -> InstalledVersions | None:  # no
     return InstalledVersions()
 
 
-_RELEASE = re.compile(r"(\d+(?:\.\d+)*)(?:(a|b|rc|\.?dev|\.?post)(\d*))?")
-_PHASE = {"dev": -3, ".dev": -3, "a": -2, "b": -1, "rc": 0, None: 1, "post": 2, ".post": 2}
-
-
-def _key(version: str) -> tuple[tuple[int, ...], int, int] | None:
-    found = _RELEASE.match(version.strip().lstrip("vV"))
-    if found is None:
-        return None
-    numbers = tuple(int(n) for n in found.group(1).split("."))
-    while len(numbers) > 1 and numbers[-1] == 0:
-        numbers = numbers[:-1]
-    return numbers, _PHASE.get(found.group(2), 1), int(found.group(3) or 0)
-
-
 def compare_versions(a: str, b: str) -> int | None:
     """-1, 0 or 1 as release ``a`` is older than, the same as, or newer than ``b``.
 
     Public version numbers (PEP 440's common forms: ``4.52.0``, ``0.5.0rc1``, ``2.1.0.post1``,
     a local ``+cu121`` part ignored); ``None`` when either is not a version number.
     """
-    ka, kb = _key(a), _key(b)
+    from errkb.records import release_key
+
+    ka, kb = release_key(a), release_key(b)
     if ka is None or kb is None:
         return None
     return (ka > kb) - (ka < kb)

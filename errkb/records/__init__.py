@@ -18,7 +18,14 @@ from __future__ import annotations
 from errkb.records._files import MAX_FILE, MAX_LINE, jsonl_values, open_pack
 from errkb.records._load import LoadResult, ReadPack, load_paths, load_refs
 from errkb.records._refs import Body, RecordRef
-from errkb.records._schema import SCHEMA_VERSION, SKEW_CHANGES, Record, Skew, Versions
+from errkb.records._schema import (
+    SCHEMA_VERSION,
+    SKEW_CHANGES,
+    Record,
+    Skew,
+    Versions,
+    release_key,
+)
 from errkb.records._validate import MAX_PATTERN, MAX_TEXT, SEVERITIES, record_from_dict
 
 __all__ = [
@@ -41,4 +48,5 @@ __all__ = [
     "load_refs",
     "open_pack",
     "record_from_dict",
+    "release_key",
 ]

@@ -65,16 +65,16 @@ class Versions:
         there, as ``path:line``, or ``:line`` for the same file as the site listed before it;
         ``None`` when ``version`` is outside ``first``..``last`` or before every site.
         """
-        key = _release_key(version)
+        key = release_key(version)
         if key is None:
             return dict(self.sites).get(version)
         for bound, after in ((self.first, False), (self.last, True)):
-            edge = _release_key(bound) if bound else None
+            edge = release_key(bound) if bound else None
             if edge is not None and (key > edge if after else key < edge):
                 return None
         found, path = None, ""
         for release, where in sorted(
-            ((k, w) for r, w in self.sites if (k := _release_key(r)) is not None)
+            ((k, w) for r, w in self.sites if (k := release_key(r)) is not None)
         ):
             # ":line" is a site in the same file as the one listed before it.
             path = where.rpartition(":")[0] or path
@@ -92,18 +92,23 @@ class Versions:
         return out
 
 
-_RELEASE = regex.compile(r"(\d+(?:\.\d+)*)(?:(a|b|rc)(\d+))?(?:\.post(\d+))?(?:\.dev\d+)?(?:\+.*)?")
+_RELEASE = regex.compile(r"(\d+(?:\.\d+)*)(?:(a|b|rc|\.?dev|\.?post)(\d*))?")
+_PHASE = {"dev": -3, ".dev": -3, "a": -2, "b": -1, "rc": 0, None: 1, "post": 2, ".post": 2}
 
 
-def _release_key(version: str) -> tuple[Any, ...] | None:
-    """An order for the common release numbers (``4.52.0``, ``0.5.0rc1``, ``0.6.6.post1``)."""
-    m = _RELEASE.fullmatch(version.strip())
-    if m is None:
+def release_key(version: str) -> tuple[tuple[int, ...], int, int] | None:
+    """The order of release numbers, for sorting and comparing them; ``None``: not one.
+
+    PEP 440's common forms (``4.52.0`` = ``4.52``, ``0.5.0rc1``, ``0.6.6.post1``, ``v2.1``; a
+    local ``+cu121`` part is ignored), without needing ``packaging``.
+    """
+    found = _RELEASE.match(version.strip().lstrip("vV"))
+    if found is None:
         return None
-    numbers = tuple(int(p) for p in m.group(1).split("."))
-    numbers += (0,) * (6 - len(numbers))
-    pre = ({"a": 0, "b": 1, "rc": 2}[m.group(2)], int(m.group(3))) if m.group(2) else (3, 0)
-    return (numbers, pre, int(m.group(4) or 0))
+    numbers = tuple(int(n) for n in found.group(1).split("."))
+    while len(numbers) > 1 and numbers[-1] == 0:
+        numbers = numbers[:-1]
+    return numbers, _PHASE.get(found.group(2), 1), int(found.group(3) or 0)
 
 
 #: What a :class:`Skew` says happened to a name between two releases.

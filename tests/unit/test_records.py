@@ -168,6 +168,7 @@ def test_public_names_of_the_records_package_are_pinned():
         "load_refs",
         "open_pack",
         "record_from_dict",
+        "release_key",
     ]
     assert expected == errkb.records.__all__
     assert [] == [name for name in expected if not hasattr(errkb.records, name)]
