@@ -116,42 +116,138 @@ def bench(session: nox.Session) -> None:
 def mine(session: nox.Session) -> None:
     """Rebuild the shipped mined packs (records/mined/) from the pinned list of releases.
 
-    Each file of records/mined/sources.toml is downloaded once into .mine-cache/ and checked
-    against its sha256; `errkb mine` reads all releases of a distribution together (archives,
-    never installed or built) and writes records/mined/<pack>.jsonl and its index, without
-    source excerpts (no upstream code is shipped: each record links to its line at the tag),
-    with the records of version skew where the list says `history = true`. Posargs name the
-    packs to rebuild (all by default). Not part of CI: it downloads about 1.4 GB.
+    Each file of records/mined/sources.toml (the mined releases) and releases.toml (every other
+    release in their range, read only for exact first and last releases) is downloaded once
+    into .mine-cache/ and checked against its sha256; `errkb mine` reads all releases of a
+    distribution together (archives, never installed or built) and writes
+    records/mined/<pack>.jsonl, its index and its release list, without source excerpts (no
+    upstream code is shipped: each record links to its line at the tag), with the records of
+    version skew where the list says `history = true`. Posargs name the packs to rebuild (all
+    by default). Not part of CI: it downloads about 5 GB.
     """
-    import hashlib
-    import urllib.request
-    from pathlib import Path
-
     import tomllib
 
     session.install(".[mine]", "packaging")
     listing = tomllib.loads(Path("records/mined/sources.toml").read_text(encoding="utf-8"))
+    others = tomllib.loads(Path("records/mined/releases.toml").read_text(encoding="utf-8"))
+    between = {d["pack"]: d.get("release", []) for d in others["distribution"]}
     cache = Path(".mine-cache")
     cache.mkdir(exist_ok=True)
     wanted = set(session.posargs)
     for dist in listing["distribution"]:
         if wanted and dist["pack"] not in wanted:
             continue
-        files = []
-        for pin in dist["file"]:
-            path = cache / pin["url"].rsplit("/", 1)[1]
-            if not path.is_file() or hashlib.sha256(path.read_bytes()).hexdigest() != pin["sha256"]:
-                session.log(f"downloading {pin['url']}")
-                with urllib.request.urlopen(pin["url"], timeout=300) as response:
-                    data = response.read()
-                if hashlib.sha256(data).hexdigest() != pin["sha256"]:
-                    session.error(f"{path.name}: sha256 differs from the pinned one")
-                path.write_bytes(data)
-            files.append(str(path))
+        files = [str(_download(session, cache, pin)) for pin in dist["file"]]
+        bounds, lines = [], [pin["version"] for pin in dist["file"]]
+        for release in between.get(dist["pack"], []):
+            if "missing" in release:
+                lines.append(f"{release['version']} # {release['missing']}")
+            else:
+                bounds.append(str(_download(session, cache, release)))
+                lines.append(release["version"])
+        listed = cache / f"{dist['pack']}.releases.txt"
+        listed.write_text("\n".join(lines) + "\n", encoding="utf-8")
         out = f"records/mined/{dist['pack']}.jsonl"
         history = ["--history"] if dist.get("history") else []
         summary = f"records/mined/{dist['pack']}.summary"
         session.run(
             "errkb", "mine", *files, *history, "--excerpt-lines", "0", "--index",
-            "--output", out, "--summary", summary,
+            "--output", out, "--summary", summary, "--releases", str(listed),
+            *(["--bounds", *bounds] if bounds else []),
         )  # fmt: skip
+
+
+def _download(session: nox.Session, cache: Path, pin: dict[str, str]) -> Path:
+    """The pinned file, downloaded into the cache once and checked against its sha256."""
+    import hashlib
+    import urllib.request
+
+    path = cache / pin["url"].rsplit("/", 1)[1]
+    if not path.is_file() or hashlib.sha256(path.read_bytes()).hexdigest() != pin["sha256"]:
+        session.log(f"downloading {pin['url']}")
+        with urllib.request.urlopen(pin["url"], timeout=300) as response:
+            data = response.read()
+        if hashlib.sha256(data).hexdigest() != pin["sha256"]:
+            session.error(f"{path.name}: sha256 differs from the pinned one")
+        path.write_bytes(data)
+    return path
+
+
+@nox.session(python=PYTHON, default=False)
+def releases(session: nox.Session) -> None:
+    """Write records/mined/releases.toml: every release between the mined ones, pinned.
+
+    For each distribution of sources.toml, the package index's JSON API lists its releases;
+    every final release (post-releases too, no pre- or dev releases) from the oldest mined to
+    the newest is kept, with one archive of the same kind as the mined ones (an sdist where
+    those are sdists; else a py3-none-any wheel, else torch's macOS arm64 wheel for CPython
+    3.11, else the smallest wheel), pinned by URL and sha256. A release with no such archive is
+    listed with why. Yanked releases are read too (users still have them) and marked.
+    """
+    import json
+    import re
+    import urllib.request
+
+    import tomllib
+
+    session.install("packaging")
+    from packaging.version import InvalidVersion, Version
+
+    listing = tomllib.loads(Path("records/mined/sources.toml").read_text(encoding="utf-8"))
+    out = [
+        "# Every release between the oldest and the newest mined release of each distribution of",
+        "# sources.toml, written by `nox -s releases` from the package index's JSON API. `nox -s mine`",
+        "# reads each one for the records it raises (not for sites), so that a record's first and",
+        "# last releases are exact; a release with no archive of the kind read says why.",
+    ]
+    for dist in listing["distribution"]:
+        pinned = {pin["version"] for pin in dist["file"]}
+        names = [pin["url"].rsplit("/", 1)[1] for pin in dist["file"]]
+        sdists = all(not n.endswith(".whl") for n in names)
+        url = f"https://pypi.org/pypi/{dist['name']}/json"
+        with urllib.request.urlopen(url, timeout=60) as response:
+            index = json.load(response)
+        known = sorted(Version(v) for v in pinned)
+        found = []
+        for text, files in index["releases"].items():
+            try:
+                version = Version(text)
+            except InvalidVersion:
+                continue
+            if version.is_prerelease or version.is_devrelease or text in pinned:
+                continue
+            if known[0] <= version <= known[-1]:
+                found.append((version, text, files))
+        out += ["", "[[distribution]]", f'pack = "{dist["pack"]}"']
+        for _, text, files in sorted(found):
+            out += ["[[distribution.release]]", f'version = "{text}"']
+            chosen = _archive(files, sdists=sdists)
+            if chosen is None:
+                kind = "sdist" if sdists else "wheel"
+                out.append(f'missing = "no {kind} on the package index"')
+                continue
+            # The index may give a mirror's relative address: the file's canonical one is the
+            # same blake2b path on the package host.
+            where = re.search(r"[0-9a-f]{2}/[0-9a-f]{2}/[0-9a-f]{60}/[^/]+$", chosen["url"])
+            out += [
+                f'url = "https://files.pythonhosted.org/packages/{where.group(0)}"',
+                f'sha256 = "{chosen["digests"]["sha256"]}"',
+                f"size = {chosen['size']}",
+            ]
+            if all(f.get("yanked") for f in files):
+                out.append("yanked = true")
+    Path("records/mined/releases.toml").write_text("\n".join(out) + "\n", encoding="utf-8")
+
+
+def _archive(files: list[dict], *, sdists: bool) -> dict | None:
+    """The one archive of a release that is read: see `releases`."""
+    if sdists:
+        return next((f for f in files if f["packagetype"] == "sdist"), None)
+    wheels = [f for f in files if f["filename"].endswith(".whl")]
+    for test in (
+        lambda n: n.endswith("-py3-none-any.whl"),
+        lambda n: "-cp311-" in n and "macosx" in n and n.endswith("_arm64.whl"),
+    ):
+        if chosen := next((f for f in wheels if test(f["filename"])), None):
+            return chosen
+    return min(wheels, key=lambda f: f["size"], default=None)

@@ -54,6 +54,8 @@ __all__ = [
     "cache_dir",
     "lazy_pack",
     "load_pack",
+    "read_releases",
+    "releases_path",
     "write_index",
 ]
 
@@ -313,6 +315,41 @@ def write_index(path: Path, label: str | None = None) -> Path:
         raise RegistryError(f"{where}: cannot write the pack's index")
     where.chmod(0o644)  # shipped data, readable as the pack is (a cache file is private)
     return where
+
+
+def releases_path(pack: Path) -> Path:
+    """Where a pack's release list lies: ``torch.jsonl`` -> ``torch.releases`` beside it."""
+    name = pack.name
+    for suffix in (".jsonl.gz", ".jsonl"):
+        if name.endswith(suffix):
+            name = name[: -len(suffix)]
+            break
+    return pack.with_name(name + ".releases")
+
+
+def read_releases(folder: Path) -> dict[str, dict[str, Any]]:
+    """The release lists of the packs in ``folder``: distribution -> its list.
+
+    Each list (written by ``errkb mine --releases``) holds ``releases`` (every release of the
+    package index in the mined range, oldest first), ``mined`` (those whose sites the records
+    give) and ``unread`` (release -> why it was not read). A file that is not such a list is
+    passed over: the lists only sharpen what a record's range says.
+    """
+    out: dict[str, dict[str, Any]] = {}
+    for path in sorted(folder.glob("*.releases")):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if not isinstance(data, dict) or data.get("schema") != "errkb.releases/1":
+            continue
+        lists = data.get("distributions")
+        if not isinstance(lists, dict):
+            continue
+        for dist, entry in lists.items():
+            if isinstance(entry, dict) and isinstance(entry.get("releases"), list):
+                out[str(dist)] = entry
+    return out
 
 
 def _pack_ints(values: list[int]) -> str:

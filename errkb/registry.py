@@ -25,7 +25,13 @@ if TYPE_CHECKING:
 
     from errkb.match import LazyRefs, Matcher
 
-__all__ = ["ENTRY_POINT_GROUP", "Registry", "builtin_records_dir", "default_registry"]
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "Registry",
+    "builtin_records_dir",
+    "default_registry",
+    "shipped_releases",
+]
 
 ENTRY_POINT_GROUP = "errkb.records"
 
@@ -287,3 +293,22 @@ def default_registry() -> Registry:
         if _default is None:
             _default = Registry.from_paths()
         return _default
+
+
+_releases: dict[str, dict[str, object]] | None = None
+
+
+def shipped_releases(distribution: str) -> dict[str, object] | None:
+    """The release list the shipped mined pack of ``distribution`` carries, if any.
+
+    ``releases`` (every release of the package index in the mined range, oldest first),
+    ``mined`` and ``unread`` (release -> why it was not read): see
+    :func:`errkb.packs.read_releases`. Read once per process, on first use.
+    """
+    global _releases  # noqa: PLW0603 - read once per process, on first use
+    with _default_lock:
+        if _releases is None:
+            from errkb.packs import read_releases
+
+            _releases = read_releases(builtin_records_dir() / "mined")
+        return _releases.get(distribution)

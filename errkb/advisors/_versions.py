@@ -9,6 +9,7 @@ against the change: ``get_max_length = removed in 4.49.0 (last in 4.48.3); the i
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
@@ -72,12 +73,18 @@ def _skew_fact(skew: Skew, installed: str) -> Fact:
 def _range_fact(versions: Versions, installed: str) -> tuple[Fact, ...]:
     if versions.first is None and versions.last is None:
         return ()
-    first = versions.first or "?"
-    last = versions.last or f"{versions.checked or 'the newest checked'} and on"
-    inside = (
-        versions.first is None or (compare_versions(installed, versions.first) or 0) >= 0
-    ) and (versions.last is None or (compare_versions(installed, versions.last) or 0) <= 0)
-    where = "within" if inside else "outside"
+    from errkb.registry import shipped_releases
+
+    listed = shipped_releases(versions.distribution) or {}
+    releases = [str(v) for v in listed.get("releases", ())]  # type: ignore[attr-defined]
+    unread: Mapping[str, str] = listed.get("unread") or {}  # type: ignore[assignment]
+    first = _bound(versions.first, releases, unread, oldest=True) if versions.first else "?"
+    last = (
+        _bound(versions.last, releases, unread, oldest=False)
+        if versions.last
+        else f"{versions.checked or 'the newest checked'} and on"
+    )
+    where = _where(versions, installed, releases, unread)
     return (
         Fact(
             name="raised by",
@@ -86,3 +93,37 @@ def _range_fact(versions: Versions, installed: str) -> tuple[Fact, ...]:
             note="the record's release range, against the installed release",
         ),
     )
+
+
+def _bound(version: str, releases: list[str], unread: Mapping[str, str], *, oldest: bool) -> str:
+    """A range's end as the release list qualifies it: the oldest checked, releases not read.
+
+    ``4.40.0 (4.39.0 not checked)``: the releases beyond the bound that errkb could not read
+    may raise it too.
+    """
+    if version not in releases:
+        return version
+    at = releases.index(version)
+    if oldest and at == 0:
+        return f"{version} (the oldest release checked)"
+    beyond = reversed(releases[:at]) if oldest else iter(releases[at + 1 :])
+    gap = list(itertools.takewhile(lambda r: r in unread, beyond))
+    if not gap:
+        return version
+    return f"{version} ({', '.join(sorted(gap, key=releases.index))} not checked)"
+
+
+def _where(
+    versions: Versions, installed: str, releases: list[str], unread: Mapping[str, str]
+) -> str:
+    """Where the installed release stands against the range, saying what is not known."""
+    if installed in unread:
+        return f"a release errkb could not read ({unread[installed]})"
+    if releases and (compare_versions(installed, releases[0]) or 0) < 0:
+        return f"older than every release checked (the oldest is {releases[0]})"
+    if releases and versions.last is None and (compare_versions(installed, releases[-1]) or 0) > 0:
+        return f"newer than every release checked (the newest is {releases[-1]})"
+    inside = (
+        versions.first is None or (compare_versions(installed, versions.first) or 0) >= 0
+    ) and (versions.last is None or (compare_versions(installed, versions.last) or 0) <= 0)
+    return "within" if inside else "outside"

@@ -134,6 +134,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--quiet", action="store_true", help="no access log")
 
+    _mine_parser(sub)
+    return parser
+
+
+def _mine_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
+    """The ``errkb mine`` sub-command's arguments."""
     mine = sub.add_parser(
         "mine",
         help="make records from the source of distributions",
@@ -164,7 +170,20 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also write PACK.index beside the pack, so it loads lazily wherever it is installed",
     )
-    return parser
+    mine.add_argument(
+        "--bounds",
+        nargs="+",
+        default=[],
+        metavar="SOURCE",
+        help="more releases of the same distributions, read only to make each record's first "
+        "and last release exact (the records' sites stay those of the SOURCEs)",
+    )
+    mine.add_argument(
+        "--releases",
+        metavar="FILE",
+        help="every release the package index has, one a line; 'VERSION # why' for one not "
+        "read. Writes the pack's release list beside it (PACK with the suffix .releases)",
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

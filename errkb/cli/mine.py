@@ -18,6 +18,7 @@ def run(args: argparse.Namespace) -> int:
     """Mine the sources, write the pack, print the summary; a bad source is exit status 2."""
     from errkb.exceptions import UsageError
     from errkb.mine import mine, write_pack
+    from errkb.mine._bounds import RELEASES_SCHEMA
 
     if args.excerpt_lines < 0:
         raise UsageError(f"--excerpt-lines: expected 0 or more, got {args.excerpt_lines}")
@@ -25,8 +26,15 @@ def run(args: argparse.Namespace) -> int:
     fmt = args.format or ("jsonl.gz" if output.name.endswith(".gz") else "jsonl")
     if args.index and fmt != "jsonl":
         raise UsageError("--index: only a plain .jsonl pack is read by offset and can be indexed")
+    releases, unread = _release_file(args.releases) if args.releases else ([], {})
     result = mine(
-        args.sources, excerpt_lines=args.excerpt_lines, native=args.native, history=args.history
+        args.sources,
+        excerpt_lines=args.excerpt_lines,
+        native=args.native,
+        history=args.history,
+        bounds=args.bounds,
+        releases=releases,
+        unread=unread,
     )
     try:
         size = write_pack(result.records, output, fmt)
@@ -34,6 +42,13 @@ def run(args: argparse.Namespace) -> int:
             from errkb.packs import write_index
 
             write_index(output, label=output.name)
+        if args.releases:
+            from errkb.packs import releases_path
+
+            body = {"schema": RELEASES_SCHEMA, "distributions": result.summary["releases"]}
+            releases_path(output).write_text(
+                json.dumps(body, indent=1, ensure_ascii=False) + "\n", encoding="utf-8"
+            )
     except OSError as exc:
         raise UsageError(f"{output}: cannot write the pack ({exc.strerror or exc})") from None
     summary = {**result.summary, "output": str(output), "format": fmt, "bytes": size}
@@ -46,6 +61,25 @@ def run(args: argparse.Namespace) -> int:
             ) from None
     print(_text(summary))
     return EXIT_OK
+
+
+def _release_file(name: str) -> tuple[list[str], dict[str, str]]:
+    """``--releases FILE``: every release, one a line, ``VERSION # why`` for one not read."""
+    from errkb.exceptions import UsageError
+
+    try:
+        text = Path(name).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"--releases {name}: cannot read it ({exc.strerror or exc})") from None
+    releases, unread = [], {}
+    for line in text.splitlines():
+        version, _, why = (part.strip() for part in line.partition("#"))
+        if not version:
+            continue
+        releases.append(version)
+        if why:
+            unread[version] = why
+    return releases, unread
 
 
 def _text(summary: dict[str, Any]) -> str:

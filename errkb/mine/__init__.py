@@ -18,12 +18,14 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from errkb.mine._bounds import presence as _bounds_presence
+from errkb.mine._bounds import refine, release_list, site_ids
 from errkb.mine._site import Hole, Site, Template
 from errkb.mine._sources import Source, open_source
 from errkb.mine._write import FORMATS, build_records, write_pack
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator, Sequence
+    from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 __all__ = [
     "FORMATS",
@@ -58,6 +60,10 @@ def mine(
     excerpt_lines: int = 10,
     native: bool = True,
     history: bool = False,
+    bounds: Sequence[str] = (),
+    releases: Sequence[str] = (),
+    unread: Mapping[str, str] | None = None,
+    workers: int | None = None,
 ) -> MineResult:
     """Read every source and make the records; a bad source raises ``UsageError``.
 
@@ -66,6 +72,14 @@ def mine(
     adds the records of version skew (:func:`errkb.mine._history.history_records`; needs the
     ``mine`` extra, griffe). ``excerpt_lines=0`` writes no source excerpt: the record keeps the
     raise site and its link.
+
+    ``bounds`` are more releases of the same distributions, read only for which records they
+    raise, so that each record's ``first`` and ``last`` name real releases, not the nearest
+    mined ones (:mod:`errkb.mine._bounds`). ``releases`` is every release the package index
+    has in the range, oldest first or not (the mined and bounds ones are added), and
+    ``unread`` says why a listed release was not read; the summary's ``releases`` holds each
+    distribution's list (:func:`errkb.mine._bounds.release_list`), which the pack carries.
+    The bounds are read in ``workers`` processes (default: one per core).
 
     >>> result = mine(["transformers"])  # doctest: +SKIP
     >>> result.summary["records"], result.records[0]["id"]  # doctest: +SKIP
@@ -93,6 +107,15 @@ def mine(
         )
     order = _version_order([(s.distribution, s.version or "unknown") for s in sources])
     records = build_records(found, lambda v: order.get(v, -1), dropped)
+    present = _presence(found, bounds, native=native, workers=workers)
+    everything = _version_order(
+        [(d, v) for d, versions in present.items() for v in versions] + [("", v) for v in releases]
+    )
+
+    def rank(version: str) -> int:
+        return everything.get(version, -1)
+
+    bounded = refine(records, present, rank) if bounds else Counter()
     if excerpt_lines == 0:  # not even the statement itself: no upstream code in the pack
         for record in records:
             for key in ("sourceCode", "sourceCodeStart", "sourceCodeEnd"):
@@ -114,9 +137,40 @@ def mine(
         "languages": dict(sorted(languages.items())),
         "dropped": dict(sorted(dropped.items())),
         "history": dict(sorted(skew.items())),
+        "bounds": dict(sorted(bounded.items())),
+        "releases": {
+            dist: release_list(
+                releases,
+                read=versions,
+                mined=[s.version for s in sources if s.distribution == dist and s.version],
+                unread=unread or {},
+                version_key=rank,
+            )
+            for dist, versions in present.items()
+        },
         "seconds": round(time.perf_counter() - started, 2),
     }
     return MineResult(records=tuple(records), summary=summary)
+
+
+def _presence(
+    found: Sequence[tuple[Source, Site]],
+    bounds: Sequence[str],
+    *,
+    native: bool,
+    workers: int | None,
+) -> dict[str, dict[str, frozenset[str]]]:
+    """Which records each release read raises: the mined ones from their sites, then bounds."""
+    by_release: dict[tuple[str, str], list[Site]] = {}
+    for source, site in found:
+        by_release.setdefault((source.distribution, site.version), []).append(site)
+    present: dict[str, dict[str, frozenset[str]]] = {}
+    for (dist, version), sites in by_release.items():
+        present.setdefault(dist, {})[version] = site_ids(sites)
+    for dist, versions in _bounds_presence(bounds, native=native, workers=workers).items():
+        for version, ids in versions.items():
+            present.setdefault(dist, {}).setdefault(version, ids)
+    return present
 
 
 def _sites(

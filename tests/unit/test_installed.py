@@ -200,3 +200,72 @@ def test_explain_json_carries_the_installed_facts(tmp_path) -> None:
         "unit": None,
         "source": "installed",
     } in facts
+
+
+#: A mined record raised from 4.40.0 to 4.44.2, in a pack whose release list says 4.39.0 could
+#: not be read and that the oldest release read is 4.36.2.
+RANGE_RECORD = record_dict(
+    id="mined-transformers-range",
+    errorMessage="the rope scaling factor must be a float larger than one",
+    messagePattern=r"the rope scaling factor must be a float larger than one",
+    errorClass="ValueError",
+    tags=["mined", "raise", "python"],
+    versions={
+        "distribution": "transformers",
+        "first": "4.40.0",
+        "last": "4.44.2",
+        "checked": "4.46.3",
+    },
+)
+RANGE_LIST = {
+    "releases": ["4.36.2", "4.38.2", "4.39.0", "4.40.0", "4.44.2", "4.45.0", "4.46.3"],
+    "mined": ["4.36.2", "4.40.0", "4.46.3"],
+    "unread": {"4.39.0": "yanked, no archive"},
+}
+
+
+@pytest.mark.parametrize(
+    ("installed", "where"),
+    [
+        ("4.41.1", "within"),
+        ("4.45.0", "outside"),
+        ("4.38.2", "outside"),
+        ("4.39.0", "a release errkb could not read (yanked, no archive)"),
+        ("4.30.0", "older than every release checked (the oldest is 4.36.2)"),
+    ],
+)
+def test_range_fact_says_what_the_release_list_knows(monkeypatch, installed, where) -> None:
+    """The range names releases not read beside a bound, and never calls unknown releases outside."""
+    import errkb.registry
+
+    monkeypatch.setattr(errkb.registry, "_releases", {"transformers": RANGE_LIST})
+    assert (
+        f"transformers 4.40.0 (4.39.0 not checked) to 4.44.2; the installed {installed} is {where}"
+        == _range_with(RANGE_RECORD, installed)
+    )
+
+
+def _range_with(record: dict, installed: str) -> str:
+    """The "raised by" fact of the range record's diagnosis, with ``installed`` injected."""
+    options = Options(
+        measurements=FakeMeasurements(readings={"installed": {"transformers": installed}})
+    )
+    diagnosis = explain(
+        "ValueError: the rope scaling factor must be a float larger than one",
+        registry=registry_from_dicts([record]),
+        options=options,
+    )
+    assert diagnosis is not None
+    return {f.name: f.value for f in diagnosis.top.facts}["raised by"]
+
+
+def test_range_fact_marks_the_oldest_release_checked(monkeypatch) -> None:
+    """A range starting at the oldest release read may start earlier: it says so."""
+    import errkb.registry
+
+    monkeypatch.setattr(errkb.registry, "_releases", {"transformers": RANGE_LIST})
+    record = dict(RANGE_RECORD, versions=dict(RANGE_RECORD["versions"], first="4.36.2"))
+    assert (
+        "transformers 4.36.2 (the oldest release checked) to 4.44.2; the installed 4.38.2 is within"
+        == _range_with(record, "4.38.2")
+    )

@@ -1,0 +1,139 @@
+"""Exact release boundaries: releases between the mined ones are read for their messages.
+
+Six releases of a package are written by the test; a message appears in release 2.0 and is
+gone from 5.0. Mined from 1.0, 3.0 and 6.0 alone, the record would say 3.0 to 3.0; with the
+others read as bounds it says 2.0 to 4.0, which is what importing each release and calling
+the function shows.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from errkb.mine import mine
+from errkb.packs import read_releases, releases_path
+from tests.helpers import run_cli
+
+MESSAGE = "the scheduler queue was closed before the request for {name} arrived"
+STEADY = "the block table cannot hold more than {n} blocks for one sequence"
+
+
+def _release(root: Path, version: str, *, raises: bool) -> Path:
+    """A release of `boundpkg` as a source folder: `steady` always raises, `sometimes` if asked."""
+    folder = root / f"boundpkg-{version}"
+    (folder / "boundpkg").mkdir(parents=True)
+    (folder / "pyproject.toml").write_text(
+        f'[project]\nname = "boundpkg"\nversion = "{version}"\n', encoding="utf-8"
+    )
+    body = [
+        "def steady(n):",
+        '    raise ValueError(f"the block table cannot hold more than {n} blocks for one sequence")',
+        "",
+        "def sometimes(name):",
+    ]
+    if raises:
+        body.append(
+            '    raise RuntimeError(f"the scheduler queue was closed before the request for '
+            '{name} arrived")'
+        )
+    else:
+        body.append("    return name")
+    (folder / "boundpkg" / "__init__.py").write_text("\n".join(body) + "\n", encoding="utf-8")
+    return folder
+
+
+@pytest.fixture
+def releases(tmp_path: Path) -> dict[str, Path]:
+    raising = {"2.0", "3.0", "4.0"}
+    return {
+        v: _release(tmp_path, v, raises=v in raising) for v in ("1.0", "2.0", "3.0", "4.0", "5.0")
+    } | {"6.0": _release(tmp_path, "6.0", raises=False)}
+
+
+def _raises_when_imported(folder: Path) -> bool:
+    """Whether the release really raises the message: import it in a child and call it."""
+    code = "import boundpkg\ntry:\n    boundpkg.sometimes('x')\nexcept RuntimeError as e:\n    print(e)"
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env={"PYTHONPATH": str(folder)},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return "the scheduler queue was closed" in out
+
+
+def _record(records: tuple[dict, ...], message: str) -> dict:
+    return next(r for r in records if r["errorMessage"] == message)
+
+
+def test_mined_releases_alone_give_the_nearest_mined_boundaries(releases):
+    """Without bounds the range is only as exact as the mined releases (what was wrong)."""
+    result = mine([str(releases[v]) for v in ("1.0", "3.0", "6.0")], excerpt_lines=0, workers=1)
+    versions = _record(result.records, MESSAGE)["versions"]
+    assert ("3.0", "3.0") == (versions["first"], versions["last"])
+
+
+def test_bounds_make_first_and_last_the_real_releases(releases):
+    """Read for presence, 2.0, 4.0 and 5.0 move the range to what each release really does."""
+    result = mine(
+        [str(releases[v]) for v in ("1.0", "3.0", "6.0")],
+        excerpt_lines=0,
+        bounds=[str(releases[v]) for v in ("2.0", "4.0", "5.0")],
+        workers=1,
+    )
+    versions = _record(result.records, MESSAGE)["versions"]
+    real = [v for v, folder in sorted(releases.items()) if _raises_when_imported(folder)]
+    assert (real[0], real[-1]) == (versions["first"], versions["last"])
+    assert ("2.0", "4.0") == (versions["first"], versions["last"])
+    # Sites come from the mined releases only: the bounds are read for presence, nothing else.
+    assert {"3.0"} == set(versions["sites"])
+    steady = _record(result.records, STEADY)["versions"]
+    assert "1.0" == steady["first"]
+    assert "last" not in steady
+    assert {"first-moved": 1, "last-moved": 1, "records": 2} == result.summary["bounds"]
+
+
+def test_the_cli_writes_the_release_list_with_what_was_not_read(releases, tmp_path):
+    """`--releases` lists every release; one not read says why, and the pack carries the list."""
+    listed = tmp_path / "releases.txt"
+    listed.write_text("1.0\n2.0\n2.5 # yanked, no archive\n3.0\n4.0\n5.0\n6.0\n", encoding="utf-8")
+    pack = tmp_path / "out" / "boundpkg.jsonl"
+    proc = run_cli(
+        "mine",
+        str(releases["1.0"]),
+        str(releases["3.0"]),
+        str(releases["6.0"]),
+        "--excerpt-lines",
+        "0",
+        "--output",
+        str(pack),
+        "--releases",
+        str(listed),
+        "--bounds",
+        *(str(releases[v]) for v in ("2.0", "4.0", "5.0")),
+    )
+    assert 0 == proc.returncode, proc.stderr
+    assert releases_path(pack) == tmp_path / "out" / "boundpkg.releases"
+    lists = read_releases(pack.parent)
+    assert {
+        "releases": ["1.0", "2.0", "2.5", "3.0", "4.0", "5.0", "6.0"],
+        "mined": ["1.0", "3.0", "6.0"],
+        "unread": {"2.5": "yanked, no archive"},
+    } == lists["boundpkg"]
+    record = _record(
+        tuple(json.loads(line) for line in pack.read_text(encoding="utf-8").splitlines()), MESSAGE
+    )
+    assert ("2.0", "4.0") == (record["versions"]["first"], record["versions"]["last"])
+
+
+def test_a_file_that_is_no_release_list_is_passed_over(tmp_path):
+    """Release lists only sharpen ranges: an unreadable one is ignored, not an error."""
+    (tmp_path / "bad.releases").write_text("{not json", encoding="utf-8")
+    (tmp_path / "other.releases").write_text('{"schema": "x"}', encoding="utf-8")
+    assert {} == read_releases(tmp_path)
