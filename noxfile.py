@@ -144,7 +144,7 @@ def mine(session: nox.Session) -> None:
                 lines.append(f"{release['version']} # {release['missing']}")
             else:
                 bounds.append(str(_download(session, cache, release)))
-                lines.append(release["version"])
+                lines.append(release["version"] + (" yanked" if release.get("yanked") else ""))
         listed = cache / f"{dist['pack']}.releases.txt"
         listed.write_text("\n".join(lines) + "\n", encoding="utf-8")
         out = f"records/mined/{dist['pack']}.jsonl"

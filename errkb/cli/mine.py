@@ -26,7 +26,7 @@ def run(args: argparse.Namespace) -> int:
     fmt = args.format or ("jsonl.gz" if output.name.endswith(".gz") else "jsonl")
     if args.index and fmt != "jsonl":
         raise UsageError("--index: only a plain .jsonl pack is read by offset and can be indexed")
-    releases, unread = _release_file(args.releases) if args.releases else ([], {})
+    releases, unread, yanked = _release_file(args.releases) if args.releases else ([], {}, [])
     result = mine(
         args.sources,
         excerpt_lines=args.excerpt_lines,
@@ -35,6 +35,7 @@ def run(args: argparse.Namespace) -> int:
         bounds=args.bounds,
         releases=releases,
         unread=unread,
+        yanked=yanked,
     )
     try:
         size = write_pack(result.records, output, fmt)
@@ -63,23 +64,33 @@ def run(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _release_file(name: str) -> tuple[list[str], dict[str, str]]:
-    """``--releases FILE``: every release, one a line, ``VERSION # why`` for one not read."""
+def _release_file(name: str) -> tuple[list[str], dict[str, str], list[str]]:
+    """``--releases FILE``: one release a line, ``VERSION [yanked] [# why it was not read]``."""
     from errkb.exceptions import UsageError
 
     try:
         text = Path(name).read_text(encoding="utf-8")
     except OSError as exc:
         raise UsageError(f"--releases {name}: cannot read it ({exc.strerror or exc})") from None
-    releases, unread = [], {}
-    for line in text.splitlines():
-        version, _, why = (part.strip() for part in line.partition("#"))
-        if not version:
+    releases: list[str] = []
+    unread: dict[str, str] = {}
+    yanked: list[str] = []
+    for number, line in enumerate(text.splitlines(), 1):
+        head, _, why = line.partition("#")
+        words = head.split()
+        if not words:
             continue
-        releases.append(version)
-        if why:
-            unread[version] = why
-    return releases, unread
+        if len(words) > 2 or words[1:] not in ([], ["yanked"]):
+            raise UsageError(
+                f"--releases {name}: line {number}: expected 'VERSION [yanked] [# why]', "
+                f"got {line.strip()!r}"
+            )
+        releases.append(words[0])
+        if len(words) == 2:
+            yanked.append(words[0])
+        if why.strip():
+            unread[words[0]] = why.strip()
+    return releases, unread, yanked
 
 
 def _text(summary: dict[str, Any]) -> str:

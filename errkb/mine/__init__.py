@@ -63,6 +63,7 @@ def mine(
     bounds: Sequence[str] = (),
     releases: Sequence[str] = (),
     unread: Mapping[str, str] | None = None,
+    yanked: Sequence[str] = (),
     workers: int | None = None,
 ) -> MineResult:
     """Read every source and make the records; a bad source raises ``UsageError``.
@@ -77,7 +78,7 @@ def mine(
     raise, so that each record's ``first`` and ``last`` name real releases, not the nearest
     mined ones (:mod:`errkb.mine._bounds`). ``releases`` is every release the package index
     has in the range, oldest first or not (the mined and bounds ones are added), and
-    ``unread`` says why a listed release was not read; the summary's ``releases`` holds each
+    ``unread`` says why a listed release was not read (``yanked`` ones are marked); the summary's ``releases`` holds each
     distribution's list (:func:`errkb.mine._bounds.release_list`), which the pack carries.
     The bounds are read in ``workers`` processes (default: one per core).
 
@@ -144,6 +145,7 @@ def mine(
                 read=versions,
                 mined=[s.version for s in sources if s.distribution == dist and s.version],
                 unread=unread or {},
+                yanked=yanked,
                 version_key=rank,
             )
             for dist, versions in present.items()

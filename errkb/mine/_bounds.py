@@ -125,19 +125,23 @@ def release_list(
     read: Iterable[str],
     mined: Iterable[str],
     unread: Mapping[str, str],
+    yanked: Iterable[str],
     version_key: Callable[[str], Any],
 ) -> dict[str, Any]:
     """One distribution's entry in a pack's release list (``PACK.releases``, JSON).
 
     ``releases`` is every release the package index has in the range (any order); ``read``
     those whose messages were read, ``mined`` those whose sites the records give, and
-    ``unread`` says why a release was not read (``"yanked, no archive"``).
+    ``unread`` says why a release was not read (``"no sdist on the package index"``);
+    ``yanked`` are those the index marks yanked (read all the same: users still have them, but
+    a pin must not resolve to one).
     """
     read_set = set(read)
     everything = sorted(set(releases) | read_set, key=version_key)
     return {
         "releases": everything,
         "mined": sorted(set(mined), key=version_key),
+        "yanked": [v for v in everything if v in set(yanked)],
         "unread": {
             v: unread.get(v, "not given to errkb mine") for v in everything if v not in read_set
         },

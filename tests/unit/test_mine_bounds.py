@@ -102,7 +102,9 @@ def test_bounds_make_first_and_last_the_real_releases(releases):
 def test_the_cli_writes_the_release_list_with_what_was_not_read(releases, tmp_path):
     """`--releases` lists every release; one not read says why, and the pack carries the list."""
     listed = tmp_path / "releases.txt"
-    listed.write_text("1.0\n2.0\n2.5 # yanked, no archive\n3.0\n4.0\n5.0\n6.0\n", encoding="utf-8")
+    listed.write_text(
+        "1.0\n2.0 yanked\n2.5 # no sdist on the index\n3.0\n4.0\n5.0\n6.0\n", encoding="utf-8"
+    )
     pack = tmp_path / "out" / "boundpkg.jsonl"
     proc = run_cli(
         "mine",
@@ -124,7 +126,8 @@ def test_the_cli_writes_the_release_list_with_what_was_not_read(releases, tmp_pa
     assert {
         "releases": ["1.0", "2.0", "2.5", "3.0", "4.0", "5.0", "6.0"],
         "mined": ["1.0", "3.0", "6.0"],
-        "unread": {"2.5": "yanked, no archive"},
+        "yanked": ["2.0"],
+        "unread": {"2.5": "no sdist on the index"},
     } == lists["boundpkg"]
     record = _record(
         tuple(json.loads(line) for line in pack.read_text(encoding="utf-8").splitlines()), MESSAGE
@@ -137,3 +140,16 @@ def test_a_file_that_is_no_release_list_is_passed_over(tmp_path):
     (tmp_path / "bad.releases").write_text("{not json", encoding="utf-8")
     (tmp_path / "other.releases").write_text('{"schema": "x"}', encoding="utf-8")
     assert {} == read_releases(tmp_path)
+
+
+def test_a_malformed_release_line_is_a_usage_error(releases, tmp_path):
+    """`--releases` names the line it cannot read, and nothing is written (exit status 2)."""
+    listed = tmp_path / "releases.txt"
+    listed.write_text("1.0\n2.0 withdrawn\n", encoding="utf-8")
+    pack = tmp_path / "out" / "boundpkg.jsonl"
+    proc = run_cli("mine", str(releases["1.0"]), "--output", str(pack), "--releases", str(listed))
+    assert 2 == proc.returncode
+    assert (
+        "line 2: expected 'VERSION [yanked] [# why]', got '2.0 withdrawn'" in proc.stderr.decode()
+    )
+    assert not pack.exists()
