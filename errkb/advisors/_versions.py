@@ -13,14 +13,14 @@ import itertools
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from errkb.findings import Fact
+from errkb.findings import Fact, Solution
 from errkb.probes.installed import compare_versions
 
 if TYPE_CHECKING:
     from errkb.evidence import Evidence
     from errkb.records import Record, Skew, Versions
 
-__all__ = ["version_facts"]
+__all__ = ["elsewhere_solution", "version_facts"]
 
 _SIDE = {-1: "older", 0: "the same release", 1: "newer"}
 _VERB = {
@@ -51,6 +51,43 @@ def version_facts(record: Record, evidence: Evidence) -> tuple[Fact, ...]:
     elif versions is not None:
         facts.extend(_range_fact(versions, str(installed)))
     return tuple(facts)
+
+
+def elsewhere_solution(record: Record, evidence: Evidence) -> Solution | None:
+    """When the installed release has the name the skew record is about, what to do instead.
+
+    A name added in 4.49.0 that this Python cannot import while its transformers is 5.24.0 (or
+    a removed name while it is still an older release that has it) is not version skew: the
+    import reached another copy of the package. The fix is then to find that copy, not to pin.
+    """
+    skew: Skew | None = record.skew
+    if skew is None or not skew.changed_in:
+        return None
+    reading = evidence.probe("installed")
+    installed = reading.get(skew.distribution) if isinstance(reading, Mapping) else None
+    if installed is None:
+        return None
+    if skew.change == "added":
+        side = compare_versions(str(installed), skew.changed_in)
+        has_it = side is not None and side >= 0
+    elif skew.change in ("removed", "renamed", "moved") and skew.last_before:
+        side = compare_versions(str(installed), skew.last_before)
+        has_it = side is not None and side <= 0
+    else:
+        has_it = False
+    if not has_it:
+        return None
+    short = skew.name.rsplit(".", 1)[-1]
+    module = skew.name.split(".", 1)[0]  # the top-level package the name is imported from
+    return Solution(
+        text=(
+            f"The installed {skew.distribution} {installed} has `{short}`, so this import "
+            f"reached another copy of {module}: a stale or second install, another environment, "
+            f"or a folder or file named {module} beside the script. See which one Python "
+            f'imports: python -c "import {module}, sys; print({module}.__version__, '
+            f'{module}.__file__, sys.executable)"'
+        )
+    )
 
 
 def _skew_fact(skew: Skew, installed: str) -> Fact:
