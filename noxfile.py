@@ -153,6 +153,7 @@ def mine(session: nox.Session) -> None:
         session.run(
             "errkb", "mine", *files, *history, "--excerpt-lines", "0", "--index",
             "--output", out, "--summary", summary, "--releases", str(listed),
+            "--bounds-cache", str(cache / "bounds"),
             *(["--bounds", *bounds] if bounds else []),
         )  # fmt: skip
 

@@ -184,6 +184,12 @@ def _mine_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
         help="every release the package index has, one a line; 'VERSION # why' for one not "
         "read. Writes the pack's release list beside it (PACK with the suffix .releases)",
     )
+    mine.add_argument(
+        "--bounds-cache",
+        metavar="DIR",
+        help="keep what each --bounds release raises in DIR, reused while the file and "
+        "errkb's readers are the same",
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

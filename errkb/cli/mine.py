@@ -36,6 +36,7 @@ def run(args: argparse.Namespace) -> int:
         releases=releases,
         unread=unread,
         yanked=yanked,
+        bounds_cache=Path(args.bounds_cache) if args.bounds_cache else None,
     )
     try:
         size = write_pack(result.records, output, fmt)

@@ -26,6 +26,7 @@ from errkb.mine._write import FORMATS, build_records, write_pack
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator, Mapping, Sequence
+    from pathlib import Path
 
 __all__ = [
     "FORMATS",
@@ -65,6 +66,7 @@ def mine(
     unread: Mapping[str, str] | None = None,
     yanked: Sequence[str] = (),
     workers: int | None = None,
+    bounds_cache: Path | None = None,
 ) -> MineResult:
     """Read every source and make the records; a bad source raises ``UsageError``.
 
@@ -80,7 +82,8 @@ def mine(
     has in the range, oldest first or not (the mined and bounds ones are added), and
     ``unread`` says why a listed release was not read (``yanked`` ones are marked); the summary's ``releases`` holds each
     distribution's list (:func:`errkb.mine._bounds.release_list`), which the pack carries.
-    The bounds are read in ``workers`` processes (default: one per core).
+    The bounds are read in ``workers`` processes (default: one per core); ``bounds_cache`` is a
+    folder that keeps each reading for the next run with the same file and the same code.
 
     >>> result = mine(["transformers"])  # doctest: +SKIP
     >>> result.summary["records"], result.records[0]["id"]  # doctest: +SKIP
@@ -108,7 +111,7 @@ def mine(
         )
     order = _version_order([(s.distribution, s.version or "unknown") for s in sources])
     records = build_records(found, lambda v: order.get(v, -1), dropped)
-    present = _presence(found, bounds, native=native, workers=workers)
+    present = _presence(found, bounds, native=native, workers=workers, cache=bounds_cache)
     everything = _version_order(
         [(d, v) for d, versions in present.items() for v in versions] + [("", v) for v in releases]
     )
@@ -161,6 +164,7 @@ def _presence(
     *,
     native: bool,
     workers: int | None,
+    cache: Path | None,
 ) -> dict[str, dict[str, frozenset[str]]]:
     """Which records each release read raises: the mined ones from their sites, then bounds."""
     by_release: dict[tuple[str, str], list[Site]] = {}
@@ -169,7 +173,9 @@ def _presence(
     present: dict[str, dict[str, frozenset[str]]] = {}
     for (dist, version), sites in by_release.items():
         present.setdefault(dist, {})[version] = site_ids(sites)
-    for dist, versions in _bounds_presence(bounds, native=native, workers=workers).items():
+    for dist, versions in _bounds_presence(
+        bounds, native=native, workers=workers, cache=cache
+    ).items():
         for version, ids in versions.items():
             present.setdefault(dist, {}).setdefault(version, ids)
     return present

@@ -17,8 +17,11 @@ are known as such, not taken as raising or not.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 from collections import Counter
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -44,34 +47,75 @@ def site_ids(sites: Iterable[Site]) -> frozenset[str]:
     )
 
 
-def _read_one(given: str, native: bool) -> tuple[str, str, frozenset[str]]:
-    """One release's (distribution, version, record ids); a worker process runs this."""
+#: The modules whose code decides which record ids a release gives: a change to any of them
+#: makes a cached reading stale.
+_READERS = ("_python.py", "_native.py", "_template.py", "_site.py", "_sources.py", "_write.py")
+
+
+def _stamp(given: str, native: bool) -> str:
+    """What a cached reading of ``given`` depends on: the file (by size and digest), the code."""
+    digest = hashlib.sha256()
+    here = Path(__file__).parent
+    for name in _READERS:
+        digest.update((here / name).read_bytes())
+    path = Path(given)
+    with path.open("rb") as file:
+        for block in iter(lambda: file.read(1 << 20), b""):
+            digest.update(block)
+    digest.update(f"{path.stat().st_size}\0{native}".encode())
+    return digest.hexdigest()
+
+
+def _read_one(given: str, native: bool, cache: str | None) -> tuple[str, str, frozenset[str]]:
+    """One release's (distribution, version, record ids); a worker process runs this.
+
+    With ``cache`` (a folder), the reading of a file (a wheel or an sdist) is kept there under
+    the stamp of the file and of the readers' code, and reused while both are the same.
+    """
     from errkb.mine import _sites
     from errkb.mine._sources import open_source
 
+    kept = None
+    if cache and Path(given).is_file():  # a folder is read afresh: it has no one digest
+        kept = Path(cache) / f"{Path(given).name}.{_stamp(given, native)[:24]}.json"
+    if kept is not None and kept.is_file():
+        data = json.loads(kept.read_text(encoding="utf-8"))
+        return data["distribution"], data["version"], frozenset(data["ids"])
     source = open_source(given)
     ids = site_ids(_sites(source, 0, Counter(), native=native))
-    return source.distribution, source.version or "unknown", ids
+    dist, version = source.distribution, source.version or "unknown"
+    if kept is not None:
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        body = {"distribution": dist, "version": version, "ids": sorted(ids)}
+        kept.write_text(json.dumps(body), encoding="utf-8")
+    return dist, version, ids
 
 
 def presence(
-    given: Sequence[str], *, native: bool = True, workers: int | None = None
+    given: Sequence[str],
+    *,
+    native: bool = True,
+    workers: int | None = None,
+    cache: Path | None = None,
 ) -> dict[str, dict[str, frozenset[str]]]:
     """Which records each release raises: distribution -> version -> record ids.
 
-    The releases are read in ``workers`` processes (default: one per core), each once.
+    The releases are read in ``workers`` processes (default: one per core), each once; with
+    ``cache``, a reading made by the same code from the same file is reused.
     """
     if not given:
         return {}
     out: dict[str, dict[str, frozenset[str]]] = {}
     workers = workers or os.cpu_count() or 1
+    where = str(cache) if cache is not None else None
     if workers == 1 or len(given) == 1:
-        results = [_read_one(g, native) for g in given]
+        results = [_read_one(g, native, where) for g in given]
     else:
         from concurrent.futures import ProcessPoolExecutor
 
         with ProcessPoolExecutor(max_workers=min(workers, len(given))) as pool:
-            results = list(pool.map(_read_one, given, [native] * len(given)))
+            n = len(given)
+            results = list(pool.map(_read_one, given, [native] * n, [where] * n))
     for dist, version, ids in results:
         out.setdefault(dist, {})[version] = ids
     return out

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -153,3 +154,29 @@ def test_a_malformed_release_line_is_a_usage_error(releases, tmp_path):
         "line 2: expected 'VERSION [yanked] [# why]', got '2.0 withdrawn'" in proc.stderr.decode()
     )
     assert not pack.exists()
+
+
+def test_a_cached_reading_is_reused_only_while_the_file_is_the_same(releases, tmp_path):
+    """`bounds_cache` keeps each release's reading; a changed release is read again."""
+    from errkb.mine._bounds import presence
+
+    cache = tmp_path / "cache"
+    first = presence([str(releases["2.0"])], cache=cache, workers=1)
+    assert not cache.exists()  # a source folder is read afresh: only files are kept
+    wheel = tmp_path / "boundpkg-2.0.tar.gz"
+    with tarfile.open(wheel, "w:gz") as tar:
+        tar.add(releases["2.0"], arcname="boundpkg-2.0")
+    once = presence([str(wheel)], cache=cache, workers=1)
+    assert first == once
+    [kept] = cache.glob("*.json")
+    data = json.loads(kept.read_text(encoding="utf-8"))
+    data["ids"] = ["mined-boundpkg-planted"]
+    kept.write_text(json.dumps(data), encoding="utf-8")
+    assert {"mined-boundpkg-planted"} == presence([str(wheel)], cache=cache, workers=1)["boundpkg"][
+        "2.0"
+    ]
+    with tarfile.open(wheel, "w:gz") as tar:  # the file changes: so does its stamp
+        tar.add(releases["3.0"], arcname="boundpkg-2.0")
+    again = presence([str(wheel)], cache=cache, workers=1)["boundpkg"]["3.0"]
+    assert "mined-boundpkg-planted" not in again
+    assert first["boundpkg"]["2.0"] == again
