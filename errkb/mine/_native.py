@@ -31,14 +31,12 @@ from typing import Final
 import attrs
 
 from errkb.mine._site import Hole, Site, Template
+from errkb.mine._sources import passed_over
 
 __all__ = ["CPP_SUFFIXES", "RUST_SUFFIXES", "native_sites"]
 
 CPP_SUFFIXES: Final = (".h", ".hpp", ".hh", ".cpp", ".cc", ".cxx", ".cu", ".cuh")
 RUST_SUFFIXES: Final = (".rs",)
-
-#: Folders whose code never runs in a user's process.
-_SKIPPED_DIRS: Final = frozenset({"test", "tests", "benches", "benchmarks", "examples"})
 
 
 def native_sites(
@@ -50,31 +48,35 @@ def native_sites(
 ) -> Iterator[Site]:
     """The message sites in C++ and Rust sources: ``files`` are (relative path, text) pairs.
 
-    Files of other languages, and files under test, bench and example folders, are passed
-    over. Rust files are read twice (all of them are kept in memory): first for the exception
-    classes that ``create_exception!`` defines, whose Python names the sites need. Each
-    site's excerpt holds ``excerpt_lines`` lines on each side of the message.
+    Files of other languages, and the files of tests and benchmarks
+    (:func:`errkb.mine._sources.passed_over`), are passed over. Rust files are read twice (all
+    of them are kept in memory): first for the exception classes that ``create_exception!``
+    defines, whose Python names the sites need, and for the module files that
+    ``#[cfg(test)] mod name;`` declares, which are left out. Each site's excerpt holds
+    ``excerpt_lines`` lines on each side of the message.
 
     >>> src = 'void f(int n) { TORCH_CHECK(n > 0, "n must be positive, got ", n); }'
     >>> [s.template for s in native_sites([("f.cpp", src)], distribution="d", version="1")]
     [('n must be positive, got ', Hole(expr='n', number=False))]
     """
     about = {"distribution": distribution, "version": version}
-    rust: list[tuple[str, str]] = []
+    rust: list[tuple[str, _Lexed]] = []
     for path, text in files:
-        if _SKIPPED_DIRS.intersection(path.split("/")[:-1]):
+        if passed_over(path):
             continue
         if path.endswith(CPP_SUFFIXES):
             yield from _cpp_sites(path, text, excerpt_lines, **about)
         elif path.endswith(RUST_SUFFIXES):
-            rust.append((path, text))
+            rust.append((path, _lex(text, rust=True)))
     classes: dict[str, str] = {}
-    for _, text in rust:
-        code = _lex(text, rust=True).masked
-        for m in _CREATE_EXCEPTION.finditer(code):
+    tests: set[str] = set()
+    for path, lexed in rust:
+        for m in _CREATE_EXCEPTION.finditer(lexed.masked):
             classes[m["name"]] = f"{m['module']}.{m['name']}"
-    for path, text in rust:
-        yield from _rust_sites(path, text, classes, excerpt_lines, **about)
+        tests |= _test_module_files(path, lexed.masked)
+    for path, lexed in rust:
+        if path not in tests:
+            yield from _rust_sites(path, lexed, classes, excerpt_lines, **about)
 
 
 # --- lexing -------------------------------------------------------------------------------
@@ -680,11 +682,16 @@ def _python_class(path: str, classes: dict[str, str]) -> str:
 
 
 def _rust_sites(
-    path: str, text: str, classes: dict[str, str], context: int, *, distribution: str, version: str
+    path: str,
+    lexed: _Lexed,
+    classes: dict[str, str],
+    context: int,
+    *,
+    distribution: str,
+    version: str,
 ) -> Iterator[Site]:
     """The sites of one Rust file."""
-    lexed = _lex(text, rust=True)
-    masked = lexed.masked
+    masked, text = lexed.masked, lexed.text
     lines = text.splitlines()
     about = {"distribution": distribution, "version": version, "language": "rust"}
     where = (path, text, lines, context)
@@ -835,20 +842,85 @@ def _rust_function(masked: str, offset: int) -> str | None:
     return f"{owner}::{func}" if owner else func
 
 
-_CFG_TEST = re.compile(r"#\[cfg\(test\)\]\s*(?:pub\s+)?mod\s+\w+\s*\{")
+#: An attribute that keeps the item after it out of a user's build: ``#[cfg(test)]`` (or
+#: ``cfg(all(test, ...))``), ``#[test]`` and the test attributes of crates (``#[tokio::test]``).
+#: ``#![cfg(test)]`` at the top of a file makes the whole file such an item.
+_TEST_ATTRIBUTE = re.compile(
+    r"#(?P<inner>!?)\s*\[\s*(?:(?:\w+\s*::\s*)*test|cfg\s*\((?P<pred>[^\]]*)\))\s*\]"
+)
+_ATTRIBUTE = re.compile(r"\s*#\s*\[")
+_TEST_MODULE_FILE = re.compile(r"\bmod\s+(\w+)\s*;")
+
+
+def _test_only(pred: str | None) -> bool:
+    """Whether a ``cfg(...)`` predicate holds only in test builds (``None``: ``#[test]``)."""
+    if pred is None:
+        return True
+    pred = "".join(pred.split())
+    if pred == "test":
+        return True
+    if not (pred.startswith("all(") and pred.endswith(")")):
+        return False  # any(test, x) and not(test) hold in users' builds too
+    items, depth, start = [], 0, 4
+    for k, c in enumerate(pred[4:-1], 4):
+        depth += (c == "(") - (c == ")")
+        if c == "," and depth == 0:
+            items.append(pred[start:k])
+            start = k + 1
+    items.append(pred[start:-1])
+    return "test" in items
 
 
 def _test_modules(masked: str) -> list[tuple[int, int]]:
-    """The spans of ``#[cfg(test)] mod ... { }`` blocks: tests, never run by users."""
-    spans = []
-    for m in _CFG_TEST.finditer(masked):
-        depth = 0
-        for k in range(m.end() - 1, len(masked)):
-            if masked[k] == "{":
-                depth += 1
-            elif masked[k] == "}":
-                depth -= 1
-                if depth == 0:
-                    spans.append((m.start(), k))
-                    break
+    """The spans of test-only items: what ``#[cfg(test)]`` or ``#[test]`` stands before.
+
+    An item runs from its attribute to the ``}`` that closes its body (a module, a function, an
+    impl) or to its ``;`` (``mod tests;``, a ``use``); other attributes between are skipped.
+    """
+    spans: list[tuple[int, int]] = []
+    for m in _TEST_ATTRIBUTE.finditer(masked):
+        if not _test_only(m["pred"]):
+            continue
+        if m["inner"]:
+            return [(0, len(masked))]  # #![cfg(test)]: the whole file
+        k = m.end()
+        while (attr := _ATTRIBUTE.match(masked, k)) is not None:
+            close = masked.find("]", attr.end())
+            k = len(masked) if close < 0 else close + 1
+        spans.append((m.start(), _item_end(masked, k)))
     return spans
+
+
+def _item_end(masked: str, k: int) -> int:
+    """The offset of the ``;`` or closing ``}`` that ends the Rust item starting at ``k``."""
+    depth = 0
+    while k < len(masked):
+        c = masked[k]
+        if c in "([":
+            depth += 1
+        elif c in ")]":
+            depth -= 1
+        elif depth == 0 and c == ";":
+            return k
+        elif depth == 0 and c == "{":
+            braces = 0
+            for j in range(k, len(masked)):
+                braces += (masked[j] == "{") - (masked[j] == "}")
+                if braces == 0:
+                    return j
+            return len(masked)
+        k += 1
+    return len(masked)
+
+
+def _test_module_files(path: str, masked: str) -> set[str]:
+    """The paths of the module files that ``#[cfg(test)] mod name;`` declares in a file."""
+    folder, _, name = path.rpartition("/")
+    stem = name.removesuffix(".rs")
+    base = folder if stem in ("lib", "main", "mod") else f"{folder}/{stem}"
+    paths: set[str] = set()
+    for start, end in _test_modules(masked):
+        for declared in _TEST_MODULE_FILE.finditer(masked, start, end + 1):
+            module = f"{base}/{declared[1]}".lstrip("/")
+            paths.update({f"{module}.rs", f"{module}/mod.rs"})
+    return paths

@@ -25,6 +25,13 @@ def sites(source: str, path: str = "pkg/mod.py"):
     return found, dropped
 
 
+def write_tree(root, files: dict[str, str]) -> None:
+    """Write each file of ``files`` (relative path -> text) under ``root``."""
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+
+
 def only(source: str, path: str = "pkg/mod.py"):
     found, _ = sites(source, path)
     assert 1 == len(found), found
@@ -270,8 +277,21 @@ def test_an_sdists_scripts_outside_its_packages_are_not_mined(tmp_path):
         "tools/report.py": "raise ValueError('a maintainer tool raises this message')\n",
         "setup.py": "raise RuntimeError('setup.py needs CUDA 11.7 or newer to build it')\n",
     }
-    for name, text in files.items():
-        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / name).write_text(text)
+    write_tree(tmp_path, files)
     found = sorted(r["filePath"] for r in mine([str(tmp_path)]).records)
     assert ["pkg/core.py", "setup.py"] == found
+
+
+def test_test_and_benchmark_files_are_not_mined(tmp_path):
+    """tests/, benchmarks/, test_*.py, *_test.py and conftest.py raise nothing users meet."""
+    files = {
+        "pkg/__init__.py": "",
+        "pkg/core.py": "raise ValueError('the package itself raises this message')\n",
+        "pkg/tests/__init__.py": "raise ValueError('a test package raises this message')\n",
+        "pkg/benchmarks/__init__.py": "raise ValueError('a benchmark raises this message')\n",
+        "pkg/test_core.py": "raise ValueError('a test module raises this message')\n",
+        "pkg/core_test.py": "raise ValueError('a test module raises this message too')\n",
+        "pkg/conftest.py": "raise ValueError('a fixture module raises this message')\n",
+    }
+    write_tree(tmp_path, files)
+    assert ["pkg/core.py"] == [r["filePath"] for r in mine([str(tmp_path)]).records]

@@ -273,12 +273,28 @@ def test_the_excerpt_holds_ten_lines_either_side_or_as_many_as_asked():
     assert (18, lines[17:22]) == (short.excerpt_start, short.excerpt.splitlines())
 
 
-def test_test_folders_and_other_languages_are_passed_over():
-    """Files under test folders and non-native files give no sites."""
+@pytest.mark.parametrize(
+    "path",
+    [
+        "aten/src/ATen/test/a.cpp",
+        "csrc/tests/kernels/a.cu",
+        "benchmarks/kernels/a.cu",
+        "benches/a.rs",
+        "tests/lib.rs",
+        "src/io_test.cc",
+        "src/test_ops.cpp",
+        "src/parser_test.rs",
+        "tools/a.py",
+    ],
+)
+def test_tests_benchmarks_and_other_languages_are_passed_over(path):
+    """Files under tests/ or benchmarks/, test_* and *_test files, and other languages."""
     check = 'void f() { TORCH_CHECK(false, "a message"); }\n'
-    files = [("aten/src/ATen/test/a.cpp", check), ("tools/a.py", check), ("src/a.cc", check)]
+    panic = 'fn f() { panic!("a message here"); }\n'
+    text = panic if path.endswith(".rs") else check
+    files = [(path, text), ("src/a.cc", check), ("src/a.rs", panic)]
     sites = list(native_sites(files, distribution="torch", version="1"))
-    assert ["src/a.cc"] == [s.path for s in sites]
+    assert ["src/a.cc", "src/a.rs"] == [s.path for s in sites]
 
 
 def test_a_real_check_in_the_installed_torch_headers_matches_what_torch_raises():
@@ -423,6 +439,53 @@ def test_rust_tests_function_references_and_lifetimes_give_no_sites():
     )
     assert [(r"kept: a \n stays",)] == [s.template for s in sites]
     assert ["parse"] == [s.function for s in sites]
+
+
+@pytest.mark.parametrize(
+    "item",
+    [
+        '#[cfg(test)]\nmod tests {\n    fn t() { panic!("in a test module"); }\n}',
+        '#[cfg(test)]\n#[allow(dead_code)]\npub(crate) mod tests {\n    fn t() { panic!("x"); }\n}',
+        '#[test]\nfn reads_a_file() {\n    panic!("in a test function");\n}',
+        '#[tokio::test]\nasync fn serves() {\n    panic!("in an async test");\n}',
+        '#[cfg(test)]\nfn helper() -> [u8; 2] {\n    panic!("in a test helper");\n}',
+        '#[cfg(test)]\nimpl Model {\n    fn fake() { panic!("in a test impl"); }\n}',
+        '#[cfg(all(test, feature = "http"))]\nfn t() {\n    panic!("in a test");\n}',
+    ],
+)
+def test_test_only_rust_items_give_no_sites(item):
+    """Items behind #[cfg(test)] (modules, functions, impls) and #[test] functions are left out."""
+    source = f'{item}\nfn kept() {{\n    panic!("the only message users meet");\n}}\n'
+    sites = _sites("src/lib.rs", source, "pkg")
+    assert [("the only message users meet",)] == [s.template for s in sites]
+
+
+def test_rust_items_for_users_builds_are_kept():
+    """#[cfg(not(test))] and #[cfg(any(test, ...))] items are in users' builds: kept."""
+    source = """\
+        #[cfg(not(test))]
+        fn a() { panic!("built for users, first"); }
+        #[cfg(any(test, feature = "x"))]
+        fn b() { panic!("built for users, second"); }
+        """
+    assert ["a", "b"] == [s.function for s in _sites("src/lib.rs", source, "pkg")]
+
+
+def test_a_file_marked_test_only_or_declared_as_a_test_module_gives_no_sites():
+    """#![cfg(test)] files, and the file of #[cfg(test)] mod name;, are left out whole."""
+    panic = 'fn f() { panic!("a message in this file"); }\n'
+    files = [
+        ("src/lib.rs", "#[cfg(test)]\nmod unit;\nmod kept;\n"),
+        ("src/unit.rs", panic),
+        ("src/kept.rs", panic),
+        ("src/models/mod.rs", "#[cfg(test)]\nmod checks;\n"),
+        ("src/models/checks/mod.rs", panic),
+        ("src/models/bpe.rs", "#[cfg(test)]\nmod cases;\n" + panic),
+        ("src/models/bpe/cases.rs", panic),
+        ("src/inner.rs", "#![cfg(test)]\n" + panic),
+    ]
+    sites = native_sites(files, distribution="pkg", version="1")
+    assert ["src/kept.rs", "src/models/bpe.rs"] == [s.path for s in sites]
 
 
 def test_real_tokenizers_and_safetensors_messages_match_their_templates(tmp_path):
