@@ -10,11 +10,13 @@ text, so that macro names, parentheses and commas are found only in code, while 
 decoded values are kept aside by offset. The copies have the same length as the source, so an
 offset means the same place in each.
 
-C++: the ``TORCH_CHECK`` family and ``TORCH_INTERNAL_ASSERT``. The message is what Python
-prints: c10 joins the arguments after the condition (``c10::str``), and Python shows the
-error's text without the C++ backtrace (unless ``TORCH_SHOW_CPP_STACKTRACES`` is set). A check
-with no message gets c10's default text, which quotes the condition; an internal assert
-prefixes the condition and the file and line of the build.
+C++: the ``TORCH_CHECK`` family (``STD_TORCH_CHECK`` and ``TORCH_CHECK_EQ`` and its kin too)
+and ``TORCH_INTERNAL_ASSERT``. The message is what Python prints: c10 joins the arguments after
+the condition (``c10::str``), and Python shows the error's text without the C++ backtrace
+(unless ``TORCH_SHOW_CPP_STACKTRACES`` is set). A check with no message gets c10's default
+text, which quotes the condition; an internal assert prefixes the condition and the file and
+line of the build. A check raises when its condition is false: the site's condition is the one
+that failed (``a == b`` is ``a != b``).
 
 Rust (pyo3 bindings and their core crates): ``X::new_err(...)``, ``PyErr::new::<X, _>(...)``,
 ``PyError(...).into_pyerr::<X>()``, ``#[error("...")]`` (thiserror), ``Err("...".into())``
@@ -364,7 +366,9 @@ def _site(
 
 # --- C++ -----------------------------------------------------------------------------------
 
-#: The checks whose exception class the macro fixes -> the class Python sees.
+#: The checks whose exception class the macro fixes -> the class Python sees. Each raises
+#: when its condition (the first argument) is false. The classes are c10's error types as
+#: torch/csrc/Exceptions.h translates them; c10::Error and std::runtime_error are RuntimeError.
 _CPP_CHECKS: Final = {
     "TORCH_CHECK": "RuntimeError",
     "TORCH_CHECK_IF_NOT_ON_CUDA": "RuntimeError",
@@ -376,6 +380,21 @@ _CPP_CHECKS: Final = {
     "TORCH_CHECK_BUFFER": "BufferError",
     # torch.linalg.LinAlgError is this class; tracebacks print it by this name.
     "TORCH_CHECK_LINALG": "torch._C._LinAlgError",
+    # torch's header-only check (torch/headeronly/util/Exception.h), which vLLM's stable-ABI
+    # kernels use: a std::runtime_error whose text starts with the function, file and line.
+    "STD_TORCH_CHECK": "RuntimeError",
+}
+
+#: ``TORCH_CHECK_EQ(a, b)`` and its kin: the operator each asserts, and the one that fails it.
+#: c10 streams "Check failed: a == b (1 vs. 2)" into a fatal log line that throws c10::Error
+#: (older releases abort the process after printing it).
+_CPP_COMPARISONS: Final = {
+    "TORCH_CHECK_EQ": ("==", "!="),
+    "TORCH_CHECK_NE": ("!=", "=="),
+    "TORCH_CHECK_LT": ("<", ">="),
+    "TORCH_CHECK_LE": ("<=", ">"),
+    "TORCH_CHECK_GT": (">", "<="),
+    "TORCH_CHECK_GE": (">=", "<"),
 }
 
 #: c10's error types (``TORCH_CHECK_WITH(ValueError, ...)``) -> the class Python sees; the
@@ -396,7 +415,9 @@ _C10_ERRORS: Final = {
     "DistError": "torch.distributed.DistError",
 }
 
-_CPP_CALL = re.compile(r"\b(?P<macro>TORCH_CHECK(?:_[A-Z_]+)?|TORCH_INTERNAL_ASSERT|AT_ERROR)\s*\(")
+_CPP_CALL = re.compile(
+    r"\b(?P<macro>(?:STD_)?TORCH_CHECK(?:_[A-Z_]+)?|TORCH_INTERNAL_ASSERT|AT_ERROR)\s*\("
+)
 _CPP_CALL_NAME = re.compile(r"TORCH_CHECK|TORCH_INTERNAL_ASSERT|AT_ERROR")
 _DEFINE = re.compile(r"#\s*define\s+$")
 _C10_STR = re.compile(r"\s*(?:::)?(?:c10::)?str\s*\(")
@@ -408,6 +429,15 @@ _STRINGIZED = re.compile(r'(?:\s*(?:"[_\n]*"|#\s*\w+))+\s*')
 _DEFAULT_CHECK = (
     "Expected {} to be true, but got false.  (Could this error message be improved?  "
     "If so, please report an enhancement request to PyTorch.)"
+)
+#: What STD_TORCH_CHECK puts before the message: ``__func__, __FILE__:__LINE__, ``.
+_STD_PREFIX: Final[tuple[str | Hole, ...]] = (
+    Hole("__func__"),
+    ", ",
+    Hole("__FILE__"),
+    ":",
+    Hole("__LINE__", number=True),
+    ", ",
 )
 
 
@@ -445,9 +475,14 @@ def _cpp_sites(
 def _cpp_check(
     lexed: _Lexed, macro: str, args: list[tuple[int, int]]
 ) -> tuple[Template, str, str | None] | None:
-    """The template, class and condition of one check, or None for a macro that is not one."""
+    """The template, class and condition of one check, or None for a macro that is not one.
+
+    The condition is the one under which the check raises: the negation of what it asserts.
+    """
     if macro == "AT_ERROR":
         return _join(_cpp_message(lexed, args)), "RuntimeError", None
+    if macro in _CPP_COMPARISONS:
+        return _cpp_comparison(lexed, macro, args)
     if macro == "TORCH_CHECK_WITH":
         if len(args) < 2:
             return None
@@ -469,9 +504,11 @@ def _cpp_check(
         error_class = "RuntimeError"
     if not args:
         return None
-    cond = _squash(lexed.code[args[0][0] : args[0][1]])
+    start, end = args[0]
+    cond = _squash(lexed.code[start:end])
     message = _cpp_message(lexed, args[1:])
-    condition = None if cond in ("false", "0") else cond
+    always = cond in ("false", "0")
+    condition = None if always else _failed(lexed.code[start:end], lexed.masked[start:end])
     if macro == "TORCH_INTERNAL_ASSERT":
         # c10 puts the stringized condition and the build's __FILE__:__LINE__ first.
         head: list[str | Hole] = [
@@ -482,11 +519,129 @@ def _cpp_check(
             ", please report a bug to PyTorch. ",
         ]
         return _join([*head, *message]), error_class, condition
-    if macro == "TORCH_CHECK_ARG":
+    if macro == "STD_TORCH_CHECK":
+        if not message:
+            return None  # it says only where it failed: nothing to match
+        message = [*_STD_PREFIX, *message]
+    elif macro == "TORCH_CHECK_ARG":
         message = [*prefix, *message]
     elif not message:
         message = [_DEFAULT_CHECK.format(cond)]
     return _join(message), error_class, condition
+
+
+def _cpp_comparison(
+    lexed: _Lexed, macro: str, args: list[tuple[int, int]]
+) -> tuple[Template, str, str | None] | None:
+    """``TORCH_CHECK_EQ(a, b)`` and its kin: "Check failed: a == b (1 vs. 2)", when a != b.
+
+    The text after the closing parenthesis changed between releases (``) ``, then ``). ``), so
+    the template ends there.
+    """
+    if len(args) != 2:
+        return None
+    asserted, fails = _CPP_COMPARISONS[macro]
+    left, right = (_squash(lexed.code[a:b]) for a, b in args)
+    template = _join(
+        [f"Check failed: {left} {asserted} {right} (", Hole(left), " vs. ", Hole(right), ")"]
+    )
+    shown = [
+        text if _operand_is_tight(lexed.masked[a:b]) else f"({text})"
+        for text, (a, b) in zip((left, right), args, strict=True)
+    ]
+    return template, "RuntimeError", f"{shown[0]} {fails} {shown[1]}"
+
+
+#: C++ operators at the top level of an expression, longest first: ``->`` and shifts are
+#: matched whole so that their ``>`` and ``<`` are not taken for comparisons.
+_CPP_OPERATOR = re.compile(r"->|<=>|<<=?|>>=?|&&|\|\||[=!<>]=|[-+*/%&|^]=|[<>=?,&|^!]")
+_CPP_COMPARE: Final = {"==": "!=", "!=": "==", "<": ">=", ">=": "<", ">": "<=", "<=": ">"}
+#: Operators that bind looser than a comparison (an assignment is reported as ``=``): with
+#: one at the top level, a comparison is not the whole expression.
+_LOOSER: Final = frozenset({"&&", "||", "?", ",", "=", "&", "|", "^", "<=>"})
+#: What binds tighter than a comparison, or is no operator at all, is not reported.
+_TIGHT: Final = frozenset({"->", "<<", ">>"})
+#: A name, member, call or index chain once bracket contents and spaces are taken out.
+_PLAIN_OPERAND = re.compile(r"(?:::)?\w+(?:\(\)|\[\])*(?:(?:\.|->|::)\w+(?:\(\)|\[\])*)*")
+
+
+def _top_level_operators(masked: str) -> list[tuple[int, str]]:
+    """The operators outside brackets in an expression (literals masked), with their offsets."""
+    found: list[tuple[int, str]] = []
+    depth, k = 0, 0
+    while k < len(masked):
+        c = masked[k]
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+        elif depth == 0:
+            op = _CPP_OPERATOR.match(masked, k)
+            if op is not None:
+                name = op[0]
+                if name.endswith("=") and name not in _CPP_COMPARE:
+                    name = "="  # an assignment, compound or not
+                if name not in _TIGHT:
+                    found.append((k, name))
+                k = op.end()
+                continue
+        k += 1
+    return found
+
+
+def _unwrapped(code: str, masked: str) -> tuple[str, str]:
+    """An expression without the parentheses that enclose all of it, and without margins."""
+    while True:
+        lead = len(masked) - len(masked.lstrip())
+        code, masked = code[lead:].rstrip(), masked[lead:].rstrip()
+        if not (masked.startswith("(") and masked.endswith(")")):
+            return code, masked
+        depth = 0
+        for k, c in enumerate(masked):
+            depth += (c == "(") - (c == ")")
+            if depth == 0 and k < len(masked) - 1:
+                return code, masked  # (a) && (b): the first parenthesis closes early
+        code, masked = code[1:-1], masked[1:-1]
+
+
+def _is_plain(masked: str) -> bool:
+    """Whether an expression is a name, member, call or index chain (``t.sizes()[0]``)."""
+    flat: list[str] = []
+    depth = 0
+    for c in masked:
+        if c in ")]}":
+            depth -= 1
+        if depth == 0 and not c.isspace():
+            flat.append(c)
+        if c in "([{":
+            depth += 1
+    return _PLAIN_OPERAND.fullmatch("".join(flat)) is not None
+
+
+def _operand_is_tight(masked: str) -> bool:
+    """Whether an expression needs no parentheses beside a comparison operator."""
+    return not any(op in _LOOSER or op in _CPP_COMPARE for _, op in _top_level_operators(masked))
+
+
+def _failed(code: str, masked: str) -> str:
+    """The condition under which a C++ check of ``code`` fails, as readable as it is safe.
+
+    ``a == b`` is ``a != b`` (each comparison its opposite), ``!x`` is ``x``, a plain operand
+    ``x`` is ``not x``; anything else (``a && b``, ``a < b < c``) is ``not (...)``: no De Morgan.
+    ``masked`` is ``code`` with its literals blanked (:class:`_Lexed`).
+    """
+    code, masked = _unwrapped(code, masked)
+    ops = _top_level_operators(masked)
+    text = _squash(code)
+    if ops == [(0, "!")]:
+        return _squash(_unwrapped(code[1:], masked[1:])[0])
+    if not ops:
+        return f"not {text}" if _is_plain(masked) else f"not ({text})"
+    compares = [(k, op) for k, op in ops if op in _CPP_COMPARE]
+    if len(compares) == 1 and not any(op in _LOOSER for _, op in ops):
+        k, op = compares[0]
+        return f"{_squash(code[:k])} {_CPP_COMPARE[op]} {_squash(code[k + len(op) :])}"
+    return f"not ({text})"
 
 
 def _cpp_message(lexed: _Lexed, args: list[tuple[int, int]]) -> list[str | Hole]:

@@ -60,7 +60,7 @@ def test_a_multi_line_check_joins_literals_and_holes():
         '" dims\n',
         Hole("weight.sizes()"),
     ) == site.template
-    assert ("RuntimeError", 3, "input.dim() >= 1") == (
+    assert ("RuntimeError", 3, "input.dim() < 1") == (
         site.error_class,
         site.line,
         site.condition,
@@ -87,11 +87,115 @@ def test_a_multi_line_check_joins_literals_and_holes():
 def test_each_check_macro_raises_the_class_python_sees(call, error_class):
     """The macro (or TORCH_CHECK_WITH's type) decides the Python class; the message is the same."""
     site = _one("c10/util/x.h", f"void f(bool ok) {{\n  {call};\n}}\n")
-    assert (("broken thing",), error_class, "ok") == (
+    assert (("broken thing",), error_class, "not ok") == (
         site.template,
         site.error_class,
         site.condition,
     )
+
+
+@pytest.mark.parametrize(
+    ("cond", "condition"),
+    [
+        ("input_size.size() == 2", "input_size.size() != 2"),
+        ("a != b", "a == b"),
+        ("n < limit", "n >= limit"),
+        ("n <= limit", "n > limit"),
+        ("n > 0", "n <= 0"),
+        ("n >= 0", "n < 0"),
+        ("(k < n)", "k >= n"),
+        ("ptr->size() >= 1", "ptr->size() < 1"),
+        ("(int)x == 3", "(int)x != 3"),
+        ('mode == "a<b"', 'mode != "a<b"'),
+        ("t.is_cuda()", "not t.is_cuda()"),
+        ("t.sizes()[0]", "not t.sizes()[0]"),
+        ("!t.is_cuda()", "t.is_cuda()"),
+        ("!(a && b)", "a && b"),
+        ("a && b", "not (a && b)"),
+        ("x > 0 || y > 0", "not (x > 0 || y > 0)"),
+        ("0 <= i < n", "not (0 <= i < n)"),
+        ("n % 2", "not (n % 2)"),
+        ("flags & 1 == 0", "not (flags & 1 == 0)"),
+        ("static_cast<int>(x) == y", "not (static_cast<int>(x) == y)"),
+    ],
+)
+def test_a_check_states_the_condition_under_which_it_raises(cond, condition):
+    """TORCH_CHECK(cond) raises when cond is false: the site's condition is cond turned round."""
+    site = _one("a.cpp", f'void f() {{\n  TORCH_CHECK({cond}, "the check failed here");\n}}\n')
+    assert condition == site.condition
+
+
+def test_an_internal_assert_states_the_condition_under_which_it_raises():
+    """TORCH_INTERNAL_ASSERT(n == 2, ...) raises when n != 2; its message quotes n == 2."""
+    site = _one("a.cpp", 'void f(int n) {\n  TORCH_INTERNAL_ASSERT(n == 2, "n is ", n);\n}\n')
+    assert "n != 2" == site.condition
+
+
+def test_std_torch_check_is_read_with_the_location_it_puts_first():
+    """STD_TORCH_CHECK's text starts with __func__, __FILE__:__LINE__; it is a RuntimeError."""
+    site = _one(
+        "csrc/libtorch_stable/ops.cu",
+        """\
+        void rms_norm(Tensor& out, const Tensor& input) {
+          STD_TORCH_CHECK(input.is_contiguous(), "input must be contiguous, got ", input.dim());
+          STD_TORCH_CHECK(out.dim() == 2);
+        }
+        """,
+        "vllm",
+    )
+    assert (
+        Hole("__func__"),
+        ", ",
+        Hole("__FILE__"),
+        ":",
+        Hole("__LINE__", number=True),
+        ", input must be contiguous, got ",
+        Hole("input.dim()"),
+    ) == site.template
+    assert ("RuntimeError", "not input.is_contiguous()", "rms_norm") == (
+        site.error_class,
+        site.condition,
+        site.function,
+    )
+    raised = "rms_norm, /src/csrc/libtorch_stable/ops.cu:2, input must be contiguous, got 3"
+    assert _pattern(site.template).fullmatch(raised)
+
+
+@pytest.mark.parametrize(
+    ("macro", "asserted", "condition"),
+    [
+        ("TORCH_CHECK_EQ", "==", "x.dim() != limit"),
+        ("TORCH_CHECK_NE", "!=", "x.dim() == limit"),
+        ("TORCH_CHECK_LT", "<", "x.dim() >= limit"),
+        ("TORCH_CHECK_LE", "<=", "x.dim() > limit"),
+        ("TORCH_CHECK_GT", ">", "x.dim() <= limit"),
+        ("TORCH_CHECK_GE", ">=", "x.dim() < limit"),
+    ],
+)
+def test_comparison_checks_say_check_failed_with_both_values(macro, asserted, condition):
+    """TORCH_CHECK_EQ(a, b) and kin: "Check failed: a == b (1 vs. 2)", raised when a != b."""
+    site = _one("a.cpp", f"void f(const Tensor& x, int limit) {{\n  {macro}(x.dim(), limit);\n}}\n")
+    assert (
+        f"Check failed: x.dim() {asserted} limit (",
+        Hole("x.dim()"),
+        " vs. ",
+        Hole("limit"),
+        ")",
+    ) == site.template
+    assert ("RuntimeError", condition) == (site.error_class, site.condition)
+    # c10 prefixes its log header; releases end the text with ") " or "). ".
+    raised = (
+        f"[F1201 18:50:19.123456789 a.cpp:2] Check failed: x.dim() {asserted} limit (3 vs. 2). "
+    )
+    match = _pattern(site.template).search(raised)
+    assert match is not None
+    assert ("3", "2") == match.groups()
+
+
+def test_a_comparison_checks_loose_operands_are_parenthesised_in_its_condition():
+    """TORCH_CHECK_EQ(flags & 1, 0) raises when (flags & 1) != 0, not flags & 1 != 0."""
+    site = _one("a.cpp", "void f(int flags) {\n  TORCH_CHECK_EQ(flags & 1, 0);\n}\n")
+    assert "(flags & 1) != 0" == site.condition
 
 
 def test_a_check_without_a_message_quotes_its_condition_as_c10_does():
@@ -145,7 +249,8 @@ def test_nested_brackets_templates_and_c10_str_stay_inside_their_argument():
         """,
     )
     assert (
-        "std::get<0>(std::pair<int, int>{1, 2}) < t.size(0) && t.sizes()[0] > 1" == site.condition
+        "not (std::get<0>(std::pair<int, int>{1, 2}) < t.size(0) && t.sizes()[0] > 1)"
+        == site.condition
     )
     assert (
         "sizes ",
@@ -212,7 +317,7 @@ def test_checks_in_a_macro_body_read_through_line_splices_and_stringized_paramet
     assert (Hole("#TENSOR"), " must be a CUDA tensor, got ", Hole("TENSOR.device()")) == (
         site.template
     )
-    assert ("TENSOR.is_cuda()", 2, None) == (site.condition, site.line, site.function)
+    assert ("not TENSOR.is_cuda()", 2, None) == (site.condition, site.line, site.function)
 
 
 def test_functions_with_braced_defaults_operators_and_template_defaults_are_named():
