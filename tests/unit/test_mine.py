@@ -339,3 +339,15 @@ def test_test_and_benchmark_files_are_not_mined(tmp_path):
     }
     write_tree(tmp_path, files)
     assert ["pkg/core.py"] == [r["filePath"] for r in mine([str(tmp_path)]).records]
+
+
+def test_a_condition_too_long_to_show_is_left_out_of_the_sentence_not_cut(tmp_path):
+    """A long condition gives "Raised by f." with no when-clause; a short one shows whole."""
+    long_test = " and ".join(f"settings.option_number_{i} == {i}" for i in range(8))
+    (tmp_path / "m.py").write_text(
+        "def f():\n"
+        f"    if {long_test}:\n        raise ValueError('a long condition raises this')\n"
+        "    if n > 3:\n        raise ValueError('a short condition raises this')\n"
+    )
+    docs = sorted(r["documentation"] for r in mine([str(tmp_path)]).records)
+    assert ["Raised by f when n > 3.", "Raised by f."] == docs
