@@ -25,6 +25,7 @@ in crates whose errors reach Python through one wrapper, and ``panic!``.
 
 from __future__ import annotations
 
+import bisect
 import builtins
 import re
 from collections.abc import Iterable, Iterator
@@ -453,6 +454,7 @@ def _cpp_sites(
     about = {"distribution": distribution, "version": version, "language": "c++"}
     where = (path, text, lines, context)
     scopes = _Scopes(masked)
+    guards = _Guards(lexed, rust=False)
     for m in _CPP_CALL.finditer(masked):
         macro = m["macro"]
         line_start = masked.rfind("\n", 0, m.start()) + 1
@@ -467,7 +469,9 @@ def _cpp_sites(
         built = _cpp_check(lexed, macro, args)
         if built is None:
             continue
-        template, error_class, condition = built
+        template, error_class, failed = built
+        tests = guards.at(m.start())
+        condition = _conjunction([*tests, failed] if failed else tests, rust=False)
         function = scopes.function_at(m.start())
         yield _site(where, m.start(), template, error_class, function, condition, **about)
 
@@ -792,6 +796,188 @@ def _first_call(head: str) -> int | None:
     return None
 
 
+# --- guards -------------------------------------------------------------------------------
+
+_PREPROCESSOR_LINE = re.compile(r"(?m)^\s*#.*$")
+_CPP_IF = re.compile(r"(?P<else>else\s+)?if\s*(?:constexpr\s*)?\(")
+_RUST_IF = re.compile(r"(?P<else>else\s+)?if\s+(?P<let>let\b)?")
+#: Blocks whose code runs where the code around them runs: their guards are the site's too.
+_CPP_PASSING = re.compile(
+    r"|do|try|(?:for|while|switch)\s*\(.*\)|catch\s*\(.*\)|(?:case\b.*|default\s*):"
+)
+_RUST_PASSING = re.compile(r"|loop|unsafe|(?:while|for|match)\b.*|.*=>")
+
+
+class _Guards:
+    """The ``if`` tests around each place of a C++ or Rust file (best effort, by braces).
+
+    A site inside ``if (c) { ... }`` is raised when ``c``; in an ``else`` branch, when each
+    earlier test of the chain is false. Loops, ``switch`` and ``match`` pass their guards on;
+    a function, lambda, closure or class ends the search. Only braced branches are followed,
+    and in C++ a statement right after ``if (c)`` or ``else`` too.
+    """
+
+    def __init__(self, lexed: _Lexed, *, rust: bool) -> None:
+        self._lexed, self._rust = lexed, rust
+        masked = lexed.masked
+        self._opens: list[int] = []
+        self._close: dict[int, int] = {}  # { -> its }
+        self._open_of: dict[int, int] = {}  # } -> its {
+        self._parent: dict[int, int] = {}
+        self._kinds: dict[int, tuple[str, str | None, int]] = {}
+        stack: list[int] = []
+        for m in re.finditer(r"[{}]", masked):
+            if m[0] == "{":
+                self._parent[m.start()] = stack[-1] if stack else -1
+                self._opens.append(m.start())
+                stack.append(m.start())
+            elif stack:
+                start = stack.pop()
+                self._close[start] = m.start()
+                self._open_of[m.start()] = start
+
+    def at(self, offset: int) -> list[str]:
+        """The tests that hold when the code at ``offset`` runs, outermost first."""
+        levels: list[list[str]] = []
+        if not self._rust:
+            levels.append(self._braceless(offset))
+        k = bisect.bisect_left(self._opens, offset) - 1
+        brace = self._opens[k] if k >= 0 else -1
+        while brace >= 0 and self._close.get(brace, len(self._lexed.masked)) < offset:
+            brace = self._parent[brace]
+        while brace >= 0:
+            found = self._branch(brace)
+            if found is None:
+                break
+            levels.append(found)
+            brace = self._parent[brace]
+        return [test for level in reversed(levels) for test in level]
+
+    def _head(self, brace: int) -> tuple[int, str]:
+        """Where the head of the block opened at ``brace`` starts, and its masked text."""
+        start = max(0, brace - 2000)
+        begin = start + _head_start(self._lexed.masked[start:brace])
+        head = _PREPROCESSOR_LINE.sub(lambda m: " " * len(m[0]), self._lexed.masked[begin:brace])
+        return begin, head
+
+    def _own(self, brace: int) -> tuple[str, str | None, int]:
+        """What opens the block at ``brace``: (kind, its test, where its head starts).
+
+        The kinds: ``if``, ``else if`` (with a test), ``if let``, ``else if let``, ``else``,
+        ``pass`` (a loop, a bare block: its guards hold inside) and ``stop`` (a function, a
+        lambda, a closure, a class: the search ends).
+        """
+        if brace in self._kinds:
+            return self._kinds[brace]
+        begin, head = self._head(brace)
+        lead = len(head) - len(head.lstrip())
+        text = head.strip()
+        found: tuple[str, str | None, int] = ("stop", None, begin)
+        if text == "else":
+            found = ("else", None, begin)
+        elif self._rust:
+            m = _RUST_IF.match(text)
+            if m is not None and m.end() < len(text):
+                kind = ("else " if m["else"] else "") + ("if let" if m["let"] else "if")
+                end = begin + len(head.rstrip())
+                found = (kind, _squash(self._lexed.code[begin + lead + m.end() : end]), begin)
+            elif _RUST_PASSING.fullmatch(text):
+                found = ("pass", None, begin)
+        elif (m := _CPP_IF.match(text)) is not None:
+            # if (...) {: the parenthesis after the keyword closes where the head ends.
+            paren = begin + lead + m.end() - 1
+            args = _split_args(self._lexed.masked, paren)
+            if args is not None and args[1] == begin + len(head.rstrip()) - 1:
+                found = ("else if" if m["else"] else "if", self._test(paren + 1, args[1]), begin)
+        elif _CPP_PASSING.fullmatch(text):
+            found = ("pass", None, begin)
+        self._kinds[brace] = found
+        return found
+
+    def _branch(self, brace: int) -> list[str] | None:
+        """The tests that hold inside the block at ``brace``; None when it ends the search."""
+        kind, test, begin = self._own(brace)
+        if kind == "stop":
+            return None
+        if kind.startswith("else"):
+            earlier = self._earlier(begin)
+            return [*earlier, test] if kind == "else if" and test else earlier
+        return [test] if kind == "if" and test else []
+
+    def _test(self, start: int, end: int) -> str:
+        """The test of an ``if`` between its parentheses, after any init-statement (``x; c``)."""
+        depth = 0
+        for k in range(start, end):
+            c = self._lexed.masked[k]
+            if c in "([{":
+                depth += 1
+            elif c in ")]}":
+                depth -= 1
+            elif c == ";" and depth == 0:
+                start = k + 1
+        return _squash(self._lexed.code[start:end])
+
+    def _earlier(self, begin: int) -> list[str]:
+        """For an ``else`` whose head starts at ``begin``: the earlier tests of its chain, false.
+
+        The chain is followed back through braced branches; an ``if`` without braces, or an
+        ``if let``, ends it (what was found so far still holds).
+        """
+        negated: list[str] = []
+        while True:
+            close = len(self._lexed.masked[:begin].rstrip()) - 1
+            brace = self._open_of.get(close)
+            if brace is None:
+                break
+            kind, test, begin = self._own(brace)
+            if kind in ("if", "else if") and test:
+                lexed = _lex(test, rust=self._rust)
+                negated.append(_failed(lexed.code, lexed.masked))
+            if kind not in ("else if", "else if let"):
+                break
+        return negated[::-1]
+
+    def _braceless(self, offset: int) -> list[str]:
+        """The test of an ``if (c)`` (or ``else``) whose statement, without braces, is at offset."""
+        masked = self._lexed.masked
+        end = len(masked[:offset].rstrip())
+        if masked[end - 4 : end] == "else" and not _is_word(masked, end - 5):
+            return self._earlier(end - 4)
+        if end == 0 or masked[end - 1] != ")":
+            return []
+        depth, k = 0, end - 1
+        while k >= 0:
+            depth += (masked[k] == ")") - (masked[k] == "(")
+            if depth == 0:
+                break
+            k -= 1
+        before = masked[max(0, k - 40) : k].rstrip()
+        keyword = re.search(r"(?:(?<![\w])else\s+)?(?<![\w])if(?:\s+constexpr)?$", before)
+        if keyword is None:
+            return []
+        test = self._test(k + 1, end - 1)
+        if keyword[0].startswith("else"):
+            return [*self._earlier(max(0, k - 40) + keyword.start()), test]
+        return [test]
+
+
+def _is_word(text: str, k: int) -> bool:
+    return 0 <= k < len(text) and (text[k].isalnum() or text[k] == "_")
+
+
+def _conjunction(tests: list[str], *, rust: bool) -> str | None:
+    """Tests joined by ``and``; one that binds looser (``a || b``) goes in parentheses."""
+    if len(tests) < 2:
+        return tests[0] if tests else None
+    loose = {"||", "?", ",", "="}
+    parts = []
+    for test in tests:
+        masked = _lex(test, rust=rust).masked
+        wrap = any(op in loose for _, op in _top_level_operators(masked))
+        parts.append(f"({test})" if wrap else test)
+    return " and ".join(parts)
+
+
 # --- Rust ----------------------------------------------------------------------------------
 
 _CREATE_EXCEPTION = re.compile(
@@ -851,6 +1037,7 @@ def _rust_sites(
     about = {"distribution": distribution, "version": version, "language": "rust"}
     where = (path, text, lines, context)
     skip = _test_modules(masked)
+    guards = _Guards(lexed, rust=True)
     wrapped = _WRAPPED.get(distribution)
     for m in _RUST_CALL.finditer(masked):
         if any(a <= m.start() < b for a, b in skip):
@@ -892,7 +1079,8 @@ def _rust_sites(
         if not template or (error_class is not None and len(error_class) == 1):
             continue  # no message, or a generic parameter's class (PyErr::new::<T, _>)
         function = _rust_function(masked, m.start())
-        yield _site(where, m.start(), template, error_class, function, **about)
+        condition = _conjunction(guards.at(m.start()), rust=True)
+        yield _site(where, m.start(), template, error_class, function, condition, **about)
 
 
 def _rust_message(lexed: _Lexed, span: tuple[int, int]) -> Template | None:

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import regex
 
+from errkb.mine import mine
 from errkb.mine._native import native_sites
 from errkb.mine._site import Hole, Site, Template
 from errkb.mine._template import message_pattern
@@ -196,6 +197,105 @@ def test_a_comparison_checks_loose_operands_are_parenthesised_in_its_condition()
     """TORCH_CHECK_EQ(flags & 1, 0) raises when (flags & 1) != 0, not flags & 1 != 0."""
     site = _one("a.cpp", "void f(int flags) {\n  TORCH_CHECK_EQ(flags & 1, 0);\n}\n")
     assert "(flags & 1) != 0" == site.condition
+
+
+def test_an_error_inside_an_if_is_raised_when_the_if_holds():
+    """if (c) { TORCH_CHECK(false, ...) } is raised when c; a check inside adds its failure."""
+    sites = _sites(
+        "a.cpp",
+        """\
+        Tensor f(const Tensor& t, int dtype) {
+          if (dtype == kFloat) {
+            TORCH_CHECK(t.dim() == 2, "float tensors must be two-dimensional");
+          } else if (dtype == kHalf || dtype == kBFloat16) {
+            for (int i = 0; i < 3; i++) {
+              TORCH_CHECK(false, "half tensors are not supported here");
+            }
+          } else {
+            AT_ERROR("unsupported dtype for this op: ", dtype);
+          }
+          if (!t.is_cuda()) AT_ERROR("the tensor must live on a CUDA device");
+          if (auto n = t.numel(); n > 10)
+            TORCH_CHECK(false, "too many elements in the tensor");
+          switch (dtype) {
+            case 1: {
+              TORCH_CHECK(false, "case one of the switch statement");
+            }
+          }
+        }
+        """,
+    )
+    assert [
+        "dtype == kFloat and t.dim() != 2",
+        "dtype != kFloat and (dtype == kHalf || dtype == kBFloat16)",
+        "dtype != kFloat and not (dtype == kHalf || dtype == kBFloat16)",
+        "!t.is_cuda()",
+        "n > 10",
+        None,
+    ] == [s.condition for s in sites]
+
+
+def test_guards_stop_at_a_lambda_and_at_an_else_they_cannot_pair():
+    """An if outside a lambda is not the lambda's guard; an else after a braceless if is unread."""
+    sites = _sites(
+        "a.cpp",
+        """\
+        void f(int n) {
+          if (n > 1) {
+            auto g = [&](int m) {
+              if (m) { TORCH_CHECK(false, "inside a lambda, guarded by m"); }
+            };
+          }
+          if (n == 2) n = 3;
+          else TORCH_CHECK(false, "after a braceless if, the else");
+        }
+        """,
+    )
+    assert ["m", None] == [s.condition for s in sites]
+
+
+def test_a_long_else_if_chain_is_followed_without_recursion():
+    """Two thousand else-ifs (past the recursion limit) still give the final else's condition."""
+    chain = "".join(f"  }} else if (k == {i}) {{\n    n = {i};\n" for i in range(2000))
+    source = f'void f(int k) {{\n  if (k < 0) {{\n{chain}  }} else {{\n    AT_ERROR("no case for k");\n  }}\n}}\n'
+    site = _one("a.cpp", source)
+    assert site.condition is not None
+    assert site.condition.startswith("k >= 0 and k != 0 and k != 1 and ")
+    assert site.condition.endswith("and k != 1999")
+
+
+def test_a_rust_error_inside_an_if_is_raised_when_the_if_holds():
+    """if c { return Err(...) } is raised when c, its else when not c; if let adds nothing."""
+    sites = _sites(
+        "src/lib.rs",
+        """\
+        impl Open {
+            fn new(size: usize, kind: Option<u8>) -> PyResult<Self> {
+                if size > 10 {
+                    return Err(PyValueError::new_err("the size is too large for us"));
+                } else if let Some(k) = kind {
+                    return Err(PyValueError::new_err("a kind was given, not allowed"));
+                } else {
+                    return Err(PyValueError::new_err("no kind was given at all"));
+                }
+            }
+        }
+        """,
+        "pkg",
+    )
+    assert ["size > 10", "size <= 10", "size <= 10"] == [s.condition for s in sites]
+
+
+def test_the_records_sentence_says_when_a_check_fails(tmp_path):
+    """The mined record of TORCH_CHECK(a == b, ...) reads "Raised by f when a != b."."""
+    (tmp_path / "csrc").mkdir()
+    (tmp_path / "csrc" / "bilinear.cpp").write_text(
+        "Tensor bilinear(const Tensor& input, IntArrayRef input_size) {\n"
+        '  TORCH_CHECK(input_size.size() == 2, "scores must be a 2D Tensor of sizes");\n'
+        "}\n"
+    )
+    [record] = mine([str(tmp_path)]).records
+    assert "Raised by bilinear when input_size.size() != 2." == record["documentation"]
 
 
 def test_a_check_without_a_message_quotes_its_condition_as_c10_does():
