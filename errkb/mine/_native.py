@@ -10,11 +10,13 @@ text, so that macro names, parentheses and commas are found only in code, while 
 decoded values are kept aside by offset. The copies have the same length as the source, so an
 offset means the same place in each.
 
-C++: the ``TORCH_CHECK`` family and ``TORCH_INTERNAL_ASSERT``. The message is what Python
-prints: c10 joins the arguments after the condition (``c10::str``), and Python shows the
-error's text without the C++ backtrace (unless ``TORCH_SHOW_CPP_STACKTRACES`` is set). A check
-with no message gets c10's default text, which quotes the condition; an internal assert
-prefixes the condition and the file and line of the build.
+C++: the ``TORCH_CHECK`` family (``STD_TORCH_CHECK`` and ``TORCH_CHECK_EQ`` and its kin too)
+and ``TORCH_INTERNAL_ASSERT``. The message is what Python prints: c10 joins the arguments after
+the condition (``c10::str``), and Python shows the error's text without the C++ backtrace
+(unless ``TORCH_SHOW_CPP_STACKTRACES`` is set). A check with no message gets c10's default
+text, which quotes the condition; an internal assert prefixes the condition and the file and
+line of the build. A check raises when its condition is false: the site's condition is the one
+that failed (``a == b`` is ``a != b``).
 
 Rust (pyo3 bindings and their core crates): ``X::new_err(...)``, ``PyErr::new::<X, _>(...)``,
 ``PyError(...).into_pyerr::<X>()``, ``#[error("...")]`` (thiserror), ``Err("...".into())``
@@ -23,6 +25,7 @@ in crates whose errors reach Python through one wrapper, and ``panic!``.
 
 from __future__ import annotations
 
+import bisect
 import builtins
 import re
 from collections.abc import Iterable, Iterator
@@ -31,14 +34,12 @@ from typing import Final
 import attrs
 
 from errkb.mine._site import Hole, Site, Template
+from errkb.mine._sources import passed_over
 
 __all__ = ["CPP_SUFFIXES", "RUST_SUFFIXES", "native_sites"]
 
 CPP_SUFFIXES: Final = (".h", ".hpp", ".hh", ".cpp", ".cc", ".cxx", ".cu", ".cuh")
 RUST_SUFFIXES: Final = (".rs",)
-
-#: Folders whose code never runs in a user's process.
-_SKIPPED_DIRS: Final = frozenset({"test", "tests", "benches", "benchmarks", "examples"})
 
 
 def native_sites(
@@ -50,31 +51,35 @@ def native_sites(
 ) -> Iterator[Site]:
     """The message sites in C++ and Rust sources: ``files`` are (relative path, text) pairs.
 
-    Files of other languages, and files under test, bench and example folders, are passed
-    over. Rust files are read twice (all of them are kept in memory): first for the exception
-    classes that ``create_exception!`` defines, whose Python names the sites need. Each
-    site's excerpt holds ``excerpt_lines`` lines on each side of the message.
+    Files of other languages, and the files of tests and benchmarks
+    (:func:`errkb.mine._sources.passed_over`), are passed over. Rust files are read twice (all
+    of them are kept in memory): first for the exception classes that ``create_exception!``
+    defines, whose Python names the sites need, and for the module files that
+    ``#[cfg(test)] mod name;`` declares, which are left out. Each site's excerpt holds
+    ``excerpt_lines`` lines on each side of the message.
 
     >>> src = 'void f(int n) { TORCH_CHECK(n > 0, "n must be positive, got ", n); }'
     >>> [s.template for s in native_sites([("f.cpp", src)], distribution="d", version="1")]
     [('n must be positive, got ', Hole(expr='n', number=False))]
     """
     about = {"distribution": distribution, "version": version}
-    rust: list[tuple[str, str]] = []
+    rust: list[tuple[str, _Lexed]] = []
     for path, text in files:
-        if _SKIPPED_DIRS.intersection(path.split("/")[:-1]):
+        if passed_over(path):
             continue
         if path.endswith(CPP_SUFFIXES):
             yield from _cpp_sites(path, text, excerpt_lines, **about)
         elif path.endswith(RUST_SUFFIXES):
-            rust.append((path, text))
+            rust.append((path, _lex(text, rust=True)))
     classes: dict[str, str] = {}
-    for _, text in rust:
-        code = _lex(text, rust=True).masked
-        for m in _CREATE_EXCEPTION.finditer(code):
+    tests: set[str] = set()
+    for path, lexed in rust:
+        for m in _CREATE_EXCEPTION.finditer(lexed.masked):
             classes[m["name"]] = f"{m['module']}.{m['name']}"
-    for path, text in rust:
-        yield from _rust_sites(path, text, classes, excerpt_lines, **about)
+        tests |= _test_module_files(path, lexed.masked)
+    for path, lexed in rust:
+        if path not in tests:
+            yield from _rust_sites(path, lexed, classes, excerpt_lines, **about)
 
 
 # --- lexing -------------------------------------------------------------------------------
@@ -362,7 +367,9 @@ def _site(
 
 # --- C++ -----------------------------------------------------------------------------------
 
-#: The checks whose exception class the macro fixes -> the class Python sees.
+#: The checks whose exception class the macro fixes -> the class Python sees. Each raises
+#: when its condition (the first argument) is false. The classes are c10's error types as
+#: torch/csrc/Exceptions.h translates them; c10::Error and std::runtime_error are RuntimeError.
 _CPP_CHECKS: Final = {
     "TORCH_CHECK": "RuntimeError",
     "TORCH_CHECK_IF_NOT_ON_CUDA": "RuntimeError",
@@ -374,6 +381,21 @@ _CPP_CHECKS: Final = {
     "TORCH_CHECK_BUFFER": "BufferError",
     # torch.linalg.LinAlgError is this class; tracebacks print it by this name.
     "TORCH_CHECK_LINALG": "torch._C._LinAlgError",
+    # torch's header-only check (torch/headeronly/util/Exception.h), which vLLM's stable-ABI
+    # kernels use: a std::runtime_error whose text starts with the function, file and line.
+    "STD_TORCH_CHECK": "RuntimeError",
+}
+
+#: ``TORCH_CHECK_EQ(a, b)`` and its kin: the operator each asserts, and the one that fails it.
+#: c10 streams "Check failed: a == b (1 vs. 2)" into a fatal log line that throws c10::Error
+#: (older releases abort the process after printing it).
+_CPP_COMPARISONS: Final = {
+    "TORCH_CHECK_EQ": ("==", "!="),
+    "TORCH_CHECK_NE": ("!=", "=="),
+    "TORCH_CHECK_LT": ("<", ">="),
+    "TORCH_CHECK_LE": ("<=", ">"),
+    "TORCH_CHECK_GT": (">", "<="),
+    "TORCH_CHECK_GE": (">=", "<"),
 }
 
 #: c10's error types (``TORCH_CHECK_WITH(ValueError, ...)``) -> the class Python sees; the
@@ -394,7 +416,9 @@ _C10_ERRORS: Final = {
     "DistError": "torch.distributed.DistError",
 }
 
-_CPP_CALL = re.compile(r"\b(?P<macro>TORCH_CHECK(?:_[A-Z_]+)?|TORCH_INTERNAL_ASSERT|AT_ERROR)\s*\(")
+_CPP_CALL = re.compile(
+    r"\b(?P<macro>(?:STD_)?TORCH_CHECK(?:_[A-Z_]+)?|TORCH_INTERNAL_ASSERT|AT_ERROR)\s*\("
+)
 _CPP_CALL_NAME = re.compile(r"TORCH_CHECK|TORCH_INTERNAL_ASSERT|AT_ERROR")
 _DEFINE = re.compile(r"#\s*define\s+$")
 _C10_STR = re.compile(r"\s*(?:::)?(?:c10::)?str\s*\(")
@@ -406,6 +430,15 @@ _STRINGIZED = re.compile(r'(?:\s*(?:"[_\n]*"|#\s*\w+))+\s*')
 _DEFAULT_CHECK = (
     "Expected {} to be true, but got false.  (Could this error message be improved?  "
     "If so, please report an enhancement request to PyTorch.)"
+)
+#: What STD_TORCH_CHECK puts before the message: ``__func__, __FILE__:__LINE__, ``.
+_STD_PREFIX: Final[tuple[str | Hole, ...]] = (
+    Hole("__func__"),
+    ", ",
+    Hole("__FILE__"),
+    ":",
+    Hole("__LINE__", number=True),
+    ", ",
 )
 
 
@@ -421,6 +454,7 @@ def _cpp_sites(
     about = {"distribution": distribution, "version": version, "language": "c++"}
     where = (path, text, lines, context)
     scopes = _Scopes(masked)
+    guards = _Guards(lexed, rust=False)
     for m in _CPP_CALL.finditer(masked):
         macro = m["macro"]
         line_start = masked.rfind("\n", 0, m.start()) + 1
@@ -435,7 +469,9 @@ def _cpp_sites(
         built = _cpp_check(lexed, macro, args)
         if built is None:
             continue
-        template, error_class, condition = built
+        template, error_class, failed = built
+        tests = guards.at(m.start())
+        condition = _conjunction([*tests, failed] if failed else tests, rust=False)
         function = scopes.function_at(m.start())
         yield _site(where, m.start(), template, error_class, function, condition, **about)
 
@@ -443,9 +479,14 @@ def _cpp_sites(
 def _cpp_check(
     lexed: _Lexed, macro: str, args: list[tuple[int, int]]
 ) -> tuple[Template, str, str | None] | None:
-    """The template, class and condition of one check, or None for a macro that is not one."""
+    """The template, class and condition of one check, or None for a macro that is not one.
+
+    The condition is the one under which the check raises: the negation of what it asserts.
+    """
     if macro == "AT_ERROR":
         return _join(_cpp_message(lexed, args)), "RuntimeError", None
+    if macro in _CPP_COMPARISONS:
+        return _cpp_comparison(lexed, macro, args)
     if macro == "TORCH_CHECK_WITH":
         if len(args) < 2:
             return None
@@ -467,9 +508,11 @@ def _cpp_check(
         error_class = "RuntimeError"
     if not args:
         return None
-    cond = _squash(lexed.code[args[0][0] : args[0][1]])
+    start, end = args[0]
+    cond = _squash(lexed.code[start:end])
     message = _cpp_message(lexed, args[1:])
-    condition = None if cond in ("false", "0") else cond
+    always = cond in ("false", "0")
+    condition = None if always else _failed(lexed.code[start:end], lexed.masked[start:end])
     if macro == "TORCH_INTERNAL_ASSERT":
         # c10 puts the stringized condition and the build's __FILE__:__LINE__ first.
         head: list[str | Hole] = [
@@ -480,11 +523,129 @@ def _cpp_check(
             ", please report a bug to PyTorch. ",
         ]
         return _join([*head, *message]), error_class, condition
-    if macro == "TORCH_CHECK_ARG":
+    if macro == "STD_TORCH_CHECK":
+        if not message:
+            return None  # it says only where it failed: nothing to match
+        message = [*_STD_PREFIX, *message]
+    elif macro == "TORCH_CHECK_ARG":
         message = [*prefix, *message]
     elif not message:
         message = [_DEFAULT_CHECK.format(cond)]
     return _join(message), error_class, condition
+
+
+def _cpp_comparison(
+    lexed: _Lexed, macro: str, args: list[tuple[int, int]]
+) -> tuple[Template, str, str | None] | None:
+    """``TORCH_CHECK_EQ(a, b)`` and its kin: "Check failed: a == b (1 vs. 2)", when a != b.
+
+    The text after the closing parenthesis changed between releases (``) ``, then ``). ``), so
+    the template ends there.
+    """
+    if len(args) != 2:
+        return None
+    asserted, fails = _CPP_COMPARISONS[macro]
+    left, right = (_squash(lexed.code[a:b]) for a, b in args)
+    template = _join(
+        [f"Check failed: {left} {asserted} {right} (", Hole(left), " vs. ", Hole(right), ")"]
+    )
+    shown = [
+        text if _operand_is_tight(lexed.masked[a:b]) else f"({text})"
+        for text, (a, b) in zip((left, right), args, strict=True)
+    ]
+    return template, "RuntimeError", f"{shown[0]} {fails} {shown[1]}"
+
+
+#: C++ operators at the top level of an expression, longest first: ``->`` and shifts are
+#: matched whole so that their ``>`` and ``<`` are not taken for comparisons.
+_CPP_OPERATOR = re.compile(r"->|<=>|<<=?|>>=?|&&|\|\||[=!<>]=|[-+*/%&|^]=|[<>=?,&|^!]")
+_CPP_COMPARE: Final = {"==": "!=", "!=": "==", "<": ">=", ">=": "<", ">": "<=", "<=": ">"}
+#: Operators that bind looser than a comparison (an assignment is reported as ``=``): with
+#: one at the top level, a comparison is not the whole expression.
+_LOOSER: Final = frozenset({"&&", "||", "?", ",", "=", "&", "|", "^", "<=>"})
+#: What binds tighter than a comparison, or is no operator at all, is not reported.
+_TIGHT: Final = frozenset({"->", "<<", ">>"})
+#: A name, member, call or index chain once bracket contents and spaces are taken out.
+_PLAIN_OPERAND = re.compile(r"(?:::)?\w+(?:\(\)|\[\])*(?:(?:\.|->|::)\w+(?:\(\)|\[\])*)*")
+
+
+def _top_level_operators(masked: str) -> list[tuple[int, str]]:
+    """The operators outside brackets in an expression (literals masked), with their offsets."""
+    found: list[tuple[int, str]] = []
+    depth, k = 0, 0
+    while k < len(masked):
+        c = masked[k]
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+        elif depth == 0:
+            op = _CPP_OPERATOR.match(masked, k)
+            if op is not None:
+                name = op[0]
+                if name.endswith("=") and name not in _CPP_COMPARE:
+                    name = "="  # an assignment, compound or not
+                if name not in _TIGHT:
+                    found.append((k, name))
+                k = op.end()
+                continue
+        k += 1
+    return found
+
+
+def _unwrapped(code: str, masked: str) -> tuple[str, str]:
+    """An expression without the parentheses that enclose all of it, and without margins."""
+    while True:
+        lead = len(masked) - len(masked.lstrip())
+        code, masked = code[lead:].rstrip(), masked[lead:].rstrip()
+        if not (masked.startswith("(") and masked.endswith(")")):
+            return code, masked
+        depth = 0
+        for k, c in enumerate(masked):
+            depth += (c == "(") - (c == ")")
+            if depth == 0 and k < len(masked) - 1:
+                return code, masked  # (a) && (b): the first parenthesis closes early
+        code, masked = code[1:-1], masked[1:-1]
+
+
+def _is_plain(masked: str) -> bool:
+    """Whether an expression is a name, member, call or index chain (``t.sizes()[0]``)."""
+    flat: list[str] = []
+    depth = 0
+    for c in masked:
+        if c in ")]}":
+            depth -= 1
+        if depth == 0 and not c.isspace():
+            flat.append(c)
+        if c in "([{":
+            depth += 1
+    return _PLAIN_OPERAND.fullmatch("".join(flat)) is not None
+
+
+def _operand_is_tight(masked: str) -> bool:
+    """Whether an expression needs no parentheses beside a comparison operator."""
+    return not any(op in _LOOSER or op in _CPP_COMPARE for _, op in _top_level_operators(masked))
+
+
+def _failed(code: str, masked: str) -> str:
+    """The condition under which a C++ check of ``code`` fails, as readable as it is safe.
+
+    ``a == b`` is ``a != b`` (each comparison its opposite), ``!x`` is ``x``, a plain operand
+    ``x`` is ``not x``; anything else (``a && b``, ``a < b < c``) is ``not (...)``: no De Morgan.
+    ``masked`` is ``code`` with its literals blanked (:class:`_Lexed`).
+    """
+    code, masked = _unwrapped(code, masked)
+    ops = _top_level_operators(masked)
+    text = _squash(code)
+    if ops == [(0, "!")]:
+        return _squash(_unwrapped(code[1:], masked[1:])[0])
+    if not ops:
+        return f"not {text}" if _is_plain(masked) else f"not ({text})"
+    compares = [(k, op) for k, op in ops if op in _CPP_COMPARE]
+    if len(compares) == 1 and not any(op in _LOOSER for _, op in ops):
+        k, op = compares[0]
+        return f"{_squash(code[:k])} {_CPP_COMPARE[op]} {_squash(code[k + len(op) :])}"
+    return f"not ({text})"
 
 
 def _cpp_message(lexed: _Lexed, args: list[tuple[int, int]]) -> list[str | Hole]:
@@ -635,6 +796,188 @@ def _first_call(head: str) -> int | None:
     return None
 
 
+# --- guards -------------------------------------------------------------------------------
+
+_PREPROCESSOR_LINE = re.compile(r"(?m)^\s*#.*$")
+_CPP_IF = re.compile(r"(?P<else>else\s+)?if\s*(?:constexpr\s*)?\(")
+_RUST_IF = re.compile(r"(?P<else>else\s+)?if\s+(?P<let>let\b)?")
+#: Blocks whose code runs where the code around them runs: their guards are the site's too.
+_CPP_PASSING = re.compile(
+    r"|do|try|(?:for|while|switch)\s*\(.*\)|catch\s*\(.*\)|(?:case\b.*|default\s*):"
+)
+_RUST_PASSING = re.compile(r"|loop|unsafe|(?:while|for|match)\b.*|.*=>")
+
+
+class _Guards:
+    """The ``if`` tests around each place of a C++ or Rust file (best effort, by braces).
+
+    A site inside ``if (c) { ... }`` is raised when ``c``; in an ``else`` branch, when each
+    earlier test of the chain is false. Loops, ``switch`` and ``match`` pass their guards on;
+    a function, lambda, closure or class ends the search. Only braced branches are followed,
+    and in C++ a statement right after ``if (c)`` or ``else`` too.
+    """
+
+    def __init__(self, lexed: _Lexed, *, rust: bool) -> None:
+        self._lexed, self._rust = lexed, rust
+        masked = lexed.masked
+        self._opens: list[int] = []
+        self._close: dict[int, int] = {}  # { -> its }
+        self._open_of: dict[int, int] = {}  # } -> its {
+        self._parent: dict[int, int] = {}
+        self._kinds: dict[int, tuple[str, str | None, int]] = {}
+        stack: list[int] = []
+        for m in re.finditer(r"[{}]", masked):
+            if m[0] == "{":
+                self._parent[m.start()] = stack[-1] if stack else -1
+                self._opens.append(m.start())
+                stack.append(m.start())
+            elif stack:
+                start = stack.pop()
+                self._close[start] = m.start()
+                self._open_of[m.start()] = start
+
+    def at(self, offset: int) -> list[str]:
+        """The tests that hold when the code at ``offset`` runs, outermost first."""
+        levels: list[list[str]] = []
+        if not self._rust:
+            levels.append(self._braceless(offset))
+        k = bisect.bisect_left(self._opens, offset) - 1
+        brace = self._opens[k] if k >= 0 else -1
+        while brace >= 0 and self._close.get(brace, len(self._lexed.masked)) < offset:
+            brace = self._parent[brace]
+        while brace >= 0:
+            found = self._branch(brace)
+            if found is None:
+                break
+            levels.append(found)
+            brace = self._parent[brace]
+        return [test for level in reversed(levels) for test in level]
+
+    def _head(self, brace: int) -> tuple[int, str]:
+        """Where the head of the block opened at ``brace`` starts, and its masked text."""
+        start = max(0, brace - 2000)
+        begin = start + _head_start(self._lexed.masked[start:brace])
+        head = _PREPROCESSOR_LINE.sub(lambda m: " " * len(m[0]), self._lexed.masked[begin:brace])
+        return begin, head
+
+    def _own(self, brace: int) -> tuple[str, str | None, int]:
+        """What opens the block at ``brace``: (kind, its test, where its head starts).
+
+        The kinds: ``if``, ``else if`` (with a test), ``if let``, ``else if let``, ``else``,
+        ``pass`` (a loop, a bare block: its guards hold inside) and ``stop`` (a function, a
+        lambda, a closure, a class: the search ends).
+        """
+        if brace in self._kinds:
+            return self._kinds[brace]
+        begin, head = self._head(brace)
+        lead = len(head) - len(head.lstrip())
+        text = head.strip()
+        found: tuple[str, str | None, int] = ("stop", None, begin)
+        if text == "else":
+            found = ("else", None, begin)
+        elif self._rust:
+            m = _RUST_IF.match(text)
+            if m is not None and m.end() < len(text):
+                kind = ("else " if m["else"] else "") + ("if let" if m["let"] else "if")
+                end = begin + len(head.rstrip())
+                found = (kind, _squash(self._lexed.code[begin + lead + m.end() : end]), begin)
+            elif _RUST_PASSING.fullmatch(text):
+                found = ("pass", None, begin)
+        elif (m := _CPP_IF.match(text)) is not None:
+            # if (...) {: the parenthesis after the keyword closes where the head ends.
+            paren = begin + lead + m.end() - 1
+            args = _split_args(self._lexed.masked, paren)
+            if args is not None and args[1] == begin + len(head.rstrip()) - 1:
+                found = ("else if" if m["else"] else "if", self._test(paren + 1, args[1]), begin)
+        elif _CPP_PASSING.fullmatch(text):
+            found = ("pass", None, begin)
+        self._kinds[brace] = found
+        return found
+
+    def _branch(self, brace: int) -> list[str] | None:
+        """The tests that hold inside the block at ``brace``; None when it ends the search."""
+        kind, test, begin = self._own(brace)
+        if kind == "stop":
+            return None
+        if kind.startswith("else"):
+            earlier = self._earlier(begin)
+            return [*earlier, test] if kind == "else if" and test else earlier
+        return [test] if kind == "if" and test else []
+
+    def _test(self, start: int, end: int) -> str:
+        """The test of an ``if`` between its parentheses, after any init-statement (``x; c``)."""
+        depth = 0
+        for k in range(start, end):
+            c = self._lexed.masked[k]
+            if c in "([{":
+                depth += 1
+            elif c in ")]}":
+                depth -= 1
+            elif c == ";" and depth == 0:
+                start = k + 1
+        return _squash(self._lexed.code[start:end])
+
+    def _earlier(self, begin: int) -> list[str]:
+        """For an ``else`` whose head starts at ``begin``: the earlier tests of its chain, false.
+
+        The chain is followed back through braced branches; an ``if`` without braces, or an
+        ``if let``, ends it (what was found so far still holds).
+        """
+        negated: list[str] = []
+        while True:
+            close = len(self._lexed.masked[:begin].rstrip()) - 1
+            brace = self._open_of.get(close)
+            if brace is None:
+                break
+            kind, test, begin = self._own(brace)
+            if kind in ("if", "else if") and test:
+                lexed = _lex(test, rust=self._rust)
+                negated.append(_failed(lexed.code, lexed.masked))
+            if kind not in ("else if", "else if let"):
+                break
+        return negated[::-1]
+
+    def _braceless(self, offset: int) -> list[str]:
+        """The test of an ``if (c)`` (or ``else``) whose statement, without braces, is at offset."""
+        masked = self._lexed.masked
+        end = len(masked[:offset].rstrip())
+        if masked[end - 4 : end] == "else" and not _is_word(masked, end - 5):
+            return self._earlier(end - 4)
+        if end == 0 or masked[end - 1] != ")":
+            return []
+        depth, k = 0, end - 1
+        while k >= 0:
+            depth += (masked[k] == ")") - (masked[k] == "(")
+            if depth == 0:
+                break
+            k -= 1
+        before = masked[max(0, k - 40) : k].rstrip()
+        keyword = re.search(r"(?:(?<![\w])else\s+)?(?<![\w])if(?:\s+constexpr)?$", before)
+        if keyword is None:
+            return []
+        test = self._test(k + 1, end - 1)
+        if keyword[0].startswith("else"):
+            return [*self._earlier(max(0, k - 40) + keyword.start()), test]
+        return [test]
+
+
+def _is_word(text: str, k: int) -> bool:
+    return 0 <= k < len(text) and (text[k].isalnum() or text[k] == "_")
+
+
+def _conjunction(tests: list[str], *, rust: bool) -> str | None:
+    """Tests joined by ``and``; one that binds looser (``a || b``) goes in parentheses."""
+    if len(tests) < 2:
+        return tests[0] if tests else None
+    loose = {"||", "?", ",", "="}
+    parts = []
+    for test in tests:
+        masked = _lex(test, rust=rust).masked
+        wrap = any(op in loose for _, op in _top_level_operators(masked))
+        parts.append(f"({test})" if wrap else test)
+    return " and ".join(parts)
+
+
 # --- Rust ----------------------------------------------------------------------------------
 
 _CREATE_EXCEPTION = re.compile(
@@ -680,15 +1023,21 @@ def _python_class(path: str, classes: dict[str, str]) -> str:
 
 
 def _rust_sites(
-    path: str, text: str, classes: dict[str, str], context: int, *, distribution: str, version: str
+    path: str,
+    lexed: _Lexed,
+    classes: dict[str, str],
+    context: int,
+    *,
+    distribution: str,
+    version: str,
 ) -> Iterator[Site]:
     """The sites of one Rust file."""
-    lexed = _lex(text, rust=True)
-    masked = lexed.masked
+    masked, text = lexed.masked, lexed.text
     lines = text.splitlines()
     about = {"distribution": distribution, "version": version, "language": "rust"}
     where = (path, text, lines, context)
     skip = _test_modules(masked)
+    guards = _Guards(lexed, rust=True)
     wrapped = _WRAPPED.get(distribution)
     for m in _RUST_CALL.finditer(masked):
         if any(a <= m.start() < b for a, b in skip):
@@ -730,7 +1079,8 @@ def _rust_sites(
         if not template or (error_class is not None and len(error_class) == 1):
             continue  # no message, or a generic parameter's class (PyErr::new::<T, _>)
         function = _rust_function(masked, m.start())
-        yield _site(where, m.start(), template, error_class, function, **about)
+        condition = _conjunction(guards.at(m.start()), rust=True)
+        yield _site(where, m.start(), template, error_class, function, condition, **about)
 
 
 def _rust_message(lexed: _Lexed, span: tuple[int, int]) -> Template | None:
@@ -835,20 +1185,85 @@ def _rust_function(masked: str, offset: int) -> str | None:
     return f"{owner}::{func}" if owner else func
 
 
-_CFG_TEST = re.compile(r"#\[cfg\(test\)\]\s*(?:pub\s+)?mod\s+\w+\s*\{")
+#: An attribute that keeps the item after it out of a user's build: ``#[cfg(test)]`` (or
+#: ``cfg(all(test, ...))``), ``#[test]`` and the test attributes of crates (``#[tokio::test]``).
+#: ``#![cfg(test)]`` at the top of a file makes the whole file such an item.
+_TEST_ATTRIBUTE = re.compile(
+    r"#(?P<inner>!?)\s*\[\s*(?:(?:\w+\s*::\s*)*test|cfg\s*\((?P<pred>[^\]]*)\))\s*\]"
+)
+_ATTRIBUTE = re.compile(r"\s*#\s*\[")
+_TEST_MODULE_FILE = re.compile(r"\bmod\s+(\w+)\s*;")
+
+
+def _test_only(pred: str | None) -> bool:
+    """Whether a ``cfg(...)`` predicate holds only in test builds (``None``: ``#[test]``)."""
+    if pred is None:
+        return True
+    pred = "".join(pred.split())
+    if pred == "test":
+        return True
+    if not (pred.startswith("all(") and pred.endswith(")")):
+        return False  # any(test, x) and not(test) hold in users' builds too
+    items, depth, start = [], 0, 4
+    for k, c in enumerate(pred[4:-1], 4):
+        depth += (c == "(") - (c == ")")
+        if c == "," and depth == 0:
+            items.append(pred[start:k])
+            start = k + 1
+    items.append(pred[start:-1])
+    return "test" in items
 
 
 def _test_modules(masked: str) -> list[tuple[int, int]]:
-    """The spans of ``#[cfg(test)] mod ... { }`` blocks: tests, never run by users."""
-    spans = []
-    for m in _CFG_TEST.finditer(masked):
-        depth = 0
-        for k in range(m.end() - 1, len(masked)):
-            if masked[k] == "{":
-                depth += 1
-            elif masked[k] == "}":
-                depth -= 1
-                if depth == 0:
-                    spans.append((m.start(), k))
-                    break
+    """The spans of test-only items: what ``#[cfg(test)]`` or ``#[test]`` stands before.
+
+    An item runs from its attribute to the ``}`` that closes its body (a module, a function, an
+    impl) or to its ``;`` (``mod tests;``, a ``use``); other attributes between are skipped.
+    """
+    spans: list[tuple[int, int]] = []
+    for m in _TEST_ATTRIBUTE.finditer(masked):
+        if not _test_only(m["pred"]):
+            continue
+        if m["inner"]:
+            return [(0, len(masked))]  # #![cfg(test)]: the whole file
+        k = m.end()
+        while (attr := _ATTRIBUTE.match(masked, k)) is not None:
+            close = masked.find("]", attr.end())
+            k = len(masked) if close < 0 else close + 1
+        spans.append((m.start(), _item_end(masked, k)))
     return spans
+
+
+def _item_end(masked: str, k: int) -> int:
+    """The offset of the ``;`` or closing ``}`` that ends the Rust item starting at ``k``."""
+    depth = 0
+    while k < len(masked):
+        c = masked[k]
+        if c in "([":
+            depth += 1
+        elif c in ")]":
+            depth -= 1
+        elif depth == 0 and c == ";":
+            return k
+        elif depth == 0 and c == "{":
+            braces = 0
+            for j in range(k, len(masked)):
+                braces += (masked[j] == "{") - (masked[j] == "}")
+                if braces == 0:
+                    return j
+            return len(masked)
+        k += 1
+    return len(masked)
+
+
+def _test_module_files(path: str, masked: str) -> set[str]:
+    """The paths of the module files that ``#[cfg(test)] mod name;`` declares in a file."""
+    folder, _, name = path.rpartition("/")
+    stem = name.removesuffix(".rs")
+    base = folder if stem in ("lib", "main", "mod") else f"{folder}/{stem}"
+    paths: set[str] = set()
+    for start, end in _test_modules(masked):
+        for declared in _TEST_MODULE_FILE.finditer(masked, start, end + 1):
+            module = f"{base}/{declared[1]}".lstrip("/")
+            paths.update({f"{module}.rs", f"{module}/mod.rs"})
+    return paths

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import functools
 import re
 import string
 from collections import Counter
@@ -34,6 +35,19 @@ CHECKS = {
     "_check_not_implemented": "NotImplementedError",
     "_check_is_size": "RuntimeError",
     "_check_tensor_all": "RuntimeError",
+}
+#: Each comparison operator's opposite, for the condition under which a check fails.
+_OPPOSITE: dict[type[ast.cmpop], str] = {
+    ast.Eq: "!=",
+    ast.NotEq: "==",
+    ast.Lt: ">=",
+    ast.LtE: ">",
+    ast.Gt: "<=",
+    ast.GtE: "<",
+    ast.Is: "is not",
+    ast.IsNot: "is",
+    ast.In: "not in",
+    ast.NotIn: "in",
 }
 #: The kin that take the exception class as their first argument.
 CHECKS_WITH = frozenset({"_check_with", "_check_tensor_all_with"})
@@ -303,7 +317,7 @@ class _Reader:
             while isinstance(branch, ast.If):
                 test = self.segment(branch.test)
                 self.body(branch.body, scope, (*conds, test), dict(env))
-                conds = (*conds, f"not ({test})")
+                conds = (*conds, self.failed(branch.test))
                 if len(branch.orelse) == 1 and isinstance(branch.orelse[0], ast.If):
                     branch = branch.orelse[0]
                 else:
@@ -313,7 +327,7 @@ class _Reader:
             self.raise_(stmt, scope, conds, env)
         elif isinstance(stmt, ast.Assert):
             if stmt.msg is not None:
-                cond = (*conds, f"not ({self.segment(stmt.test)})")
+                cond = (*conds, self.failed(stmt.test))
                 self.emit(stmt, stmt.msg, "AssertionError", "raise", scope, cond, env)
         elif isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
             self.assign(stmt, env)
@@ -395,7 +409,7 @@ class _Reader:
                 return
             if isinstance(given, ast.Lambda):
                 given = given.body
-            cond = conds if cond_node is None else (*conds, f"not ({self.segment(cond_node)})")
+            cond = conds if cond_node is None else (*conds, self.failed(cond_node))
             self.emit(call, given, error_class, "check", scope, cond, env)
         elif name in ("warnings.warn", "warnings.warn_explicit"):
             if not call.args:
@@ -468,7 +482,7 @@ class _Reader:
                 template=template,
                 error_class=error_class,
                 function=scope.qual or None,
-                condition=" and ".join(conds) or None,
+                condition=_joined(conds),
                 excerpt="\n".join(self.lines[start - 1 : stop]),
                 excerpt_start=start,
                 kind=kind,
@@ -499,6 +513,33 @@ class _Reader:
             tail = lines[-1].encode()[:end_col].decode(errors="replace")
             text = "".join((head, *lines[1:-1], tail))
         return " ".join(text.split())
+
+    def failed(self, test: ast.expr) -> str:
+        """What holds when ``test`` is false (an ``assert``, a ``torch._check``, an ``else``).
+
+        A comparison turns into its opposite (``a == b``: ``a != b``; ``x in y``:
+        ``x not in y``), ``not x`` into ``x``, a name, attribute, call or subscript ``x`` into
+        ``not x``; anything else is ``not (test)``: ``a and b`` stays whole (no De Morgan).
+        """
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            return self.segment(test.operand)
+        if isinstance(test, ast.Compare) and len(test.ops) == 1:
+            opposite = _OPPOSITE.get(type(test.ops[0]))
+            if opposite is not None:
+                left, right = (self._operand(n) for n in (test.left, test.comparators[0]))
+                return f"{left} {opposite} {right}"
+        text = self.segment(test)
+        if isinstance(test, (ast.Name, ast.Attribute, ast.Call, ast.Subscript)):
+            return f"not {text}"
+        return f"not ({text})"
+
+    def _operand(self, node: ast.expr) -> str:
+        """A comparison's operand, in parentheses when it binds no tighter than a comparison."""
+        text = self.segment(node)
+        loose = isinstance(node, (ast.BoolOp, ast.Compare, ast.IfExp, ast.Lambda, ast.NamedExpr))
+        if loose or (isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not)):
+            return f"({text})"
+        return text
 
     def template(self, node: ast.expr, env: _Env, depth: int = 0) -> Template | None:
         """The message an expression builds, or ``None`` when it builds none the reader knows."""
@@ -631,6 +672,25 @@ class _Reader:
             number = conversion is None and bool(spec) and _number_spec(spec or "")
             parts.append(Hole(expr, number))
         return tuple(parts)
+
+
+def _joined(conds: tuple[str, ...]) -> str | None:
+    """The conditions as one, joined by ``and``: one that binds looser (``a or b``) in parens."""
+    if len(conds) < 2:
+        return conds[0] if conds else None
+    return " and ".join(f"({c})" if _binds_looser_than_and(c) else c for c in conds)
+
+
+@functools.lru_cache(maxsize=4096)
+def _binds_looser_than_and(condition: str) -> bool:
+    """Whether ``condition and x`` would read another way: ``a or b``, ``x if c else y``."""
+    try:
+        node = ast.parse(condition, mode="eval").body
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return True
+    if isinstance(node, ast.BoolOp):
+        return isinstance(node.op, ast.Or)
+    return isinstance(node, (ast.IfExp, ast.Lambda, ast.NamedExpr))
 
 
 def _dotted(node: ast.expr) -> str | None:

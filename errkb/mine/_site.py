@@ -51,8 +51,10 @@ class Site:
         error_class: the exception class, dotted where it could be resolved
             (``torch.cuda.OutOfMemoryError``), bare otherwise; ``None`` when unknown.
         function: the enclosing function or method (``LLMEngine._init_cache``).
-        condition: the ``if`` tests that guard the raise, as source text, outermost first,
-            joined by `` and ``.
+        condition: what holds when the message is emitted, as source text, outermost first,
+            joined by `` and ``: the ``if`` tests that guard it, and for a check (``assert``,
+            ``torch._check``, ``TORCH_CHECK``), which raises when its condition is false, that
+            condition turned round (``a != b`` for ``TORCH_CHECK(a == b)``).
         excerpt: the source lines around the raise.
         excerpt_start: the first line of the excerpt.
         kind: how the message reaches the user (raised, a check, a warning, a log line, native).

@@ -27,7 +27,7 @@ from errkb.exceptions import UsageError
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator
 
-__all__ = ["KNOWN", "Source", "normalize", "open_source"]
+__all__ = ["KNOWN", "Source", "normalize", "open_source", "passed_over"]
 
 #: Python source suffixes.
 PYTHON = (".py",)
@@ -49,8 +49,25 @@ SKIPPED_DIRS = frozenset(
         "docs",
         "examples",
         "benchmarks",
+        "benches",
     }
 )
+#: Files of tests, in every language: ``test_x.py``, ``x_test.cc``, ``conftest.py``.
+_TEST_FILE = re.compile(r"(?:test_.*|.*_test|conftest)\.\w+")
+
+
+def passed_over(path: str) -> bool:
+    """Whether a file is one users never run, in any language.
+
+    That is a file under a test, docs, example or benchmark folder (:data:`SKIPPED_DIRS`), or
+    a test by its name (``test_*``, ``*_test``, ``conftest.py``).
+
+    >>> [passed_over(p) for p in ("pkg/a.py", "tests/a.rs", "pkg/io_test.cc", "test_a.py")]
+    [False, True, True, True]
+    """
+    *folders, name = PurePosixPath(path).parts
+    return bool(SKIPPED_DIRS.intersection(folders)) or _TEST_FILE.fullmatch(name) is not None
+
 
 #: Known distributions: (GitHub owner/name, release tag form, the repository folder that holds
 #: the importable packages). The tag form and folder are read from each project's releases;
@@ -108,15 +125,12 @@ class Source:
     def files(self, suffixes: Iterable[str]) -> Iterator[tuple[str, str]]:
         """Each file whose name ends with one of ``suffixes``: (path with ``/``, text).
 
-        Tests, docs and examples folders are passed over; the text is decoded as UTF-8 with
-        undecodable bytes replaced (the native readers use this for ``.h``, ``.cpp``, ``.rs``).
+        Tests, docs, examples and benchmarks are passed over (:func:`passed_over`); the text is
+        decoded as UTF-8 with undecodable bytes replaced (the native readers use this for
+        ``.h``, ``.cpp``, ``.rs``).
         """
         for path, data in self._walk(tuple(suffixes)):
-            parts = PurePosixPath(path).parts
-            if any(p in SKIPPED_DIRS for p in parts[:-1]):
-                continue
-            name = parts[-1]
-            if name == "conftest.py" or (name.startswith("test_") and name.endswith(".py")):
+            if passed_over(path):
                 continue
             yield path, data.decode("utf-8", errors="replace")
 

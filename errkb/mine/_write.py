@@ -37,6 +37,7 @@ _VERBS = {
     "log": "Logged",
     "native": "Raised",
 }
+#: The longest condition a documentation sentence shows; a longer one is left out, not cut.
 _MAX_CONDITION = 120
 #: The version of a source whose metadata gives none.
 UNKNOWN = "unknown"
@@ -178,17 +179,20 @@ def _severity(site: Site) -> str:
 
 
 def _documentation(site: Site, path: str) -> str:
-    """One plain sentence of fact: which function emits the message, and when."""
+    """One plain sentence of fact: which function emits the message, and when.
+
+    "When" is :attr:`Site.condition`, what holds as the message is emitted (a failed check's
+    condition is already turned round by its reader); longer than ``_MAX_CONDITION``
+    characters, it is left out rather than cut.
+    """
     # The file, line and releases are the record's own fields (filePath, lineNumber, versions).
     verb = _VERBS.get(site.kind, "Raised")
     how = " through torch._check" if site.kind == "check" else ""
     where = f"by {site.function}" if site.function else f"at module level in {path}"
     text = f"{verb}{how} {where}"
-    if site.condition:
-        condition = site.condition
-        if len(condition) > _MAX_CONDITION:
-            condition = condition[: _MAX_CONDITION - 3] + "..."
-        text += f" when {condition}"
+    # A condition is shown whole or not at all: a cut expression would say something false.
+    if site.condition and len(site.condition) <= _MAX_CONDITION:
+        text += f" when {site.condition}"
     return text + "."
 
 

@@ -25,6 +25,13 @@ def sites(source: str, path: str = "pkg/mod.py"):
     return found, dropped
 
 
+def write_tree(root, files: dict[str, str]) -> None:
+    """Write each file of ``files`` (relative path -> text) under ``root``."""
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+
+
 def only(source: str, path: str = "pkg/mod.py"):
     found, _ = sites(source, path)
     assert 1 == len(found), found
@@ -57,7 +64,7 @@ def test_check_with_resolves_its_class_through_imports():
         'torch._check_with(ShapeError, n > 0, lambda: f"rank {n} is not positive")\n'
     )
     site = only(source, "pkg/sub/mod.py")
-    assert ("pkg.sub.errors.ShapeError", "check", "not (n > 0)") == (
+    assert ("pkg.sub.errors.ShapeError", "check", "n <= 0") == (
         site.error_class,
         site.kind,
         site.condition,
@@ -84,7 +91,7 @@ def test_long_elif_chain_is_read():
     branches = "".join(f"elif x == {i}:\n    pass\n" for i in range(2000))
     site = only(f"if x < 0:\n    pass\n{branches}else:\n    raise ValueError('none of them')")
     assert site.condition is not None
-    assert site.condition.endswith("and not (x == 1999)")
+    assert site.condition.endswith("and x != 1999")
 
 
 def test_segments_equal_the_standard_library_s():
@@ -270,8 +277,77 @@ def test_an_sdists_scripts_outside_its_packages_are_not_mined(tmp_path):
         "tools/report.py": "raise ValueError('a maintainer tool raises this message')\n",
         "setup.py": "raise RuntimeError('setup.py needs CUDA 11.7 or newer to build it')\n",
     }
-    for name, text in files.items():
-        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / name).write_text(text)
+    write_tree(tmp_path, files)
     found = sorted(r["filePath"] for r in mine([str(tmp_path)]).records)
     assert ["pkg/core.py", "setup.py"] == found
+
+
+@pytest.mark.parametrize(
+    ("statement", "condition"),
+    [
+        ('assert input_size == 2, "scores must be a 2D Tensor"', "input_size != 2"),
+        ('assert n < limit, "n must be under the limit"', "n >= limit"),
+        ('assert n <= limit, "n must be under the limit"', "n > limit"),
+        ('assert x is None, "x must be None here"', "x is not None"),
+        ('assert x is not None, "x must be given here"', "x is None"),
+        ('assert k in table, "k must be in the table"', "k not in table"),
+        ('assert k not in table, "k must be new here"', "k in table"),
+        ('assert ready, "the engine must be ready"', "not ready"),
+        ('assert self.cfg.ready(), "the engine must be ready"', "not self.cfg.ready()"),
+        ('assert not closed, "the file must be open"', "closed"),
+        ('assert a and b, "both must be set here"', "not (a and b)"),
+        ('assert 0 <= i < n, "i must be in range"', "not (0 <= i < n)"),
+        ('assert (a or b) == c, "a mismatch of settings"', "(a or b) != c"),
+        ('torch._check(x.dim() == 2, lambda: "x must have two dims")', "x.dim() != 2"),
+    ],
+)
+def test_a_check_states_the_condition_under_which_it_raises(statement, condition):
+    """``assert cond`` and ``torch._check(cond)`` raise when cond is false: the site says so."""
+    site = only(f"import torch\n{statement}\n")
+    assert condition == site.condition
+
+
+def test_an_else_branch_states_the_opposite_of_its_if():
+    """``if a == b: ... else: raise`` raises when ``a != b``; ``if not x`` ... else, when x."""
+    source = (
+        "if a == b:\n    pass\nelse:\n    raise ValueError('the sizes are not the same')\n"
+        "if not x:\n    pass\nelse:\n    raise ValueError('x was given, and it must not be')\n"
+    )
+    found, _ = sites(source)
+    assert ["a != b", "x"] == [s.condition for s in found]
+
+
+def test_conditions_that_bind_looser_than_and_are_parenthesised_when_joined():
+    """``if a or b:`` around ``assert c`` reads ``(a or b) and not c``, never ``a or b and ...``."""
+    source = (
+        "if a or b:\n    assert c, 'c must hold when a or b'\nif a or b:\n    raise E('x y z')\n"
+    )
+    found, _ = sites(source)
+    assert ["(a or b) and not c", "a or b"] == [s.condition for s in found]
+
+
+def test_test_and_benchmark_files_are_not_mined(tmp_path):
+    """tests/, benchmarks/, test_*.py, *_test.py and conftest.py raise nothing users meet."""
+    files = {
+        "pkg/__init__.py": "",
+        "pkg/core.py": "raise ValueError('the package itself raises this message')\n",
+        "pkg/tests/__init__.py": "raise ValueError('a test package raises this message')\n",
+        "pkg/benchmarks/__init__.py": "raise ValueError('a benchmark raises this message')\n",
+        "pkg/test_core.py": "raise ValueError('a test module raises this message')\n",
+        "pkg/core_test.py": "raise ValueError('a test module raises this message too')\n",
+        "pkg/conftest.py": "raise ValueError('a fixture module raises this message')\n",
+    }
+    write_tree(tmp_path, files)
+    assert ["pkg/core.py"] == [r["filePath"] for r in mine([str(tmp_path)]).records]
+
+
+def test_a_condition_too_long_to_show_is_left_out_of_the_sentence_not_cut(tmp_path):
+    """A long condition gives "Raised by f." with no when-clause; a short one shows whole."""
+    long_test = " and ".join(f"settings.option_number_{i} == {i}" for i in range(8))
+    (tmp_path / "m.py").write_text(
+        "def f():\n"
+        f"    if {long_test}:\n        raise ValueError('a long condition raises this')\n"
+        "    if n > 3:\n        raise ValueError('a short condition raises this')\n"
+    )
+    docs = sorted(r["documentation"] for r in mine([str(tmp_path)]).records)
+    assert ["Raised by f when n > 3.", "Raised by f."] == docs

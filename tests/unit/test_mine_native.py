@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import regex
 
+from errkb.mine import mine
 from errkb.mine._native import native_sites
 from errkb.mine._site import Hole, Site, Template
 from errkb.mine._template import message_pattern
@@ -60,7 +61,7 @@ def test_a_multi_line_check_joins_literals_and_holes():
         '" dims\n',
         Hole("weight.sizes()"),
     ) == site.template
-    assert ("RuntimeError", 3, "input.dim() >= 1") == (
+    assert ("RuntimeError", 3, "input.dim() < 1") == (
         site.error_class,
         site.line,
         site.condition,
@@ -87,11 +88,214 @@ def test_a_multi_line_check_joins_literals_and_holes():
 def test_each_check_macro_raises_the_class_python_sees(call, error_class):
     """The macro (or TORCH_CHECK_WITH's type) decides the Python class; the message is the same."""
     site = _one("c10/util/x.h", f"void f(bool ok) {{\n  {call};\n}}\n")
-    assert (("broken thing",), error_class, "ok") == (
+    assert (("broken thing",), error_class, "not ok") == (
         site.template,
         site.error_class,
         site.condition,
     )
+
+
+@pytest.mark.parametrize(
+    ("cond", "condition"),
+    [
+        ("input_size.size() == 2", "input_size.size() != 2"),
+        ("a != b", "a == b"),
+        ("n < limit", "n >= limit"),
+        ("n <= limit", "n > limit"),
+        ("n > 0", "n <= 0"),
+        ("n >= 0", "n < 0"),
+        ("(k < n)", "k >= n"),
+        ("ptr->size() >= 1", "ptr->size() < 1"),
+        ("(int)x == 3", "(int)x != 3"),
+        ('mode == "a<b"', 'mode != "a<b"'),
+        ("t.is_cuda()", "not t.is_cuda()"),
+        ("t.sizes()[0]", "not t.sizes()[0]"),
+        ("!t.is_cuda()", "t.is_cuda()"),
+        ("!(a && b)", "a && b"),
+        ("a && b", "not (a && b)"),
+        ("x > 0 || y > 0", "not (x > 0 || y > 0)"),
+        ("0 <= i < n", "not (0 <= i < n)"),
+        ("n % 2", "not (n % 2)"),
+        ("flags & 1 == 0", "not (flags & 1 == 0)"),
+        ("static_cast<int>(x) == y", "not (static_cast<int>(x) == y)"),
+    ],
+)
+def test_a_check_states_the_condition_under_which_it_raises(cond, condition):
+    """TORCH_CHECK(cond) raises when cond is false: the site's condition is cond turned round."""
+    site = _one("a.cpp", f'void f() {{\n  TORCH_CHECK({cond}, "the check failed here");\n}}\n')
+    assert condition == site.condition
+
+
+def test_an_internal_assert_states_the_condition_under_which_it_raises():
+    """TORCH_INTERNAL_ASSERT(n == 2, ...) raises when n != 2; its message quotes n == 2."""
+    site = _one("a.cpp", 'void f(int n) {\n  TORCH_INTERNAL_ASSERT(n == 2, "n is ", n);\n}\n')
+    assert "n != 2" == site.condition
+
+
+def test_std_torch_check_is_read_with_the_location_it_puts_first():
+    """STD_TORCH_CHECK's text starts with __func__, __FILE__:__LINE__; it is a RuntimeError."""
+    site = _one(
+        "csrc/libtorch_stable/ops.cu",
+        """\
+        void rms_norm(Tensor& out, const Tensor& input) {
+          STD_TORCH_CHECK(input.is_contiguous(), "input must be contiguous, got ", input.dim());
+          STD_TORCH_CHECK(out.dim() == 2);
+        }
+        """,
+        "vllm",
+    )
+    assert (
+        Hole("__func__"),
+        ", ",
+        Hole("__FILE__"),
+        ":",
+        Hole("__LINE__", number=True),
+        ", input must be contiguous, got ",
+        Hole("input.dim()"),
+    ) == site.template
+    assert ("RuntimeError", "not input.is_contiguous()", "rms_norm") == (
+        site.error_class,
+        site.condition,
+        site.function,
+    )
+    raised = "rms_norm, /src/csrc/libtorch_stable/ops.cu:2, input must be contiguous, got 3"
+    assert _pattern(site.template).fullmatch(raised)
+
+
+@pytest.mark.parametrize(
+    ("macro", "asserted", "condition"),
+    [
+        ("TORCH_CHECK_EQ", "==", "x.dim() != limit"),
+        ("TORCH_CHECK_NE", "!=", "x.dim() == limit"),
+        ("TORCH_CHECK_LT", "<", "x.dim() >= limit"),
+        ("TORCH_CHECK_LE", "<=", "x.dim() > limit"),
+        ("TORCH_CHECK_GT", ">", "x.dim() <= limit"),
+        ("TORCH_CHECK_GE", ">=", "x.dim() < limit"),
+    ],
+)
+def test_comparison_checks_say_check_failed_with_both_values(macro, asserted, condition):
+    """TORCH_CHECK_EQ(a, b) and kin: "Check failed: a == b (1 vs. 2)", raised when a != b."""
+    site = _one("a.cpp", f"void f(const Tensor& x, int limit) {{\n  {macro}(x.dim(), limit);\n}}\n")
+    assert (
+        f"Check failed: x.dim() {asserted} limit (",
+        Hole("x.dim()"),
+        " vs. ",
+        Hole("limit"),
+        ")",
+    ) == site.template
+    assert ("RuntimeError", condition) == (site.error_class, site.condition)
+    # c10 prefixes its log header; releases end the text with ") " or "). ".
+    raised = (
+        f"[F1201 18:50:19.123456789 a.cpp:2] Check failed: x.dim() {asserted} limit (3 vs. 2). "
+    )
+    match = _pattern(site.template).search(raised)
+    assert match is not None
+    assert ("3", "2") == match.groups()
+
+
+def test_a_comparison_checks_loose_operands_are_parenthesised_in_its_condition():
+    """TORCH_CHECK_EQ(flags & 1, 0) raises when (flags & 1) != 0, not flags & 1 != 0."""
+    site = _one("a.cpp", "void f(int flags) {\n  TORCH_CHECK_EQ(flags & 1, 0);\n}\n")
+    assert "(flags & 1) != 0" == site.condition
+
+
+def test_an_error_inside_an_if_is_raised_when_the_if_holds():
+    """if (c) { TORCH_CHECK(false, ...) } is raised when c; a check inside adds its failure."""
+    sites = _sites(
+        "a.cpp",
+        """\
+        Tensor f(const Tensor& t, int dtype) {
+          if (dtype == kFloat) {
+            TORCH_CHECK(t.dim() == 2, "float tensors must be two-dimensional");
+          } else if (dtype == kHalf || dtype == kBFloat16) {
+            for (int i = 0; i < 3; i++) {
+              TORCH_CHECK(false, "half tensors are not supported here");
+            }
+          } else {
+            AT_ERROR("unsupported dtype for this op: ", dtype);
+          }
+          if (!t.is_cuda()) AT_ERROR("the tensor must live on a CUDA device");
+          if (auto n = t.numel(); n > 10)
+            TORCH_CHECK(false, "too many elements in the tensor");
+          switch (dtype) {
+            case 1: {
+              TORCH_CHECK(false, "case one of the switch statement");
+            }
+          }
+        }
+        """,
+    )
+    assert [
+        "dtype == kFloat and t.dim() != 2",
+        "dtype != kFloat and (dtype == kHalf || dtype == kBFloat16)",
+        "dtype != kFloat and not (dtype == kHalf || dtype == kBFloat16)",
+        "!t.is_cuda()",
+        "n > 10",
+        None,
+    ] == [s.condition for s in sites]
+
+
+def test_guards_stop_at_a_lambda_and_at_an_else_they_cannot_pair():
+    """An if outside a lambda is not the lambda's guard; an else after a braceless if is unread."""
+    sites = _sites(
+        "a.cpp",
+        """\
+        void f(int n) {
+          if (n > 1) {
+            auto g = [&](int m) {
+              if (m) { TORCH_CHECK(false, "inside a lambda, guarded by m"); }
+            };
+          }
+          if (n == 2) n = 3;
+          else TORCH_CHECK(false, "after a braceless if, the else");
+        }
+        """,
+    )
+    assert ["m", None] == [s.condition for s in sites]
+
+
+def test_a_long_else_if_chain_is_followed_without_recursion():
+    """Two thousand else-ifs (past the recursion limit) still give the final else's condition."""
+    chain = "".join(f"  }} else if (k == {i}) {{\n    n = {i};\n" for i in range(2000))
+    source = f'void f(int k) {{\n  if (k < 0) {{\n{chain}  }} else {{\n    AT_ERROR("no case for k");\n  }}\n}}\n'
+    site = _one("a.cpp", source)
+    assert site.condition is not None
+    assert site.condition.startswith("k >= 0 and k != 0 and k != 1 and ")
+    assert site.condition.endswith("and k != 1999")
+
+
+def test_a_rust_error_inside_an_if_is_raised_when_the_if_holds():
+    """if c { return Err(...) } is raised when c, its else when not c; if let adds nothing."""
+    sites = _sites(
+        "src/lib.rs",
+        """\
+        impl Open {
+            fn new(size: usize, kind: Option<u8>) -> PyResult<Self> {
+                if size > 10 {
+                    return Err(PyValueError::new_err("the size is too large for us"));
+                } else if let Some(k) = kind {
+                    return Err(PyValueError::new_err("a kind was given, not allowed"));
+                } else {
+                    return Err(PyValueError::new_err("no kind was given at all"));
+                }
+            }
+        }
+        """,
+        "pkg",
+    )
+    assert ["size > 10", "size <= 10", "size <= 10"] == [s.condition for s in sites]
+
+
+def test_the_records_sentence_says_when_a_check_fails(tmp_path):
+    """The mined record of TORCH_CHECK(a == b, ...) reads "Raised by f when a != b."."""
+    (tmp_path / "csrc").mkdir()
+    (tmp_path / "csrc" / "bilinear.cpp").write_text(
+        "Tensor bilinear(const Tensor& input, IntArrayRef input_size) {\n"
+        '  TORCH_CHECK(input_size.size() == 2, "scores must be a 2D Tensor of sizes");\n'
+        "}\n"
+    )
+    [record] = mine([str(tmp_path)]).records
+    assert "Raised by bilinear when input_size.size() != 2." == record["documentation"]
 
 
 def test_a_check_without_a_message_quotes_its_condition_as_c10_does():
@@ -145,7 +349,8 @@ def test_nested_brackets_templates_and_c10_str_stay_inside_their_argument():
         """,
     )
     assert (
-        "std::get<0>(std::pair<int, int>{1, 2}) < t.size(0) && t.sizes()[0] > 1" == site.condition
+        "not (std::get<0>(std::pair<int, int>{1, 2}) < t.size(0) && t.sizes()[0] > 1)"
+        == site.condition
     )
     assert (
         "sizes ",
@@ -212,7 +417,7 @@ def test_checks_in_a_macro_body_read_through_line_splices_and_stringized_paramet
     assert (Hole("#TENSOR"), " must be a CUDA tensor, got ", Hole("TENSOR.device()")) == (
         site.template
     )
-    assert ("TENSOR.is_cuda()", 2, None) == (site.condition, site.line, site.function)
+    assert ("not TENSOR.is_cuda()", 2, None) == (site.condition, site.line, site.function)
 
 
 def test_functions_with_braced_defaults_operators_and_template_defaults_are_named():
@@ -273,12 +478,28 @@ def test_the_excerpt_holds_ten_lines_either_side_or_as_many_as_asked():
     assert (18, lines[17:22]) == (short.excerpt_start, short.excerpt.splitlines())
 
 
-def test_test_folders_and_other_languages_are_passed_over():
-    """Files under test folders and non-native files give no sites."""
+@pytest.mark.parametrize(
+    "path",
+    [
+        "aten/src/ATen/test/a.cpp",
+        "csrc/tests/kernels/a.cu",
+        "benchmarks/kernels/a.cu",
+        "benches/a.rs",
+        "tests/lib.rs",
+        "src/io_test.cc",
+        "src/test_ops.cpp",
+        "src/parser_test.rs",
+        "tools/a.py",
+    ],
+)
+def test_tests_benchmarks_and_other_languages_are_passed_over(path):
+    """Files under tests/ or benchmarks/, test_* and *_test files, and other languages."""
     check = 'void f() { TORCH_CHECK(false, "a message"); }\n'
-    files = [("aten/src/ATen/test/a.cpp", check), ("tools/a.py", check), ("src/a.cc", check)]
+    panic = 'fn f() { panic!("a message here"); }\n'
+    text = panic if path.endswith(".rs") else check
+    files = [(path, text), ("src/a.cc", check), ("src/a.rs", panic)]
     sites = list(native_sites(files, distribution="torch", version="1"))
-    assert ["src/a.cc"] == [s.path for s in sites]
+    assert ["src/a.cc", "src/a.rs"] == [s.path for s in sites]
 
 
 def test_a_real_check_in_the_installed_torch_headers_matches_what_torch_raises():
@@ -423,6 +644,53 @@ def test_rust_tests_function_references_and_lifetimes_give_no_sites():
     )
     assert [(r"kept: a \n stays",)] == [s.template for s in sites]
     assert ["parse"] == [s.function for s in sites]
+
+
+@pytest.mark.parametrize(
+    "item",
+    [
+        '#[cfg(test)]\nmod tests {\n    fn t() { panic!("in a test module"); }\n}',
+        '#[cfg(test)]\n#[allow(dead_code)]\npub(crate) mod tests {\n    fn t() { panic!("x"); }\n}',
+        '#[test]\nfn reads_a_file() {\n    panic!("in a test function");\n}',
+        '#[tokio::test]\nasync fn serves() {\n    panic!("in an async test");\n}',
+        '#[cfg(test)]\nfn helper() -> [u8; 2] {\n    panic!("in a test helper");\n}',
+        '#[cfg(test)]\nimpl Model {\n    fn fake() { panic!("in a test impl"); }\n}',
+        '#[cfg(all(test, feature = "http"))]\nfn t() {\n    panic!("in a test");\n}',
+    ],
+)
+def test_test_only_rust_items_give_no_sites(item):
+    """Items behind #[cfg(test)] (modules, functions, impls) and #[test] functions are left out."""
+    source = f'{item}\nfn kept() {{\n    panic!("the only message users meet");\n}}\n'
+    sites = _sites("src/lib.rs", source, "pkg")
+    assert [("the only message users meet",)] == [s.template for s in sites]
+
+
+def test_rust_items_for_users_builds_are_kept():
+    """#[cfg(not(test))] and #[cfg(any(test, ...))] items are in users' builds: kept."""
+    source = """\
+        #[cfg(not(test))]
+        fn a() { panic!("built for users, first"); }
+        #[cfg(any(test, feature = "x"))]
+        fn b() { panic!("built for users, second"); }
+        """
+    assert ["a", "b"] == [s.function for s in _sites("src/lib.rs", source, "pkg")]
+
+
+def test_a_file_marked_test_only_or_declared_as_a_test_module_gives_no_sites():
+    """#![cfg(test)] files, and the file of #[cfg(test)] mod name;, are left out whole."""
+    panic = 'fn f() { panic!("a message in this file"); }\n'
+    files = [
+        ("src/lib.rs", "#[cfg(test)]\nmod unit;\nmod kept;\n"),
+        ("src/unit.rs", panic),
+        ("src/kept.rs", panic),
+        ("src/models/mod.rs", "#[cfg(test)]\nmod checks;\n"),
+        ("src/models/checks/mod.rs", panic),
+        ("src/models/bpe.rs", "#[cfg(test)]\nmod cases;\n" + panic),
+        ("src/models/bpe/cases.rs", panic),
+        ("src/inner.rs", "#![cfg(test)]\n" + panic),
+    ]
+    sites = native_sites(files, distribution="pkg", version="1")
+    assert ["src/kept.rs", "src/models/bpe.rs"] == [s.path for s in sites]
 
 
 def test_real_tokenizers_and_safetensors_messages_match_their_templates(tmp_path):
