@@ -205,10 +205,10 @@ _PLEASE_INSTALL = regex.compile(
     rf"\bplease\s+install\s+{_NAME}(?:(?:\s+\S+){{0,6}}?\s+(?:at|from|here:?)\s+(?P<url>https?://[^\s`'\")]+))?",
     regex.IGNORECASE,
 )
-_VALUE = (
-    r"(?P<value>`[^`\n]+`|'[^'\n]*'|\"[^\"\n]*\"|True|False|None|true|false|-?\d+(?:[._]\d+)*(?:e-?\d+)?)"
+_VALUE = r"(?P<value>`[^`\n]+`|'[^'\n]*'|\"[^\"\n]*\"|True|False|None|true|false|-?\d+(?:[._]\d+)*(?:e-?\d+)?)"
+_SET_TO = regex.compile(
+    rf"\bset\s+`(?P<name>[^`\s]+)`\s+to\s+{_VALUE}(?!\w|\.\d)", regex.IGNORECASE
 )
-_SET_TO = regex.compile(rf"\bset\s+`(?P<name>[^`\s]+)`\s+to\s+{_VALUE}(?!\w|\.\d)", regex.IGNORECASE)
 _SET_EQ = regex.compile(
     r"\bset\s+`?(?P<name>--?[\w\-.]+|[A-Za-z_][\w.]*)\s*=\s*(?P<value>[^`\s,;)]+?)`?(?=[\s,;)`]|\.(?:\s|$)|$)",
     regex.IGNORECASE,
@@ -250,17 +250,23 @@ def _setting(name: str, value: str) -> tuple[str, str]:
     return name.strip("`"), value.strip("`")
 
 
+#: What a word of a command errkb writes may hold: names, versions, specifiers, URLs. A word
+#: with anything else (``;``, ``$``, quotes, a pipe) came from text errkb does not trust and
+#: would run more than it says; such a command is not offered.
+_SAFE_WORD = regex.compile(r"[\w.\-\[\],=<>!~*+:/@%]+")
+
+
 def _from_pip(m: regex.Match[str], _text: str) -> DerivedFix | None:
     args = [a.strip("`").rstrip(".,;:") for a in m["args"].split()]
     args = [a for a in args if a]
-    if not args or ELLIPSIS in m["args"]:
+    if not args or ELLIPSIS in m["args"] or not all(_SAFE_WORD.fullmatch(a) for a in args):
         return None
     command = "pip install " + " ".join(_quoted(a) for a in args)
     return DerivedFix(text=command, source="message", command=command)
 
 
 def _from_install(m: regex.Match[str], _text: str) -> DerivedFix | None:
-    if m["name"].lower() in _NOT_NAMES:
+    if m["name"].lower() in _NOT_NAMES or not _SAFE_WORD.fullmatch(m["name"]):
         return None
     command = f"pip install '{_dist(m['name'])}{m['op']}{m['ver']}'"
     return DerivedFix(text=command, source="message", command=command)
@@ -296,8 +302,8 @@ def _from_set(m: regex.Match[str], _text: str) -> DerivedFix | None:
         return DerivedFix(
             text=f"pass `{name}={value}`", source="message", settings=((name, value),)
         )
-    if regex.fullmatch(r"[A-Z][A-Z0-9_]{2,}", name):  # an environment variable
-        command = f"export {name}={value}"
+    if regex.fullmatch(r"[A-Z][A-Z0-9_]{2,}", name) and _SAFE_WORD.fullmatch(value):
+        command = f"export {name}={value}"  # an environment variable
         return DerivedFix(text=command, source="message", command=command)
     return DerivedFix(text=f"set `{name}={value}`", source="message", settings=((name, value),))
 
@@ -340,6 +346,27 @@ _RULES: tuple[tuple[regex.Pattern[str], Callable[..., DerivedFix | None], bool],
 )
 
 
+def _whole_holes_safe(text: str, literal: tuple[bool, ...], start: int, end: int) -> bool:
+    """Whether every hole the instruction ``text[start:end]`` reads is safe whole.
+
+    An instruction cut inside a hole (``pip install {pkg}`` holding ``acme; curl ... | sh``)
+    would offer part of text errkb does not trust; it is offered only when each hole it
+    touches holds nothing but words a command may hold.
+    """
+    i = start
+    while i < end:
+        if literal[i]:
+            i += 1
+            continue
+        j = i
+        while j < len(text) and not literal[j]:
+            j += 1
+        if not all(_SAFE_WORD.fullmatch(w) for w in text[i:j].split()):
+            return False
+        i = j
+    return True
+
+
 def message_fix(seen: Message) -> DerivedFix | None:
     """The message's own instruction as a command or a setting, or ``None``.
 
@@ -350,6 +377,8 @@ def message_fix(seen: Message) -> DerivedFix | None:
     for pattern, build, imperative in _RULES:
         for m in pattern.finditer(text):
             if not literal[m.start()] or (imperative and not _imperative(text, m.start())):
+                continue
+            if not _whole_holes_safe(text, literal, m.start(), m.end()):
                 continue
             found = build(m, text)
             if found is not None:

