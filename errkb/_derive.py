@@ -572,17 +572,26 @@ def fix(record: Record, seen: Message) -> DerivedFix | None:
     return message_fix(seen) or skew_fix(record) or condition_fix(record)
 
 
-def check(record: Record) -> str | None:
+def check(record: Record, file: str | None = None) -> str | None:
     """What the check was, in one sentence: the record's documentation, right way round.
 
     A native check's condition is what must hold (``TORCH_CHECK(cond, ...)`` raises when it
-    does not), so it is said as such; ``None`` when the record has no documentation.
+    does not), so it is said as such. A check at module level names its file: ``file``, the
+    release in use's, when given, in place of the newest release's. ``None`` when the record
+    has no documentation.
     """
     doc = record.documentation
     if not doc:
         return None
     m = _DOC.match(doc)
-    if m is None or not m["condition"] or not _native_check(record):
+    if m is None:
         return doc
-    where = f"by {m['function']}" if m["function"] else f"at module level in {m['path']}"
-    return f"{m['verb']} {where} when this check fails: {m['condition']}."
+    path = file if file and m["path"] == record.file_path else m["path"]
+    if path == m["path"] and not (m["condition"] and _native_check(record)):
+        return doc
+    where = f"by {m['function']}" if m["function"] else f"at module level in {path}"
+    if m["condition"] and _native_check(record):
+        return f"{m['verb']} {where} when this check fails: {m['condition']}."
+    through = m["through"] or ""
+    when = f" when {m['condition']}" if m["condition"] else ""
+    return f"{m['verb']}{through} {where}{when}."

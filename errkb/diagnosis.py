@@ -360,7 +360,7 @@ def _first_screen(
         finding,
         title=_derive.title(record, seen),
         fix=_derive.fix(record, seen),
-        check=_derive.check(record),
+        check=_derive.check(record, site.file if site is not None else None),
         site=site,
     )
 

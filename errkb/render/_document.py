@@ -484,6 +484,10 @@ def _long_sections(finding: Finding, others: list[Finding]) -> list[Section]:
         upstream.append(f"raised in {repo}{record.file_path}{line}")
     if record.github_url and (finding.site is None or record.skew is not None):
         upstream.append(record.github_url)
+    elif record.github_url and finding.site is not None and finding.site.file is None:
+        # No release in use to link: the newest release's link, said to be that.
+        newest = finding.site.last or finding.site.checked
+        upstream.append(f"in {newest}: {record.github_url}" if newest else record.github_url)
     upstream.extend(f"also raised at {place}" for place in finding.match.also)
     if upstream:
         sections.append(Section("Upstream", "list", tuple(clean(u) for u in upstream)))
@@ -559,7 +563,7 @@ def record_block(record: Record) -> Block:
     What it matches comes first; solutions show the captures they use as placeholders,
     ``<name>``, as a diagnosis does when a message lacks them.
     """
-    from errkb import _derive
+    from errkb import _derive, _sites
     from errkb._patterns import fill_template
     from errkb.findings import ExampleFix, Finding, Solution
     from errkb.match import MINED_TAG, Match
@@ -577,6 +581,7 @@ def record_block(record: Record) -> Block:
             title=_derive.title(record, seen),
             fix=_derive.fix(record, seen),
             check=_derive.check(record),
+            site=_sites.site_for(record),
         )
     said = [
         f"{label}: {value}"

