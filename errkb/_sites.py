@@ -90,6 +90,8 @@ def releases_text(dist: str, first: str | None, last: str | None, checked: str |
     """``transformers 4.36.2 to 4.51.3``; ``vllm 0.10.0 and later (to 0.33.0, the newest checked)``."""
     if last is not None:
         return f"{dist} {first} to {last}" if first and first != last else f"{dist} {last}"
+    if first is not None and first == checked:
+        return f"{dist} {first} (the newest checked)"
     start = f"{dist} {first} and later" if first else f"every {dist} release checked"
     return f"{start} (to {checked}, the newest checked)" if checked else start
 

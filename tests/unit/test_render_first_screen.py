@@ -129,7 +129,10 @@ def test_nothing_derivable_has_no_fix_line_but_says_the_check_and_where():
     assert "Fix:" not in text
     assert "errkb: quant_state is required [error]" in text
     assert "Why: Raised by matmul_4bit when quant_state is None." in text
-    assert "Where: raised in bitsandbytes 0.50.2 and later" in text
+    assert (
+        "Where: raised in bitsandbytes 0.50.2 (the newest checked) at "
+        "bitsandbytes/autograd/_functions.py:415"
+    ) in text
 
 
 @pytest.mark.parametrize("color", [False, True])
