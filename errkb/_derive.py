@@ -183,7 +183,7 @@ class DerivedFix:
 
 _SPEC = r"(?:>=|==|~=|<=|!=|>|<)"
 _VERSION = r"v?(?P<ver>\d+(?:\.\d+)*(?:[a-z]+\d*)?(?:\.post\d+|\.dev\d+)?)"
-_NAME = r"`?(?P<name>[A-Za-z][\w\-\[\]]*(?:\.[A-Za-z]\w*)*)`?"
+_NAME = r"`?(?P<name>[A-Za-z][\w\-\[\]]{0,60}(?:\.[A-Za-z]\w{0,40}){0,4})`?"
 _PIP = regex.compile(
     r"\bpip3?\s+install\s+(?P<args>[^`\n()]+?)"
     r"(?=\s*(?:`|\)|\n|$|[.,;:](?:\s|$|`)|\s+(?:or|and|to|for|which|if|then|first)\b))",

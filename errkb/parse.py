@@ -115,7 +115,9 @@ def parse_text(text: str) -> list[ParsedException]:
     return [ParsedException(class_name=None, message="\n".join(every).strip())]
 
 
-_RELEASE_TEXT = r"v?(?P<ver>\d+(?:\.\d+)+(?:(?:a|b|rc)\d+|\.post\d+|\.dev\d+)*(?:\+[\w.]+)?)"
+_RELEASE_TEXT = (
+    r"v?(?P<ver>\d{1,9}(?:\.\d{1,9}){1,5}(?:(?:a|b|rc)\d+|\.post\d+|\.dev\d+)*(?:\+[\w.]+)?)"
+)
 #: Where a text states which release of a distribution ran, each with the distribution's name
 #: (a ``name`` group) or the distribution it is about.
 _STATED: tuple[tuple[regex.Pattern[str], str | None], ...] = (
@@ -123,11 +125,16 @@ _STATED: tuple[tuple[regex.Pattern[str], str | None], ...] = (
     (regex.compile(rf"\bvLLM API server version {_RELEASE_TEXT}"), "vllm"),
     (regex.compile(rf"\bInitializing an? (?:V\d )?LLM engine \({_RELEASE_TEXT}\)"), "vllm"),
     # A pin or a freeze: "transformers==4.45.2".
-    (regex.compile(rf"(?<![\w.\-])(?P<name>[A-Za-z][\w.\-]*?)==\s*{_RELEASE_TEXT}(?![\w])"), None),
+    (
+        regex.compile(
+            rf"(?<![\w.\-])(?P<name>[A-Za-z][\w.\-]{{0,80}}?)==\s*{_RELEASE_TEXT}(?![\w])"
+        ),
+        None,
+    ),
     # An installed path: "site-packages/vllm-0.9.2-py3.11.egg/", "torch-2.4.0.dist-info".
     (
         regex.compile(
-            rf"[/\\](?P<name>[A-Za-z][\w.]*?)-{_RELEASE_TEXT}"
+            rf"[/\\](?P<name>[A-Za-z][\w.]{{0,80}}?)-{_RELEASE_TEXT}"
             r"(?=(?:-py\d[\w.\-]*)?(?:\.dist-info|\.egg-info|\.egg)?[/\\])"
         ),
         None,
@@ -135,7 +142,7 @@ _STATED: tuple[tuple[regex.Pattern[str], str | None], ...] = (
     # An environment report: "- `transformers` version: 4.45.2", "PyTorch version: 2.4.0+cu121".
     (
         regex.compile(
-            rf"(?:^|[\s`(-])`?(?P<name>[A-Za-z][\w.\-]*)`? [Vv]ersion: {_RELEASE_TEXT}",
+            rf"(?:^|[\s`(-])`?(?P<name>[A-Za-z][\w.\-]{{0,80}})`? [Vv]ersion: {_RELEASE_TEXT}",
             regex.MULTILINE,
         ),
         None,
