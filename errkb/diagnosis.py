@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import time
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -128,7 +129,9 @@ def diagnose(
         )
     evidence = Evidence(options=options, exceptions=chain)
     try:
-        return _assemble(infos, [type(e) for e in chain], evidence, options, registry, notes)
+        return _assemble(
+            infos, [type(e) for e in chain], evidence, options, registry, notes, stated=None
+        )
     finally:
         evidence.close()
 
@@ -165,7 +168,8 @@ def explain_lines(
     from errkb.parse import parse_text
 
     reading = Windows(lines)
-    windows = iter(reading)
+    stated = _Stated()
+    windows = map(stated.read, reading)
     first = next(windows, None)
     second = next(windows, None)
     if first is None:
@@ -207,9 +211,33 @@ def explain_lines(
     evidence = Evidence(options=options, exceptions=(), text=first if second is None else None)
     try:
         classes = [i.class_name for i in infos]
-        return _assemble(infos, classes, evidence, options, registry, cut)
+        return _assemble(infos, classes, evidence, options, registry, cut, stated=stated.releases())
     finally:
         evidence.close()
+
+
+class _Stated:
+    """The releases a text states it ran (:func:`errkb.parse.stated_releases`), window by window.
+
+    A distribution stated at two different releases, in one window or across them, is left
+    out, as within one text.
+    """
+
+    def __init__(self) -> None:
+        self._seen: dict[str, str | None] = {}
+
+    def read(self, window: str) -> str:
+        from errkb.parse import stated_releases
+        from errkb.records import release_key
+
+        for dist, release in stated_releases(window).items():
+            before = self._seen.setdefault(dist, release)
+            if before is not None and release_key(before) != release_key(release):
+                self._seen[dist] = None
+        return window
+
+    def releases(self) -> dict[str, str]:
+        return {d: r for d, r in self._seen.items() if r is not None}
 
 
 def _every_exception(windows: Iterable[str], parse: Any) -> list[Any]:
@@ -250,8 +278,14 @@ def _assemble(
     options: Options,
     registry: Registry | None,
     notes: list[str],
+    *,
+    stated: Mapping[str, str] | None,
 ) -> Diagnosis | None:
-    """Match every exception, run the advisors, and put the diagnosis together."""
+    """Match every exception, run the advisors, and put the diagnosis together.
+
+    ``stated`` holds the releases a pasted text states it ran (``None`` for a live exception,
+    whose installed release is the one that ran).
+    """
     from errkb.advisors import run_advisors
     from errkb.match import Skipped
 
@@ -289,10 +323,46 @@ def _assemble(
         return None
     evidence.infos = tuple(infos)
     findings = run_advisors(findings, evidence, deadline, notes)
+    findings = [_first_screen(f, infos[f.exception], evidence, stated) for f in findings]
     from errkb import _plugins
 
     notes.extend(n for n in (*evidence.notes, *_plugins.problems()) if n not in notes)
     return Diagnosis(exceptions=tuple(infos), findings=tuple(findings), notes=tuple(notes))
+
+
+def _first_screen(
+    finding: Finding, info: ExceptionInfo, evidence: Evidence, stated: Mapping[str, str] | None
+) -> Finding:
+    """A mined finding with what its record says for itself: title, fix, check and site.
+
+    The release in use is, under the hook, the installed one; for a pasted text, the one it
+    states, else the one its traceback's paths point at, else (probes on) the installed one.
+    """
+    if not finding.match.mined:
+        return finding
+    from errkb import _derive, _sites
+
+    record = finding.record
+    seen = _derive.message_of(record, info.message, *info.notes)
+    site = None
+    if record.versions is not None:
+        dist = record.versions.distribution
+        reading = evidence.probe("installed")
+        installed = reading.get(dist) if isinstance(reading, Mapping) else None
+        ours = [(str(installed) if installed else None, "installed")]
+        theirs = [((stated or {}).get(dist), "stated")]
+        frames = [(f.file, f.line) for f in reversed(info.frames)]
+        if stated is None:
+            site = _sites.site_for(record, frames, known=ours)
+        else:
+            site = _sites.site_for(record, frames, known=theirs, fallback=ours)
+    return attrs.evolve(
+        finding,
+        title=_derive.title(record, seen),
+        fix=_derive.fix(record, seen),
+        check=_derive.check(record, site.file if site is not None else None),
+        site=site,
+    )
 
 
 def _is_wrapper(matches: list[Match]) -> bool:

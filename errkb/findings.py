@@ -19,6 +19,8 @@ from errkb._redact import redact_all
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping
 
+    from errkb._derive import DerivedFix
+    from errkb._sites import Site
     from errkb.match import Match
     from errkb.records import Record
 
@@ -178,18 +180,34 @@ WRAPPER_TAG = "wrapper-error"
 
 @attrs.frozen(kw_only=True)
 class Finding:
-    """A record that matched one exception, with what the advisors made of it."""
+    """A record that matched one exception, with what the advisors made of it.
+
+    For a mined record, what its message and generated sentence say for themselves
+    (:mod:`errkb._derive`, :mod:`errkb._sites`): ``title``, a title in words in place of the
+    slug; ``fix``, the fix derived from the message, the skew pin or the check's condition
+    (a :class:`~errkb._derive.DerivedFix`); ``check``, what the check was, in one sentence;
+    ``site``, where the release in use raises it (a :class:`~errkb._sites.Site`).
+    """
 
     match: Match
     exception: int
     solutions: tuple[Solution, ...]
     facts: tuple[Fact, ...] = ()
     example_fix: ExampleFix | None = None
+    title: str | None = None
+    fix: DerivedFix | None = None
+    check: str | None = None
+    site: Site | None = None
 
     @property
     def record(self) -> Record:
         """The record that matched."""
         return self.match.record
+
+    @property
+    def heading(self) -> str:
+        """What the finding is called: the record's title, the derived title, or the slug."""
+        return self.record.title or self.title or self.record.slug
 
     @property
     def wrapper(self) -> bool:
@@ -211,6 +229,10 @@ class Finding:
             "documentation": r.documentation,
             "common_situations": r.common_situations,
             "upstream": {"file": r.file_path, "line": r.line_number, "url": r.github_url},
+            "heading": self.heading,
+            "fix": self.fix.to_dict() if self.fix else None,
+            "check": self.check,
+            "site": self.site.to_dict() if self.site else None,
             "solutions": [s.to_dict() for s in self.solutions],
             "facts": [f.to_dict() for f in self.facts],
             "example_fix": self.example_fix.to_dict() if self.example_fix else None,
@@ -264,6 +286,7 @@ def _json(diagnosis: Diagnosis | None) -> dict[str, object]:
             "schema": SCHEMA,
             "exceptions": [e.to_dict() for e in diagnosis.exceptions] if diagnosis else [],
             "matches": [f.to_dict() for f in diagnosis.findings] if diagnosis else [],
+            "fix": top.fix.to_dict() if top and top.fix else None,
             "solutions": [s.to_dict() for s in top.solutions] if top else [],
             "facts": [f.to_dict() for f in top.facts] if top else [],
             "example_fix": top.example_fix.to_dict() if top and top.example_fix else None,

@@ -54,10 +54,12 @@ def summary(diagnosis: Diagnosis) -> str:
     from errkb._sanitize import clean
 
     top = diagnosis.top
-    line = f"{top.record.id}: {top.record.heading}"
+    line = f"{top.record.id}: {top.heading}"
     settings = next((s.settings for s in top.solutions if s.settings), None)
     if settings:
         line += " (try " + ", ".join(f"{k}={v!r}" for k, v in settings.items()) + ")"
+    elif top.fix is not None:  # a mined record's derived fix
+        line += f" (try {top.fix.text})"
     return clean(line).replace("\n", " ")
 
 

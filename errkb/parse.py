@@ -38,7 +38,7 @@ import regex
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
 
-__all__ = ["ParsedException", "ParsedFrame", "class_at", "parse_text"]
+__all__ = ["ParsedException", "ParsedFrame", "class_at", "parse_text", "stated_releases"]
 
 _CLASS = r"[A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)*"
 _AFTER_TRACEBACK = regex.compile(rf"^(?P<cls>{_CLASS})(?::[ ]?(?P<msg>.*))?$")
@@ -113,6 +113,81 @@ def parse_text(text: str) -> list[ParsedException]:
         if found:
             return [p for _, p in (found[:1] if step is _Reader.inline else found)]
     return [ParsedException(class_name=None, message="\n".join(every).strip())]
+
+
+_RELEASE_TEXT = (
+    r"v?(?P<ver>\d{1,9}(?:\.\d{1,9}){1,5}(?:(?:a|b|rc)\d+|\.post\d+|\.dev\d+)*(?:\+[\w.]+)?)"
+)
+#: Where a text states which release of a distribution ran, each with the distribution's name
+#: (a ``name`` group) or the distribution it is about.
+_STATED: tuple[tuple[regex.Pattern[str], str | None], ...] = (
+    # vLLM's own banners: "vLLM API server version 0.9.2", "Initializing a V1 LLM engine (v0.9.2)".
+    (regex.compile(rf"\bvLLM API server version {_RELEASE_TEXT}"), "vllm"),
+    (regex.compile(rf"\bInitializing an? (?:V\d )?LLM engine \({_RELEASE_TEXT}\)"), "vllm"),
+    # A pin or a freeze: "transformers==4.45.2".
+    (
+        regex.compile(
+            rf"(?<![\w.\-])(?P<name>[A-Za-z][\w.\-]{{0,80}}?)==\s*{_RELEASE_TEXT}(?![\w])"
+        ),
+        None,
+    ),
+    # An installed path: "site-packages/vllm-0.9.2-py3.11.egg/", "torch-2.4.0.dist-info".
+    (
+        regex.compile(
+            rf"[/\\](?P<name>[A-Za-z][\w.]{{0,80}}?)-{_RELEASE_TEXT}"
+            r"(?=(?:-py\d[\w.\-]*)?(?:\.dist-info|\.egg-info|\.egg)?[/\\])"
+        ),
+        None,
+    ),
+    # An environment report: "- `transformers` version: 4.45.2", "PyTorch version: 2.4.0+cu121".
+    (
+        regex.compile(
+            rf"(?:^|[\s`(-])`?(?P<name>[A-Za-z][\w.\-]{{0,80}})`? [Vv]ersion: {_RELEASE_TEXT}",
+            regex.MULTILINE,
+        ),
+        None,
+    ),
+)
+#: Names that texts give distributions whose PyPI name differs.
+_DIST_ALIASES = {
+    "pytorch": "torch",
+    "huggingface-hub": "huggingface-hub",
+    "hf-hub": "huggingface-hub",
+}
+
+
+def _distribution(name: str) -> str:
+    normal = regex.sub(r"[-_.]+", "-", name).lower()
+    return _DIST_ALIASES.get(normal, normal)
+
+
+def stated_releases(text: str) -> dict[str, str]:
+    """The releases that ``text`` says ran, by distribution (its PEP 503 name).
+
+    A pasted log's own statement of what was running, where a diagnosis cannot read the
+    installed metadata.
+
+    Read from vLLM's banners (``vLLM API server version 0.9.2``, ``Initializing a V1 LLM engine
+    (v0.9.2)``), pins (``transformers==4.45.2``), installed paths
+    (``site-packages/vllm-0.9.2-py3.11.egg/``) and environment reports (``PyTorch version:
+    2.4.0``). A distribution stated at two different releases is left out: which one ran
+    cannot be told.
+
+    >>> stated_releases("INFO 07-01 12:00:00 [api_server.py:1] vLLM API server version 0.9.2")
+    {'vllm': '0.9.2'}
+    >>> stated_releases("pip install transformers==4.45.2 ... transformers==4.46.0")
+    {}
+    """
+    from errkb.records import release_key
+
+    found: dict[str, set[str]] = {}
+    keys: dict[str, set[object]] = {}
+    for pattern, dist in _STATED:
+        for m in pattern.finditer(text):
+            name = dist or _distribution(m["name"])
+            found.setdefault(name, set()).add(m["ver"])
+            keys.setdefault(name, set()).add(release_key(m["ver"]) or m["ver"])
+    return {name: min(found[name]) for name in sorted(found) if len(keys[name]) == 1}
 
 
 # Step 1: normalise ----------------------------------------------------------------------------

@@ -27,6 +27,36 @@ NO_BLOCKS_MESSAGE = (
     "initializing the engine."
 )
 
+#: vLLM's real "Failed to import from vllm._C" log record (records/mined/vllm.jsonl), its sites
+#: shortened: up to 0.9.2 in vllm/_custom_ops.py, from 0.11.2 in vllm/platforms/rocm.py.
+VLLM_C_RECORD = record_dict(
+    id="mined-vllm-7f6e36e941e1",
+    slug="failed-to-import-from-vllm-c-with-e-e941e1",
+    repo="vllm-project/vllm",
+    errorMessage="Failed to import from vllm._C with {e}",
+    messagePattern=r"Failed to import from vllm\._C with (?P<e>.+)",
+    severity="warning",
+    filePath="vllm/platforms/rocm.py",
+    lineNumber=58,
+    githubUrl="https://github.com/vllm-project/vllm/blob/v0.33.0/vllm/platforms/rocm.py#L58",
+    documentation="Logged at module level in vllm/platforms/rocm.py.",
+    tags=["mined", "log", "python"],
+    versions={
+        "distribution": "vllm",
+        "first": "0.5.5",
+        "checked": "0.33.0",
+        "sites": {
+            "0.5.5": "vllm/_custom_ops.py:17",
+            "0.7.3": ":21",
+            "0.9.2": ":20",
+            "0.11.2": "vllm/platforms/rocm.py:39",
+            "0.33.0": ":58",
+        },
+    },
+)
+VLLM_C_MESSAGE = (
+    "Failed to import from vllm._C with ModuleNotFoundError(\"No module named 'vllm._C'\")"
+)
 #: A Llama-3-8B-shaped config.json: 32 layers, 8 KV heads of 128, bf16 (131072 bytes a token).
 LLAMA = {
     "model_type": "llama",

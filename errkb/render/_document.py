@@ -34,6 +34,7 @@ from errkb._sanitize import clean
 from errkb.units import format_bytes
 
 if TYPE_CHECKING:
+    from errkb._sites import Site
     from errkb.findings import Diagnosis, ExampleFix, Fact, Finding, Solution
     from errkb.records import Record
 
@@ -351,35 +352,100 @@ def _led_to(after: list[Finding]) -> list[Section]:
         ("Reported again by", [f for f in after if f.wrapper]),
     ):
         if findings:
-            titles = tuple(clean(f.record.heading) for f in findings)
+            titles = tuple(clean(f.heading) for f in findings)
             ids = tuple(clean(f"({f.record.id})") for f in findings)
             sections.append(Section(heading, "list", titles, lines=1, tails=ids))
     return sections
+
+
+#: What the Fix line adds after a derived fix, by where it came from.
+_FIX_TAILS = {"condition": "(the setting the check reads)"}
+#: How the release in use was known, as the Where line says it.
+_BASES = {
+    "installed": "installed",
+    "stated": "as the text states",
+    "traceback": "by your traceback's file",
+}
+
+
+def _where(site: Site) -> list[Section]:
+    """Where the release in use raises it, with the link, and which releases raise it.
+
+    With no release known (or one that does not raise it), the range: the releases and the
+    lines they raise it at, not the newest release's site alone.
+    """
+    releases = site.releases()
+    if site.file is None:
+        if not site.spread:
+            return []
+        said = f"raised in {releases} at {'; '.join(site.spread)}"
+        sections = [Section("Where", "text", (clean(said),), lines=2, inline=True)]
+        if site.release is not None and site.raises is False:
+            basis = f" ({_BASES[site.basis]})" if site.basis in _BASES else ""
+            said = f"{site.distribution} {site.release}{basis} is not one of them"
+            sections.append(Section("Releases", "text", (clean(said),), inline=True))
+        return sections
+    line = f":{site.line}" if site.line else ""
+    if site.basis == "traceback":
+        span = f"{site.release} and later" + (f", before {site.until}" if site.until else "")
+        said = f"{site.file}{line} in {site.distribution} {span} ({_BASES['traceback']})"
+    else:
+        said = f"{site.file}{line} in {site.distribution} {site.release}"
+        said += f" ({_BASES.get(site.basis or '', site.basis)})" if site.basis else ""
+    items = (said, site.url) if site.url else (said,)
+    return [
+        Section("Where", "text", tuple(clean(i) for i in items), lines=2, inline=True),
+        Section("Releases", "text", (clean(releases),), lines=1, inline=True),
+    ]
+
+
+def _stated_release(site: Site) -> Section:
+    """A skew record's releases, and whether the release a text states is among them.
+
+    The installed release's standing is a fact of its own (:mod:`errkb.advisors._versions`).
+    """
+    side = "" if site.raises is None else "is one of them" if site.raises else "is not one of them"
+    said = f"{site.releases()}; {site.release} ({_BASES['stated']}) {side}".rstrip()
+    return Section("Releases", "text", (clean(said),), lines=2, inline=True)
 
 
 def _short_sections(finding: Finding) -> list[Section]:
     record = finding.record
     sections: list[Section] = []
     solutions = short_solutions(finding.solutions)
-    if solutions:
+    derived = finding.fix
+    if derived is not None:
+        # The solution the derived fix was read from (a skew record's pin) is said once.
+        solutions = tuple(s for s in solutions if derived.text not in s.text)
+        tail = _FIX_TAILS.get(derived.source, "")
+        sections.append(Section("Fix", "text", (clean(derived.text),), tails=(tail,), inline=True))
+    elif solutions:
         best = clean(_solution_line(solutions[0], short=True))
         sections.append(Section("Fix", "text", (best,), inline=True))
+        solutions = solutions[1:]
     sections.extend(_fix_section(finding.example_fix, short=True))
-    if record.documentation:
-        why = (clean(record.documentation),)
-        sections.append(Section("Why", "text", why, lines=WHY_LINES, inline=True))
-    if finding.facts:
-        facts = _facts_by_source(finding.facts)
-        sections.append(Section("Facts", "hanging", facts, lines=FACT_LINES))
+    why = finding.check or record.documentation
+    if why:
+        sections.append(Section("Why", "text", (clean(why),), lines=WHY_LINES, inline=True))
+    if finding.site is not None and record.skew is None:
+        sections.extend(_where(finding.site))
+    elif finding.site is not None and finding.site.basis == "stated":
+        sections.append(_stated_release(finding.site))
+    facts = finding.facts
+    if finding.site is not None:
+        # The Releases line says how the installed release stands against the record's.
+        facts = tuple(f for f in facts if not (f.source == "installed" and f.name == "raised by"))
+    if facts:
+        sections.append(Section("Facts", "hanging", _facts_by_source(facts), lines=FACT_LINES))
     elif captures := [f"{k} = {v}" for k, v in finding.match.captures.items() if v is not None]:
         # No advisor worked on it: what the message said is what the solutions rest on.
         said = clean(f"{_SOURCE_LABELS['message']}: ") + "; ".join(
             clean(c).replace(" ", GLUE) for c in captures
         )
         sections.append(Section("Facts", "hanging", (said,)))
-    if solutions[1:]:
-        texts = tuple(clean(s.text) for s in solutions[1:])
-        tails = tuple(clean(_settings(s, short=True)) for s in solutions[1:])
+    if solutions:
+        texts = tuple(clean(s.text) for s in solutions)
+        tails = tuple(clean(_settings(s, short=True)) for s in solutions)
         sections.append(Section("Other solutions", "list", texts, lines=1, tails=tails))
     return sections
 
@@ -387,12 +453,18 @@ def _short_sections(finding: Finding) -> list[Section]:
 def _long_sections(finding: Finding, others: list[Finding]) -> list[Section]:
     record = finding.record
     sections: list[Section] = []
+    if finding.fix is not None:
+        tail = _FIX_TAILS.get(finding.fix.source, "")
+        sections.append(
+            Section("Fix", "text", (clean(finding.fix.text),), tails=(tail,), inline=True)
+        )
     if finding.solutions:
         lines = tuple(clean(_solution_line(s)) for s in finding.solutions)
         sections.append(Section("Solutions", "numbered", lines))
     sections.extend(_fix_section(finding.example_fix, short=False))
-    if record.documentation:
-        sections.append(Section("What happened", "text", (clean(record.documentation),)))
+    what = finding.check or record.documentation
+    if what:
+        sections.append(Section("What happened", "text", (clean(what),)))
     if finding.facts:
         sections.append(
             Section("Facts", "list", tuple(clean(_fact_line(f)) for f in finding.facts))
@@ -404,12 +476,18 @@ def _long_sections(finding: Finding, others: list[Finding]) -> list[Section]:
     if history:
         sections.append(Section("History", "text", (clean(history),)))
     upstream = []
-    if record.file_path:
+    if finding.site is not None and record.skew is None:
+        upstream.extend(_site_lines(finding.site))
+    elif record.file_path:
         line = f":{record.line_number}" if record.line_number else ""
         repo = f"{record.repo} " if record.repo else ""
         upstream.append(f"raised in {repo}{record.file_path}{line}")
-    if record.github_url:
+    if record.github_url and (finding.site is None or record.skew is not None):
         upstream.append(record.github_url)
+    elif record.github_url and finding.site is not None and finding.site.file is None:
+        # No release in use to link: the newest release's link, said to be that.
+        newest = finding.site.last or finding.site.checked
+        upstream.append(f"in {newest}: {record.github_url}" if newest else record.github_url)
     upstream.extend(f"also raised at {place}" for place in finding.match.also)
     if upstream:
         sections.append(Section("Upstream", "list", tuple(clean(u) for u in upstream)))
@@ -417,6 +495,16 @@ def _long_sections(finding: Finding, others: list[Finding]) -> list[Section]:
         also = tuple(clean(f"{o.record.id} (score {o.match.score})") for o in others)
         sections.append(Section("Also matched", "list", also))
     return sections
+
+
+def _site_lines(site: Site) -> list[str]:
+    """The long form's upstream lines for a site: the release in use's, and the range."""
+    lines = [f"{s.heading}: {' '.join(s.items)}" for s in _where(site) if s.heading != "Releases"]
+    if site.file is not None:
+        lines.append(f"raised in {site.releases()}")
+    elif site.release is not None and site.raises is False:
+        lines.append(f"not raised by {site.distribution} {site.release} ({site.basis})")
+    return [line.removeprefix("Where: ") for line in lines]
 
 
 def _block(
@@ -442,7 +530,7 @@ def _block(
         sections = _short_sections(finding)
         footer = (f"more: errkb show {record.id}", matched)
     return Block(
-        title=clean(record.heading),
+        title=clean(finding.heading),
         severity=clean(record.severity or "error"),
         subtitle=clean(subtitle),
         sections=(*sections, *_led_to(after)),
@@ -475,9 +563,10 @@ def record_block(record: Record) -> Block:
     What it matches comes first; solutions show the captures they use as placeholders,
     ``<name>``, as a diagnosis does when a message lacks them.
     """
+    from errkb import _derive, _sites
     from errkb._patterns import fill_template
     from errkb.findings import ExampleFix, Finding, Solution
-    from errkb.match import Match
+    from errkb.match import MINED_TAG, Match
 
     finding = Finding(
         match=Match(record=record, captures={}, score=1.0),
@@ -485,6 +574,15 @@ def record_block(record: Record) -> Block:
         solutions=tuple(Solution(text=fill_template(s, {})) for s in record.solutions),
         example_fix=ExampleFix.from_record_text(record.example_fix) if record.example_fix else None,
     )
+    if MINED_TAG in record.tags:
+        seen = _derive.message_of(record)
+        finding = attrs.evolve(
+            finding,
+            title=_derive.title(record, seen),
+            fix=_derive.fix(record, seen),
+            check=_derive.check(record),
+            site=_sites.site_for(record),
+        )
     said = [
         f"{label}: {value}"
         for label, value in (
@@ -497,7 +595,7 @@ def record_block(record: Record) -> Block:
     ]
     matches = [Section("Matches", "list", tuple(clean(s) for s in said))] if said else []
     return Block(
-        title=clean(record.heading),
+        title=clean(finding.heading),
         severity=clean(record.severity or "error"),
         subtitle=clean(record.id),
         sections=(*matches, *_long_sections(finding, [])),

@@ -20,6 +20,7 @@ def test_empty_dict_has_the_keys_of_a_diagnosis_all_empty():
         "schema": "errkb.diagnosis/1",
         "exceptions": [],
         "matches": [],
+        "fix": None,
         "solutions": [],
         "facts": [],
         "example_fix": None,

@@ -10,7 +10,7 @@ from helpers import DATA
 from hypothesis import given
 from hypothesis import strategies as st
 
-from errkb.parse import ParsedException, class_at, parse_text
+from errkb.parse import ParsedException, class_at, parse_text, stated_releases
 
 
 def _format(exc: BaseException) -> str:
@@ -473,3 +473,46 @@ def test_an_ide_footer_after_a_blank_line_is_not_message():
     )
     [p] = parse_text(text)
     assert ("ValueError", "boom") == (p.class_name, p.message)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "INFO 07-01 12:00:00 [api_server.py:1287] vLLM API server version 0.9.2",
+            {"vllm": "0.9.2"},
+        ),
+        (
+            (
+                "INFO 07-01 12:00:00 [llm_engine.py:230] Initializing a V1 LLM engine (v0.9.2) with "
+                "config: model='m'"
+            ),
+            {"vllm": "0.9.2"},
+        ),
+        (
+            (
+                '  File "/opt/conda/lib/python3.10/site-packages/vllm-0.9.2-py3.10-linux-x86_64.egg/'
+                'vllm/engine.py", line 3, in f'
+            ),
+            {"vllm": "0.9.2"},
+        ),
+        (
+            "transformers==4.45.2\nhuggingface_hub==0.25.1",
+            {"huggingface-hub": "0.25.1", "transformers": "4.45.2"},
+        ),
+        (
+            "- `transformers` version: 4.45.2\n- PyTorch version: 2.4.0+cu121",
+            {"torch": "2.4.0+cu121", "transformers": "4.45.2"},
+        ),
+        ("ValueError: nothing here about releases", {}),
+    ],
+)
+def test_stated_releases(text, expected):
+    """Banners, pins, installed paths and environment reports state the release that ran."""
+    assert expected == stated_releases(text)
+
+
+def test_a_release_stated_twice_differently_is_left_out():
+    """Two different releases of one distribution: which one ran cannot be told."""
+    assert {} == stated_releases("vllm==0.9.2\nvLLM API server version 0.10.0")
+    assert {"torch": "2.4.0"} == stated_releases("torch==2.4.0\nPyTorch version: 2.4.0+cu121")
