@@ -11,8 +11,8 @@ and in that sentence. Each function here reads them, with the values the message
   then a skew record's pin or upgrade, then the guard condition restated as the setting it
   reads (``self.model_config.max_model_len > max_seq_len`` -> lower ``max_model_len``);
   ``None`` when none of them applies.
-- :func:`check`: the generated sentence, said the right way round for a native check (a
-  ``TORCH_CHECK`` states what must hold).
+- :func:`check`: the generated sentence (its condition is the one under which the message is
+  raised, native checks too), with the file of the release in use for a module-level site.
 
 An instruction is taken from the message's literal text only: a hole's value (text the program
 put there, such as another error) is never read as advice.
@@ -413,11 +413,6 @@ _PATH = regex.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+")
 _LITERAL = regex.compile(r"-?\d[\d_.]*|'[^']*'|\"[^\"]*\"|True|False|None")
 
 
-def _native_check(record: Record) -> bool:
-    """A C++ check (``TORCH_CHECK``): its condition is what must hold, not when it raises."""
-    return "native" in record.tags and "rust" not in record.tags
-
-
 def _conjuncts(condition: str) -> list[str]:
     """``a and (b and c) and not (d)`` -> ``['a', '(b and c)', 'not (d)']``."""
     out, depth, at = [], 0, 0
@@ -556,7 +551,7 @@ def condition_fix(record: Record) -> DerivedFix | None:
         if (
             said := _clause_fix(
                 clause,
-                negated=_native_check(record),
+                negated=False,
                 others=" and ".join(clauses[:i] + clauses[i + 1 :]),
             )
         )
@@ -573,25 +568,19 @@ def fix(record: Record, seen: Message) -> DerivedFix | None:
 
 
 def check(record: Record, file: str | None = None) -> str | None:
-    """What the check was, in one sentence: the record's documentation, right way round.
+    """What the check was, in one sentence: the record's documentation.
 
-    A native check's condition is what must hold (``TORCH_CHECK(cond, ...)`` raises when it
-    does not), so it is said as such. A check at module level names its file: ``file``, the
-    release in use's, when given, in place of the newest release's. ``None`` when the record
-    has no documentation.
+    The miner states every condition as the one under which the message is raised (a
+    ``TORCH_CHECK(cond, ...)``'s is ``cond`` turned round), so the sentence is said as written.
+    A check at module level names its file: ``file``, the release in use's, when given, in
+    place of the newest release's. ``None`` when the record has no documentation.
     """
     doc = record.documentation
     if not doc:
         return None
     m = _DOC.match(doc)
-    if m is None:
+    if m is None or not file or m["path"] != record.file_path or file == m["path"]:
         return doc
-    path = file if file and m["path"] == record.file_path else m["path"]
-    if path == m["path"] and not (m["condition"] and _native_check(record)):
-        return doc
-    where = f"by {m['function']}" if m["function"] else f"at module level in {path}"
-    if m["condition"] and _native_check(record):
-        return f"{m['verb']} {where} when this check fails: {m['condition']}."
     through = m["through"] or ""
     when = f" when {m['condition']}" if m["condition"] else ""
-    return f"{m['verb']}{through} {where}{when}."
+    return f"{m['verb']}{through} at module level in {file}{when}."

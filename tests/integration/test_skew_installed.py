@@ -25,10 +25,7 @@ pytest.importorskip("griffe")
 
 INIT = {
     "1.0": '"""skewpkg."""\n\n\ndef helper():\n    return 1\n',
-    "2.0": (
-        '"""skewpkg."""\n\n\ndef helper():\n    return 1\n\n\n'
-        "class NewThing:\n    pass\n"
-    ),
+    "2.0": ('"""skewpkg."""\n\n\ndef helper():\n    return 1\n\n\nclass NewThing:\n    pass\n'),
 }
 PROGRAM = "import errkb\nerrkb.install()\nfrom skewpkg import NewThing\n"
 
@@ -42,7 +39,9 @@ def _wheel(folder: Path, version: str) -> Path:
         whl.writestr(
             f"{info}/METADATA", f"Metadata-Version: 2.1\nName: skewpkg\nVersion: {version}\n"
         )
-        whl.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        whl.writestr(
+            f"{info}/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+        )
         whl.writestr(f"{info}/RECORD", "")
     return path
 
@@ -58,9 +57,7 @@ def mined(tmp_path_factory) -> dict[str, Path]:
         zipfile.ZipFile(wheel).extractall(target)
         installs[version] = target
     pack = root / "skewpkg.jsonl"
-    done = run_cli(
-        "mine", *(str(w) for w in wheels.values()), "--history", "--output", str(pack)
-    )
+    done = run_cli("mine", *(str(w) for w in wheels.values()), "--history", "--output", str(pack))
     assert 0 == done.returncode, done.stderr
     return {"pack": pack, **installs}
 
