@@ -18,8 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from errkb.mine._bounds import presence as _bounds_presence
-from errkb.mine._bounds import refine, release_list, site_ids
+from errkb.mine._bounds import Bound, involved, messages_of, presence, refine, release_list
 from errkb.mine._site import Hole, Site, Template
 from errkb.mine._sources import Source, open_source
 from errkb.mine._write import FORMATS, build_records, write_pack
@@ -27,6 +26,8 @@ from errkb.mine._write import FORMATS, build_records, write_pack
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator, Mapping, Sequence
     from pathlib import Path
+
+    from errkb.mine._bounds import Messages
 
 __all__ = [
     "FORMATS",
@@ -76,9 +77,9 @@ def mine(
     ``mine`` extra, griffe). ``excerpt_lines=0`` writes no source excerpt: the record keeps the
     raise site and its link.
 
-    ``bounds`` are more releases of the same distributions, read only for which records they
-    raise, so that each record's ``first`` and ``last`` name real releases, not the nearest
-    mined ones (:mod:`errkb.mine._bounds`). ``releases`` is every release the package index
+    ``bounds`` are more releases of the same distributions, read only for the messages whose
+    boundary lies next to them, from the files involved, so that each record's ``first`` and
+    ``last`` name real releases, not the nearest mined ones (:mod:`errkb.mine._bounds`). ``releases`` is every release the package index
     has in the range, oldest first or not (the mined and bounds ones are added), and
     ``unread`` says why a listed release was not read (``yanked`` ones are marked); the summary's ``releases`` holds each
     distribution's list (:func:`errkb.mine._bounds.release_list`), which the pack carries.
@@ -111,19 +112,24 @@ def mine(
         )
     order = _version_order([(s.distribution, s.version or "unknown") for s in sources])
     records = build_records(found, lambda v: order.get(v, -1), dropped)
-    present = _presence(found, bounds, native=native, workers=workers, cache=bounds_cache)
+    mined = _messages(found)
+    between = [
+        Bound(b.given, b.distribution, b.version or "unknown") for b in map(open_source, bounds)
+    ]
     everything = _version_order(
-        [(d, v) for d, versions in present.items() for v in versions] + [("", v) for v in releases]
+        [(d, v) for d, versions in mined.items() for v in versions]
+        + [(b.distribution, b.version) for b in between]
+        + [("", v) for v in releases]
     )
 
     def rank(version: str) -> int:
         return everything.get(version, -1)
 
-    bounded = refine(records, present, rank) if bounds else Counter()
-    if excerpt_lines == 0:  # not even the statement itself: no upstream code in the pack
-        for record in records:
-            for key in ("sourceCode", "sourceCodeStart", "sourceCodeEnd"):
-                record.pop(key, None)
+    bounded: Counter[str] = Counter()
+    if between:
+        bounded.update(involved(between, mined, rank))
+        read = presence(between, native=native, workers=workers, cache=bounds_cache)
+        bounded.update(refine(records, mined, between, read, rank))
     kinds = Counter(r["tags"][1] for r in records)
     languages = Counter(r["tags"][2] for r in records)
     skew: Counter[str] = Counter()
@@ -151,34 +157,32 @@ def mine(
                 yanked=yanked,
                 version_key=rank,
             )
-            for dist, versions in present.items()
+            for dist, versions in _read_releases(mined, between).items()
         },
         "seconds": round(time.perf_counter() - started, 2),
     }
     return MineResult(records=tuple(records), summary=summary)
 
 
-def _presence(
-    found: Sequence[tuple[Source, Site]],
-    bounds: Sequence[str],
-    *,
-    native: bool,
-    workers: int | None,
-    cache: Path | None,
-) -> dict[str, dict[str, frozenset[str]]]:
-    """Which records each release read raises: the mined ones from their sites, then bounds."""
+def _messages(found: Sequence[tuple[Source, Site]]) -> dict[str, dict[str, Messages]]:
+    """Each mined release's messages, with their files: distribution -> release -> messages."""
     by_release: dict[tuple[str, str], list[Site]] = {}
     for source, site in found:
         by_release.setdefault((source.distribution, site.version), []).append(site)
-    present: dict[str, dict[str, frozenset[str]]] = {}
+    out: dict[str, dict[str, Messages]] = {}
     for (dist, version), sites in by_release.items():
-        present.setdefault(dist, {})[version] = site_ids(sites)
-    for dist, versions in _bounds_presence(
-        bounds, native=native, workers=workers, cache=cache
-    ).items():
-        for version, ids in versions.items():
-            present.setdefault(dist, {}).setdefault(version, ids)
-    return present
+        out.setdefault(dist, {})[version] = messages_of(sites)
+    return out
+
+
+def _read_releases(
+    mined: dict[str, dict[str, Messages]], between: Sequence[Bound]
+) -> dict[str, list[str]]:
+    """Every release read of each distribution: the mined ones and the bounds."""
+    out = {dist: list(releases) for dist, releases in mined.items()}
+    for bound in between:
+        out.setdefault(bound.distribution, []).append(bound.version)
+    return out
 
 
 def _sites(

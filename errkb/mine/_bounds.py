@@ -5,19 +5,26 @@ record's sites and its body). Between two of them lie releases nobody read, so a
 ``first`` and ``last`` would be the nearest *mined* releases, not the real ones: transformers
 4.45.2 raises a message that a pack mined from 4.44.2 and 4.46.3 says starts in 4.46.3.
 
-Here every other release of the list is read with the same readers (Python, C++ and Rust) for
-one thing only: which records it raises, by record id (the distribution, the message and the
-class). Each record's ``first`` is then the oldest release read that raises it, and ``last``
-the newest when that is not the newest release read. Sites stay those of the mined releases.
+Every other release of the list (a *bound*) lies between two mined releases, its neighbours.
+A message both neighbours raise is taken to be raised by the releases between them, and one
+neither raises to be raised by none; only the messages that one neighbour raises and the
+other does not have a boundary in between. For those, the bound's files that the neighbours
+raise them from (the files involved) are read with the same readers (Python, C++ and Rust),
+and the bound raises a message when one of those files does. Each record's ``first`` is then
+the oldest release that raises it, and ``last`` the newest when that is not the newest release
+read. A message is known by its text and the short name of its class (the module a class is
+re-exported from may be resolved through a file not read). Sites stay those of the mined
+releases.
+
 The list of every release on the package index travels with the pack (:func:`release_list`),
 so that a range can be reasoned about at lookup time: a release older than the oldest read,
-and the releases that could not be read (yanked with no archive, no archive of the kind read),
-are known as such, not taken as raising or not.
+and the releases that could not be read (no archive of the kind read), are known as such.
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import os
 from collections import Counter
@@ -29,123 +36,208 @@ if TYPE_CHECKING:
 
     from errkb.mine._site import Site
 
-__all__ = ["RELEASES_SCHEMA", "presence", "refine", "release_list", "site_ids"]
+__all__ = [
+    "RELEASES_SCHEMA",
+    "Bound",
+    "involved",
+    "message_key",
+    "messages_of",
+    "presence",
+    "refine",
+    "release_list",
+]
 
 #: The layout of a pack's release list (``PACK.releases``).
 RELEASES_SCHEMA = "errkb.releases/1"
-
-
-def site_ids(sites: Iterable[Site]) -> frozenset[str]:
-    """The ids of the records these sites make (templates the specificity rule keeps)."""
-    from errkb.mine._template import error_message, why_too_generic
-    from errkb.mine._write import record_id
-
-    return frozenset(
-        record_id(s.distribution, error_message(s.template), s.error_class)
-        for s in sites
-        if why_too_generic(s.template) is None
-    )
-
-
-#: The modules whose code decides which record ids a release gives: a change to any of them
-#: makes a cached reading stale.
+#: The modules whose code decides which messages a file gives: a change to any of them makes
+#: a cached reading stale.
 _READERS = ("_python.py", "_native.py", "_template.py", "_site.py", "_sources.py", "_write.py")
 
+#: One release of a distribution's messages: :func:`message_key` -> the files that raise it.
+Messages = dict[str, set[str]]
 
-def _stamp(given: str, native: bool) -> str:
-    """What a cached reading of ``given`` depends on: the file (by size and digest), the code."""
+
+def message_key(message: str, error_class: str | None) -> str:
+    """A message as the bounds know it: its text and its class's short name.
+
+    Two records of one message differ by class (accelerate's gated-repo message was a
+    ``GatedRepoError`` until 1.12.0 and an ``OSError`` from 1.13.0), while the module a class
+    is named from depends on which files were read.
+    """
+    return f"{message}\0{(error_class or '').rpartition('.')[2]}"
+
+
+def messages_of(sites: Iterable[Site]) -> Messages:
+    """The messages these sites raise (templates the specificity rule keeps), with their files."""
+    from errkb.mine._template import error_message, why_too_generic
+    from errkb.mine._write import package_path
+
+    out: Messages = {}
+    for s in sites:
+        if why_too_generic(s.template) is None:
+            key = message_key(error_message(s.template), s.error_class)
+            out.setdefault(key, set()).add(package_path(s.path))
+    return out
+
+
+class Bound:
+    """A release read for the messages whose boundary lies next to it, from its files involved.
+
+    Attributes:
+        given: the SOURCE (a wheel or an sdist).
+        distribution: its distribution; ``version``: its release.
+        files: the package paths to read (see :func:`involved`).
+    """
+
+    def __init__(self, given: str, distribution: str, version: str) -> None:
+        self.given = given
+        self.distribution = distribution
+        self.version = version
+        self.files: frozenset[str] = frozenset()
+
+
+def involved(
+    bounds: Sequence[Bound],
+    mined: Mapping[str, Mapping[str, Messages]],
+    version_key: Callable[[str], Any],
+) -> Counter[str]:
+    """Set each bound's files: those its neighbours raise a message from that only one raises.
+
+    ``mined`` is distribution -> mined release -> its messages. A bound outside the mined
+    range (no neighbour on one side) reads nothing. Returns counts: ``messages`` (messages
+    whose boundary lies between two mined releases), ``files`` (files to read, over all bounds).
+    """
+    counts: Counter[str] = Counter()
+    for dist, releases in mined.items():
+        order = sorted(releases, key=version_key)
+        gaps = {}
+        for older, newer in itertools.pairwise(order):
+            a, b = releases[older], releases[newer]
+            changing = set(a).symmetric_difference(b)
+            counts["messages"] += len(changing)
+            files = set()
+            for message in changing:
+                files |= a.get(message, set()) | b.get(message, set())
+            gaps[(older, newer)] = frozenset(files)
+        for bound in bounds:
+            if bound.distribution != dist:
+                continue
+            key = version_key(bound.version)
+            for (older, newer), files in gaps.items():
+                if version_key(older) < key < version_key(newer):
+                    bound.files = files
+                    counts["files"] += len(files)
+    return counts
+
+
+def _stamp(bound: Bound, native: bool) -> str:
+    """What a cached reading depends on: the file (by digest), the files asked, the code."""
     digest = hashlib.sha256()
     here = Path(__file__).parent
     for name in _READERS:
         digest.update((here / name).read_bytes())
-    path = Path(given)
-    with path.open("rb") as file:
+    with Path(bound.given).open("rb") as file:
         for block in iter(lambda: file.read(1 << 20), b""):
             digest.update(block)
-    digest.update(f"{path.stat().st_size}\0{native}".encode())
+    digest.update("\0".join([str(native), *sorted(bound.files)]).encode())
     return digest.hexdigest()
 
 
-def _read_one(given: str, native: bool, cache: str | None) -> tuple[str, str, frozenset[str]]:
-    """One release's (distribution, version, record ids); a worker process runs this.
+def _read_one(bound: Bound, native: bool, cache: str | None) -> list[str]:
+    """The messages a bound's files involved raise; a worker process runs this.
 
     With ``cache`` (a folder), the reading of a file (a wheel or an sdist) is kept there under
-    the stamp of the file and of the readers' code, and reused while both are the same.
+    the stamp of the file, the files asked and the readers' code, and reused while all are the
+    same.
     """
-    from errkb.mine import _sites
+    from errkb.mine._native import CPP_SUFFIXES, RUST_SUFFIXES, native_sites
+    from errkb.mine._python import read_python
     from errkb.mine._sources import open_source
+    from errkb.mine._write import package_path
 
+    if not bound.files:
+        return []
     kept = None
-    if cache and Path(given).is_file():  # a folder is read afresh: it has no one digest
-        kept = Path(cache) / f"{Path(given).name}.{_stamp(given, native)[:24]}.json"
-    if kept is not None and kept.is_file():
-        data = json.loads(kept.read_text(encoding="utf-8"))
-        return data["distribution"], data["version"], frozenset(data["ids"])
-    source = open_source(given)
-    ids = site_ids(_sites(source, 0, Counter(), native=native))
-    dist, version = source.distribution, source.version or "unknown"
+    if cache and Path(bound.given).is_file():  # a folder is read afresh: it has no one digest
+        kept = Path(cache) / f"{Path(bound.given).name}.{_stamp(bound, native)[:24]}.json"
+        if kept.is_file():
+            return list(json.loads(kept.read_text(encoding="utf-8")))
+    source = open_source(bound.given)
+    about = {"distribution": source.distribution, "version": bound.version}
+    suffixes = (".py", *(CPP_SUFFIXES + RUST_SUFFIXES if native else ()))
+    python: list[Site] = []
+    others: list[tuple[str, str]] = []
+    for path, text in source.files(suffixes):
+        if package_path(path) not in bound.files:
+            continue
+        if path.endswith(".py"):
+            python += read_python(text, path, excerpt_lines=0, dropped=Counter(), **about)
+        else:
+            others.append((path, text))
+    sites = python + list(native_sites(others, excerpt_lines=0, **about))
+    found = sorted(messages_of(sites))
     if kept is not None:
         kept.parent.mkdir(parents=True, exist_ok=True)
-        body = {"distribution": dist, "version": version, "ids": sorted(ids)}
-        kept.write_text(json.dumps(body), encoding="utf-8")
-    return dist, version, ids
+        kept.write_text(json.dumps(found), encoding="utf-8")
+    return found
 
 
 def presence(
-    given: Sequence[str],
+    bounds: Sequence[Bound],
     *,
     native: bool = True,
     workers: int | None = None,
     cache: Path | None = None,
-) -> dict[str, dict[str, frozenset[str]]]:
-    """Which records each release raises: distribution -> version -> record ids.
+) -> dict[tuple[str, str], frozenset[str]]:
+    """The messages each bound's files involved raise: (distribution, version) -> messages.
 
-    The releases are read in ``workers`` processes (default: one per core), each once; with
+    The bounds are read in ``workers`` processes (default: one per core), each once; with
     ``cache``, a reading made by the same code from the same file is reused.
     """
-    if not given:
-        return {}
-    out: dict[str, dict[str, frozenset[str]]] = {}
-    workers = workers or os.cpu_count() or 1
+    todo = [b for b in bounds if b.files]
+    workers = min(workers or os.cpu_count() or 1, max(len(todo), 1))
     where = str(cache) if cache is not None else None
-    if workers == 1 or len(given) == 1:
-        results = [_read_one(g, native, where) for g in given]
+    if workers == 1:
+        results = [_read_one(b, native, where) for b in todo]
     else:
         from concurrent.futures import ProcessPoolExecutor
 
-        with ProcessPoolExecutor(max_workers=min(workers, len(given))) as pool:
-            n = len(given)
-            results = list(pool.map(_read_one, given, [native] * n, [where] * n))
-    for dist, version, ids in results:
-        out.setdefault(dist, {})[version] = ids
-    return out
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            n = len(todo)
+            results = list(pool.map(_read_one, todo, [native] * n, [where] * n))
+    return {(b.distribution, b.version): frozenset(r) for b, r in zip(todo, results, strict=True)}
 
 
 def refine(
     records: Iterable[dict[str, Any]],
-    present: Mapping[str, Mapping[str, frozenset[str]]],
+    mined: Mapping[str, Mapping[str, Messages]],
+    bounds: Sequence[Bound],
+    read: Mapping[tuple[str, str], frozenset[str]],
     version_key: Callable[[str], Any],
 ) -> Counter[str]:
-    """Set each mined record's ``first`` and ``last`` from every release read; returns counts.
+    """Set each mined record's ``first`` and ``last`` from every release; returns counts.
 
-    ``present`` holds every release read (the mined ones too). Skew records are left alone:
-    their boundaries are a name's presence, not a message's (:mod:`errkb.mine._history`).
-    Counts: ``first-moved`` and ``last-moved`` (a boundary that the releases in between moved),
-    ``records``.
+    A bound raises a message when its files involved do (``read``), or, for a message both its
+    neighbours agree on, when they do. Skew records are left alone: their boundaries are a
+    name's presence, not a message's. Counts: ``first-moved`` and ``last-moved`` (a boundary
+    that the releases in between moved), ``records``.
     """
     counts: Counter[str] = Counter()
-    order = {
-        dist: sorted(versions, key=version_key) for dist, versions in present.items() if versions
-    }
+    releases: dict[str, list[str]] = {}
+    for dist, found in mined.items():
+        releases[dist] = sorted(
+            {*found, *(b.version for b in bounds if b.distribution == dist)}, key=version_key
+        )
     for record in records:
         versions = record.get("versions")
         if not versions or "skew" in record:
             continue
-        read = order.get(versions["distribution"])
-        if not read or len(read) < 2:
+        dist = versions["distribution"]
+        order = releases.get(dist, [])
+        if len(order) < 2:  # one release says nothing of a range
             continue
-        table = present[versions["distribution"]]
-        raising = [v for v in read if record["id"] in table[v]]
+        message = message_key(record["errorMessage"], record.get("errorClass"))
+        raising = [v for v in order if _raises(message, dist, v, mined[dist], read, version_key)]
         if not raising:
             continue
         counts["records"] += 1
@@ -153,15 +245,34 @@ def refine(
         if versions.get("first") != first:
             counts["first-moved"] += 1
         versions["first"] = first
-        if last == read[-1]:
-            if "last" in versions:
-                counts["last-moved"] += 1
+        if last == order[-1]:
+            counts["last-moved"] += "last" in versions
             versions.pop("last", None)
         else:
-            if versions.get("last") != last:
-                counts["last-moved"] += 1
+            counts["last-moved"] += versions.get("last") != last
             versions["last"] = last
     return counts
+
+
+def _raises(
+    message: str,
+    dist: str,
+    version: str,
+    mined: Mapping[str, Messages],
+    read: Mapping[tuple[str, str], frozenset[str]],
+    version_key: Callable[[str], Any],
+) -> bool:
+    if version in mined:
+        return message in mined[version]
+    key = version_key(version)
+    older = max((v for v in mined if version_key(v) < key), key=version_key, default=None)
+    newer = min((v for v in mined if version_key(v) > key), key=version_key, default=None)
+    if older is None or newer is None:
+        return False
+    in_older, in_newer = message in mined[older], message in mined[newer]
+    if in_older == in_newer:
+        return in_older
+    return message in read.get((dist, version), frozenset())
 
 
 def release_list(
@@ -182,10 +293,11 @@ def release_list(
     """
     read_set = set(read)
     everything = sorted(set(releases) | read_set, key=version_key)
+    yanked_set = set(yanked)
     return {
         "releases": everything,
         "mined": sorted(set(mined), key=version_key),
-        "yanked": [v for v in everything if v in set(yanked)],
+        "yanked": [v for v in everything if v in yanked_set],
         "unread": {
             v: unread.get(v, "not given to errkb mine") for v in everything if v not in read_set
         },

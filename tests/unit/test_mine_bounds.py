@@ -97,7 +97,14 @@ def test_bounds_make_first_and_last_the_real_releases(releases):
     steady = _record(result.records, STEADY)["versions"]
     assert "1.0" == steady["first"]
     assert "last" not in steady
-    assert {"first-moved": 1, "last-moved": 1, "records": 2} == result.summary["bounds"]
+    # One message changes in each of the two gaps, from one file, read in each of three bounds.
+    assert {
+        "files": 3,
+        "first-moved": 1,
+        "last-moved": 1,
+        "messages": 2,
+        "records": 2,
+    } == result.summary["bounds"]
 
 
 def test_the_cli_writes_the_release_list_with_what_was_not_read(releases, tmp_path):
@@ -158,25 +165,29 @@ def test_a_malformed_release_line_is_a_usage_error(releases, tmp_path):
 
 def test_a_cached_reading_is_reused_only_while_the_file_is_the_same(releases, tmp_path):
     """`bounds_cache` keeps each release's reading; a changed release is read again."""
-    from errkb.mine._bounds import presence
+    from errkb.mine._bounds import Bound, message_key, presence
+
+    def bound(given: Path) -> Bound:
+        made = Bound(str(given), "boundpkg", "2.0")
+        made.files = frozenset({"boundpkg/__init__.py"})
+        return made
 
     cache = tmp_path / "cache"
-    first = presence([str(releases["2.0"])], cache=cache, workers=1)
+    first = presence([bound(releases["2.0"])], cache=cache, workers=1)
     assert not cache.exists()  # a source folder is read afresh: only files are kept
-    wheel = tmp_path / "boundpkg-2.0.tar.gz"
-    with tarfile.open(wheel, "w:gz") as tar:
+    keys = {message_key(MESSAGE, "RuntimeError"), message_key(STEADY, "ValueError")}
+    assert {("boundpkg", "2.0"): frozenset(keys)} == first
+    sdist = tmp_path / "boundpkg-2.0.tar.gz"
+    with tarfile.open(sdist, "w:gz") as tar:
         tar.add(releases["2.0"], arcname="boundpkg-2.0")
-    once = presence([str(wheel)], cache=cache, workers=1)
-    assert first == once
+    assert first == presence([bound(sdist)], cache=cache, workers=1)
     [kept] = cache.glob("*.json")
-    data = json.loads(kept.read_text(encoding="utf-8"))
-    data["ids"] = ["mined-boundpkg-planted"]
-    kept.write_text(json.dumps(data), encoding="utf-8")
-    assert {"mined-boundpkg-planted"} == presence([str(wheel)], cache=cache, workers=1)["boundpkg"][
-        "2.0"
-    ]
-    with tarfile.open(wheel, "w:gz") as tar:  # the file changes: so does its stamp
-        tar.add(releases["3.0"], arcname="boundpkg-2.0")
-    again = presence([str(wheel)], cache=cache, workers=1)["boundpkg"]["3.0"]
-    assert "mined-boundpkg-planted" not in again
-    assert first["boundpkg"]["2.0"] == again
+    kept.write_text(json.dumps(["planted"]), encoding="utf-8")
+    assert {("boundpkg", "2.0"): frozenset({"planted"})} == presence(
+        [bound(sdist)], cache=cache, workers=1
+    )
+    with tarfile.open(sdist, "w:gz") as tar:  # the file changes: so does its stamp
+        tar.add(releases["5.0"], arcname="boundpkg-2.0")
+    assert {("boundpkg", "2.0"): frozenset({message_key(STEADY, "ValueError")})} == presence(
+        [bound(sdist)], cache=cache, workers=1
+    )
