@@ -110,23 +110,22 @@ def involved(
     counts: Counter[str] = Counter()
     for dist, releases in mined.items():
         order = sorted(releases, key=version_key)
-        gaps = {}
+        gaps: dict[tuple[str, str], frozenset[str]] = {}
         for older, newer in itertools.pairwise(order):
             a, b = releases[older], releases[newer]
             changing = set(a).symmetric_difference(b)
             counts["messages"] += len(changing)
-            files = set()
-            for message in changing:
-                files |= a.get(message, set()) | b.get(message, set())
-            gaps[(older, newer)] = frozenset(files)
+            gaps[(older, newer)] = frozenset(
+                path for message in changing for path in (*a.get(message, ()), *b.get(message, ()))
+            )
         for bound in bounds:
             if bound.distribution != dist:
                 continue
             key = version_key(bound.version)
-            for (older, newer), files in gaps.items():
+            for (older, newer), involved_files in gaps.items():
                 if version_key(older) < key < version_key(newer):
-                    bound.files = files
-                    counts["files"] += len(files)
+                    bound.files = involved_files
+                    counts["files"] += len(involved_files)
     return counts
 
 
@@ -163,7 +162,7 @@ def _read_one(bound: Bound, native: bool, cache: str | None) -> list[str]:
         if kept.is_file():
             return list(json.loads(kept.read_text(encoding="utf-8")))
     source = open_source(bound.given)
-    about = {"distribution": source.distribution, "version": bound.version}
+    dist, version = source.distribution, bound.version
     suffixes = (".py", *(CPP_SUFFIXES + RUST_SUFFIXES if native else ()))
     python: list[Site] = []
     others: list[tuple[str, str]] = []
@@ -171,10 +170,12 @@ def _read_one(bound: Bound, native: bool, cache: str | None) -> list[str]:
         if package_path(path) not in bound.files:
             continue
         if path.endswith(".py"):
-            python += read_python(text, path, excerpt_lines=0, dropped=Counter(), **about)
+            python += read_python(
+                text, path, distribution=dist, version=version, excerpt_lines=0, dropped=Counter()
+            )
         else:
             others.append((path, text))
-    sites = python + list(native_sites(others, excerpt_lines=0, **about))
+    sites = python + list(native_sites(others, distribution=dist, version=version, excerpt_lines=0))
     found = sorted(messages_of(sites))
     if kept is not None:
         kept.parent.mkdir(parents=True, exist_ok=True)
