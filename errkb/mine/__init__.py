@@ -58,13 +58,17 @@ def mine(
     excerpt_lines: int = 10,
     native: bool = True,
     history: bool = False,
+    releases: Sequence[str] = (),
 ) -> MineResult:
     """Read every source and make the records; a bad source raises ``UsageError``.
 
     ``native=False`` reads the Python files only (no C++ or Rust). ``history=True`` also diffs
     the public API of consecutive releases of each distribution given in several releases, and
     adds the records of version skew (:func:`errkb.mine._history.history_records`; needs the
-    ``mine`` extra, griffe). ``excerpt_lines=0`` writes no source excerpt: the record keeps the
+    ``mine`` extra, griffe). ``releases``: every release of the distribution, oldest first
+    (the mined ones by default; one distribution at a time); a change between two mined releases with others between
+    them is stated as not exact, and its pins name the mined releases on either side.
+    ``excerpt_lines=0`` writes no source excerpt: the record keeps the
     raise site and its link.
 
     >>> result = mine(["transformers"])  # doctest: +SKIP
@@ -101,7 +105,7 @@ def mine(
     languages = Counter(r["tags"][2] for r in records)
     skew: Counter[str] = Counter()
     if history:
-        for made, counts in _histories(sources, order):
+        for made, counts in _histories(sources, order, releases):
             records.extend(made)
             kinds["skew"] += len(made)
             skew.update(counts)
@@ -137,9 +141,12 @@ def _sites(
 
 
 def _histories(
-    sources: Sequence[Source], order: dict[str, int]
+    sources: Sequence[Source], order: dict[str, int], releases: Sequence[str] = ()
 ) -> Iterator[tuple[list[dict[str, Any]], dict[str, int]]]:
     """The skew records of each distribution given in two releases or more.
+
+    ``releases``: every release of the distribution, oldest first; it is meant for one
+    distribution mined at a time (the shipped packs are), as each is given the same list.
 
     Each release's Python files are written into a folder of their own, laid out as
     site-packages would hold them, for griffe to load statically (never imported).
@@ -154,20 +161,20 @@ def _histories(
     for source in sources:
         if source.version:
             by_dist.setdefault(source.distribution, []).append(source)
-    for dist, releases in by_dist.items():
-        if len(releases) < 2:
+    for dist, given in by_dist.items():
+        if len(given) < 2:
             continue
-        releases.sort(key=lambda s: order.get(s.version or "", -1))
+        given.sort(key=lambda s: order.get(s.version or "", -1))
         with tempfile.TemporaryDirectory(prefix="errkb-mine-") as tmp:
             folders = []
-            for source in releases:
+            for source in given:
                 root = Path(tmp) / (source.version or "unknown")
                 for path, text in source.files((".py",)):
                     target = root / package_path(path)
                     target.parent.mkdir(parents=True, exist_ok=True)
                     target.write_text(text, encoding="utf-8")
                 folders.append((source.version or "unknown", root))
-            yield history_records(dist, folders)
+            yield history_records(dist, folders, releases)
 
 
 def _version_order(pairs: Iterable[tuple[str, str]]) -> dict[str, int]:
