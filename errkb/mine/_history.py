@@ -283,7 +283,7 @@ def _changes(old: griffe.Module, new: griffe.Module, counts: Counter[str]) -> It
             known = members.get(key)
             owners = (known.owners if known else ()) + change.owners
             members[key] = attrs.evolve(known or change, owners=tuple(dict.fromkeys(owners)))
-    yield from members.values()
+    yield from _merged(list(members.values()), old, new)
     yield from _added_keywords(old, new, counts)
 
 
@@ -610,7 +610,46 @@ def _added_members(
                 member=name,
                 base=path.rsplit(".", 1)[0],
             )
-    yield from found.values()
+    yield from _merged(list(found.values()), old, new)
+
+
+def _merged(changes: list[_Change], old: Any, new: Any) -> list[_Change]:
+    """Member changes that are one change, made one: naming every class that shows it.
+
+    A subclass that overrides a member its base gained or lost in the same release, and the
+    same class defined in two modules (transformers' ``modular_*`` templates beside the
+    generated files), share one record under the class highest in the hierarchy.
+    """
+    groups: dict[tuple[str, str, str, str], list[_Change]] = {}
+    for c in changes:
+        key = (c.change, c.member, c.inherited_from, _short(c.replacement or ""))
+        groups.setdefault(key, []).append(c)
+    out: list[_Change] = []
+    for group in groups.values():
+        api = new if group[0].change == "added" else old
+        roots: list[_Change] = []
+        for c in sorted(group, key=lambda c: (-len(c.owners), c.name)):
+            above = _ancestors(api, c.base)
+            for i, r in enumerate(roots):
+                if r.base in above or _short(r.base) == _short(c.base):  # c overrides r's
+                    roots[i] = attrs.evolve(r, owners=tuple(dict.fromkeys(r.owners + c.owners)))
+                    break
+                if c.base in _ancestors(api, r.base):  # r overrides c's
+                    roots[i] = attrs.evolve(c, owners=tuple(dict.fromkeys(c.owners + r.owners)))
+                    break
+            else:
+                roots.append(c)
+        out += roots
+    return out
+
+
+def _ancestors(api: Any, path: str) -> frozenset[str]:
+    """The qualified names of a class's bases, all the way up (empty when they do not resolve)."""
+    cls = _counterpart(api, path)
+    try:
+        return frozenset(base.path for base in cls.mro())
+    except Exception:  # not a class, or a base that does not resolve
+        return frozenset()
 
 
 def _classes(module: Any) -> Iterator[Any]:
@@ -719,8 +758,8 @@ def _classes_words(c: _Change) -> str:
     others = len({o for o in c.owners if o != c.base})
     if not others:
         return f"`{base}`"
-    classes = "class" if others == 1 else "classes"
-    return f"`{base}` (and the {others:,} {classes} that inherit it)"
+    classes = "class that inherits" if others == 1 else "classes that inherit"
+    return f"`{base}` (and the {others:,} {classes} it)"
 
 
 def _facts(dist: str, c: _Change, span: _Span) -> tuple[str, list[str]]:

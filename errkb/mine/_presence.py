@@ -350,7 +350,7 @@ def _lookup(
     root: Path, module: str, cls: ast.ClassDef, member: str, depth: int = 0
 ) -> tuple[ast.stmt | None, bool]:
     """(the statement that defines ``member`` on the class or a base, whether all was read)."""
-    own = _body_names(cls.body)
+    own = _body_names(cls.body) | _instance_attributes(cls)
     if member in own:
         return own[member], True
     complete = "__getattr__" not in own
@@ -370,6 +370,48 @@ def _lookup(
             return stmt, True
         complete = complete and read
     return None, complete
+
+
+def _instance_attributes(cls: ast.ClassDef) -> dict[str, ast.stmt]:
+    """``self.x = ...`` in the class's ``__init__``: members too, as griffe counts them."""
+    init = _body_names(cls.body).get("__init__")
+    out: dict[str, ast.stmt] = {}
+    if isinstance(init, ast.FunctionDef):
+        for node in ast.walk(init):
+            if isinstance(node, (ast.Assign, ast.AnnAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for t in targets:
+                    if (
+                        isinstance(t, ast.Attribute)
+                        and isinstance(t.value, ast.Name)
+                        and t.value.id == "self"
+                    ):
+                        out.setdefault(t.attr, node)
+    return out
+
+
+def _dataclass_fields(
+    root: Path, module: str, cls: ast.ClassDef, depth: int = 0
+) -> dict[str, bool] | None:
+    """A dataclass's fields, base classes' first: name -> whether it has a default.
+
+    ``None`` when the class is no dataclass (its ``__init__`` is written out or inherited).
+    """
+    if not any("dataclass" in ast.unparse(d) for d in cls.decorator_list):
+        return None
+    fields: dict[str, bool] = {}
+    for base in cls.bases:
+        found = _find_class(root, module, base.id) if isinstance(base, ast.Name) else None
+        if found is not None and depth < _MAX_DEPTH:
+            fields |= _dataclass_fields(root, found[0], found[1], depth + 1) or {}
+    for stmt, _ in _statements(cls.body):
+        if (
+            isinstance(stmt, ast.AnnAssign)
+            and isinstance(stmt.target, ast.Name)
+            and "ClassVar" not in ast.unparse(stmt.annotation)
+        ):
+            fields[stmt.target.id] = stmt.value is not None
+    return fields
 
 
 def _class_has(root: Path, owner: str, member: str) -> bool | None:
@@ -397,6 +439,12 @@ def _function_takes(root: Path, path: str, param: str, *, required: bool) -> boo
     else:
         found = _find_class(root, module, names[0])
         func = _lookup(root, found[0], found[1], names[1])[0] if found is not None else None
+        if func is None and found is not None and names[1] == "__init__":
+            fields = _dataclass_fields(root, found[0], found[1])
+            if fields is not None:
+                if param not in fields:
+                    return False
+                return not fields[param] if required else True
     if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return None
     args = func.args
