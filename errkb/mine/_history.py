@@ -176,9 +176,15 @@ def history_records(
             new_module = new.get(package)
             if new_module is None:
                 continue
+            found = list(_changes(old_module, new_module, counts))
             changes = itertools.chain(
-                _changes(old_module, new_module, counts),
-                _added_names(package, offered[i].get(package), offered[i + 1][package]),
+                found,
+                _offered_changes(
+                    old=offered[i][package],
+                    new=offered[i + 1][package],
+                    new_module=new_module,
+                    known={c.name for c in found},
+                ),
                 _added_members(old_module, new_module, surface, counts),
             )
             for change in changes:
@@ -562,15 +568,32 @@ def _added_keywords(old: Any, new: Any, counts: Counter[str]) -> Iterator[_Chang
                 yield from _keyword(member, param, "added", counts)
 
 
-def _added_names(
-    package: str, old: frozenset[str] | None, new: frozenset[str]
+def _offered_changes(
+    *, old: frozenset[str], new: frozenset[str], new_module: griffe.Module, known: set[str]
 ) -> Iterator[_Change]:
-    """Names the top-level package offers that the older release did not: one change each."""
-    for name in sorted(new - (old or frozenset())):
-        if not name.startswith("_"):
-            yield _Change(
-                change="added", what="name", name=f"{package}.{name}", module=package, member=name
-            )
+    """What ``from package import X`` finds in one release and not the other: one change each.
+
+    A name the newer release offers no more is *moved* when the package still defines it
+    elsewhere, else removed; names griffe already reported (``known``) are left to it.
+    """
+    package = new_module.name
+    for name in sorted(new - old):
+        yield _Change(
+            change="added", what="name", name=f"{package}.{name}", module=package, member=name
+        )
+    gone = [n for n in sorted(old - new) if f"{package}.{n}" not in known]
+    defined = _definitions(new_module) if gone else {}
+    for name in gone:
+        elsewhere = [p for p, kind in defined.get(name, ()) if kind in _MOVABLE]
+        replacement = min(elsewhere, key=lambda p: (p.count("."), p)) if elsewhere else None
+        yield _Change(
+            change="moved" if replacement else "removed",
+            what="name",
+            name=f"{package}.{name}",
+            module=package,
+            member=name,
+            replacement=replacement,
+        )
 
 
 def _added_members(

@@ -1,7 +1,7 @@
 """Skew pins install a release where the user's code works, checked with pip itself.
 
 Six releases of a small package are built as wheels into a local index; only 1.0, 4.0 and 6.0
-are mined, with the list of all six. In 3.0 a function and a method were removed, and a class
+are mined, with the list of all six. In 3.0 a function (and its import in the package's ``__init__``) and a method were removed, and a class
 and a keyword added. Code written for one side meets the other in a child process; errkb
 explains the real error, and the pin it suggests is resolved by ``pip install --dry-run
 --report`` against the index; the code then runs against the release pip chose. Each release
@@ -60,6 +60,7 @@ NEW = {
 
 # (code, the release it fails on, the skew name errkb must explain it with)
 CASES = [
+    ("from pinpkg import legacy_fn\nlegacy_fn()", "6.0", "pinpkg.legacy_fn"),
     ("from pinpkg.core import legacy_fn\nlegacy_fn()", "6.0", "pinpkg.core.legacy_fn"),
     ("from pinpkg import Engine\nEngine().old_method()", "6.0", "pinpkg.core.Engine.old_method"),
     ("from pinpkg import NewThing\nNewThing()", "1.0", "pinpkg.NewThing"),

@@ -25,7 +25,7 @@ pytest.importorskip("griffe")
 V1 = {
     "skewpkg/__init__.py": '''
         """A package whose API changes between 1.0 and 2.0."""
-        from skewpkg.core import Engine, build, send
+        from skewpkg.core import Engine, build, helper, send
         from skewpkg.mix import Child, Runner
     ''',
     "skewpkg/core.py": '''
@@ -199,6 +199,10 @@ OLD_CODE_ON_NEW = [
     (
         "import skewpkg.core\nskewpkg.core.helper(1)",
         {"name": "skewpkg.core.helper", "change": "moved", "replacement": "skewpkg.utils.helper"},
+    ),
+    (
+        "from skewpkg import helper",
+        {"name": "skewpkg.helper", "change": "moved", "replacement": "skewpkg.utils.helper"},
     ),
     ("import skewpkg.block", {"name": "skewpkg.block", "change": "removed"}),
     (
