@@ -9,11 +9,13 @@ lists what broke between consecutive releases. This module adds what griffe leav
   survives (a deprecation shim) is *renamed* to it; so is a removed member when exactly one
   member of the same kind appeared beside it with the same parameters and the same non-empty
   docstring;
-- keywords a newer release *added* (griffe reports breakages only), for code written for the
-  newer release that meets an older one;
-- names, members and keywords a newer release *added* (griffe reports breakages only): the
-  names the top-level package offers (:func:`errkb.mine._presence.exports`, lazy tables
-  included), the members of the classes it offers, the keywords of their functions;
+- names, members and keywords a newer release *added* (griffe reports breakages only), for
+  code written for the newer release that meets an older one: the names the top-level package
+  offers (:func:`errkb.mine._presence.exports`, lazy tables included), the members of the
+  classes it offers, the keywords of their functions;
+- names the top-level package no longer offers (griffe does not report a removed import);
+- one change per member whatever the number of classes that show it (the class that defines
+  it, its subclasses, overrides and copies), naming them in ``skew.classes``;
 - names reached through a module ``__getattr__`` (lazy modules such as transformers') are not
   called removed while the newer release still defines them somewhere.
 
@@ -50,7 +52,7 @@ if TYPE_CHECKING:
 
     import griffe
 
-__all__ = ["check_pins", "has_change", "history_records", "load_api"]
+__all__ = ["check_pins", "has_change", "history_records", "load_api", "resolve_pin"]
 
 #: Folders at a release's root that are never the distribution's API.
 _NOT_API = frozenset({"tests", "test", "testing", "docs", "examples", "benchmarks", "scripts"})
@@ -169,9 +171,8 @@ def history_records(
     made: dict[str, tuple[_Change, _Span]] = {}
     for i, ((before, old), (after, new)) in enumerate(itertools.pairwise(apis)):
         surface = surfaces[i] | surfaces[i + 1]
-        low, high = family.index(before), family.index(after)
-        span = _Span(before=before, after=after, between=tuple(family[low + 1 : high]))
-        span = attrs.evolve(span, family=tuple(family))
+        between = tuple(family[family.index(before) + 1 : family.index(after)])
+        span = _Span(before=before, after=after, between=between, family=tuple(family))
         for package, old_module in old.items():
             new_module = new.get(package)
             if new_module is None:
