@@ -572,3 +572,20 @@ def test_a_member_added_to_a_base_is_one_record(tmp_path) -> None:
     assert record["documentation"].startswith(
         "`contrastive` was added to `Mixin` (and the 15 classes that inherit it) in basepkg 2.0"
     )
+
+
+def test_mine_passes_the_release_list_and_counts_the_pins(releases) -> None:
+    """mine(releases=...) states changes as inexact and its summary counts the pins checked."""
+    from errkb.mine import mine
+
+    result = mine(
+        [str(releases["1.0"]), str(releases["2.0"])],
+        native=False,
+        history=True,
+        releases=["1.0", "1.5", "2.0"],
+    )
+    skew = [r["skew"] for r in result.records if "skew" in r]
+    assert skew
+    assert {False} == {s["exact"] for s in skew}
+    assert 0 < result.summary["history"]["pins-verified"]
+    assert "pins-wrong" not in result.summary["history"]
