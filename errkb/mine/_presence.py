@@ -110,7 +110,9 @@ def has_name(root: Path, record: dict[str, Any]) -> bool | None:
 # ---- modules -------------------------------------------------------------------------------
 
 
-@functools.lru_cache(maxsize=8192)
+# Small caches: a transformers release has thousands of modules of up to 200 KB, and a parsed
+# tree weighs ten times its text; a lookup rereads the same few files (a class and its bases).
+@functools.lru_cache(maxsize=256)
 def _text(path: Path) -> str:
     try:
         return path.read_text(encoding="utf-8", errors="replace")
@@ -118,7 +120,7 @@ def _text(path: Path) -> str:
         return ""
 
 
-@functools.lru_cache(maxsize=2048)
+@functools.lru_cache(maxsize=64)
 def _tree(path: Path) -> ast.Module | None:
     try:
         return ast.parse(_text(path))
