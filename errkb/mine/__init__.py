@@ -23,7 +23,8 @@ from errkb.mine._sources import Source, open_source
 from errkb.mine._write import FORMATS, build_records, write_pack
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator, Sequence
+    from collections.abc import Callable, Iterable, Iterator, Sequence
+    from pathlib import Path
 
 __all__ = [
     "FORMATS",
@@ -59,6 +60,7 @@ def mine(
     native: bool = True,
     history: bool = False,
     releases: Sequence[str] = (),
+    read: Callable[[str], Path | None] | None = None,
 ) -> MineResult:
     """Read every source and make the records; a bad source raises ``UsageError``.
 
@@ -68,6 +70,8 @@ def mine(
     ``mine`` extra, griffe). ``releases``: every release of the distribution, oldest first
     (the mined ones by default; one distribution at a time); a change between two mined releases with others between
     them is stated as not exact, and its pins name the mined releases on either side.
+    ``read(version)``: the unpacked folder of a release of that list that was not mined, to
+    place such a change exactly (``history_records``' ``read``).
     ``excerpt_lines=0`` writes no source excerpt: the record keeps the
     raise site and its link.
 
@@ -105,7 +109,7 @@ def mine(
     languages = Counter(r["tags"][2] for r in records)
     skew: Counter[str] = Counter()
     if history:
-        for made, counts in _histories(sources, order, releases):
+        for made, counts in _histories(sources, order, releases, read):
             records.extend(made)
             kinds["skew"] += len(made)
             skew.update(counts)
@@ -141,7 +145,10 @@ def _sites(
 
 
 def _histories(
-    sources: Sequence[Source], order: dict[str, int], releases: Sequence[str] = ()
+    sources: Sequence[Source],
+    order: dict[str, int],
+    releases: Sequence[str] = (),
+    read: Callable[[str], Path | None] | None = None,
 ) -> Iterator[tuple[list[dict[str, Any]], dict[str, int]]]:
     """The skew records of each distribution given in two releases or more.
 
@@ -174,7 +181,7 @@ def _histories(
                     target.parent.mkdir(parents=True, exist_ok=True)
                     target.write_text(text, encoding="utf-8")
                 folders.append((source.version or "unknown", root))
-            yield history_records(dist, folders, releases)
+            yield history_records(dist, folders, releases, read)
 
 
 def _version_order(pairs: Iterable[tuple[str, str]]) -> dict[str, int]:

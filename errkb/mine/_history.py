@@ -34,12 +34,13 @@ attribute``, ``got an unexpected keyword argument``, ``missing 1 required ... ar
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import itertools
 import re
 import textwrap
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -137,6 +138,7 @@ def history_records(
     dist: str,
     versions: Sequence[tuple[str, Path]],
     releases: Sequence[str] = (),
+    read: Callable[[str], Path | None] | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, int]]:
     """Records for the errors of version skew between consecutive releases of ``dist``.
 
@@ -147,6 +149,11 @@ def history_records(
             few of them); empty: the mined ones. A change between two mined releases with
             others between them is not exact (``skew.exact``), and pins name only mined
             releases.
+        read: gives the unpacked folder of a release of ``releases`` that was not mined
+            (``None`` when it cannot). With it, each change with releases between is placed
+            exactly: :func:`has_change` asks the releases between, halving the range each
+            time, and the record names the release it found (``exact`` true). A change some
+            release cannot answer for keeps its range.
 
     Returns:
         The records (schema-v2 dicts) and counts: records kept per change kind
@@ -196,11 +203,61 @@ def history_records(
                 if key not in made:
                     made[key] = (change, span)
                     counts[f"{change.change}-{change.what}"] += 1
+    folders: dict[str, Path | None] = dict(versions)
+    if read is not None:
+        made = _placed(dist, made, functools.partial(_folder, folders, read), counts)
     records = [
         _record(dist, change, span, oldest, newest) for change, span in _bounded(made).values()
     ]
-    counts.update(check_pins(records, family, dict(versions)))
+    given = {v: f for v, f in folders.items() if f is not None}
+    counts.update(check_pins(records, family, given))
     return records, dict(sorted(counts.items()))
+
+
+def _folder(
+    folders: dict[str, Path | None], read: Callable[[str], Path | None], version: str
+) -> Path | None:
+    """A release's folder, read once."""
+    if version not in folders:
+        folders[version] = read(version)
+    return folders[version]
+
+
+def _placed(
+    dist: str,
+    made: dict[str, tuple[_Change, _Span]],
+    folder: Callable[[str], Path | None],
+    counts: Counter[str],
+) -> dict[str, tuple[_Change, _Span]]:
+    """Each change with releases between placed exactly, by halving the range (see ``read``).
+
+    A change is assumed to stay once made (a name removed is not added back in between).
+    """
+    out: dict[str, tuple[_Change, _Span]] = {}
+    for change, found in made.values():
+        span = (
+            found
+            if found.exact
+            else _place(_record(dist, change, found, None, None), found, folder)
+        )
+        if not found.exact:
+            counts["placed" if span.exact else "not-placed"] += 1
+        out[_key(dist, change, span.after)] = (change, span)
+    return out
+
+
+def _place(record: dict[str, Any], span: _Span, folder: Callable[[str], Path | None]) -> _Span:
+    """The span narrowed to two neighbouring releases, or as it was if one cannot answer."""
+    low, high = 0, len(span.between)  # the first release with the change is between[low:high+1]
+    while low < high:
+        middle = (low + high) // 2
+        where = folder(span.between[middle])
+        answer = has_change(where, record) if where is not None else None
+        if answer is None:
+            return span
+        low, high = (low, middle) if answer else (middle + 1, high)
+    names = (span.before, *span.between, span.after)
+    return attrs.evolve(span, before=names[low], after=names[low + 1], between=())
 
 
 def _release_list(mined: Sequence[str], releases: Sequence[str]) -> list[str]:

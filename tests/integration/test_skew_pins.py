@@ -169,3 +169,30 @@ def test_has_change_places_each_change_exactly(index, mined) -> None:
     expected = [False, False, True, True, True, True]
     for record in records:
         assert expected == [has_change(unpacked[v], record) for v in RELEASES], record["skew"]
+
+
+def test_read_places_every_change_and_its_pins_still_install(index, tmp_path) -> None:
+    """Given a way to read the releases between, each change is placed in 3.0: lastBefore 2.0,
+    exact, and the pins name 2.0 and 3.0, which pip installs and where the code runs."""
+    wheels, unpacked = index
+    records, counts = history_records(
+        "pinpkg", [(v, unpacked[v]) for v in MINED], releases=RELEASES, read=unpacked.get
+    )
+    assert {("2.0", "3.0", True)} == {
+        (r["skew"]["lastBefore"], r["skew"]["changedIn"], r["skew"]["exact"]) for r in records
+    }
+    assert len(records) == counts["placed"]
+    pins = {
+        p for r in records for s in r["solutions"] for p in re.findall(r"pip install '([^']+)'", s)
+    }
+    assert {"pinpkg<=2.0", "pinpkg>=3.0"} == pins
+    registry = registry_from_dicts(records)
+    for code, fails_on, _ in CASES:
+        message = _run(code, unpacked[fails_on]).stderr.strip().splitlines()[-1]
+        diagnosis = explain(message, registry=registry)
+        assert diagnosis is not None
+        assert diagnosis.top is not None
+        for solution in diagnosis.top.record.solutions:
+            for pin in re.findall(r"pip install '([^']+)'", solution):
+                chosen = _pip_resolves(wheels, pin, tmp_path / "report.json")
+                assert 0 == _run(code, unpacked[chosen]).returncode, (pin, chosen)
