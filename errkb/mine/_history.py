@@ -859,10 +859,9 @@ def _facts(dist: str, c: _Change, span: _Span) -> tuple[str, list[str]]:
             subject = f"{name} was added"
         older = "older releases lack it" if span.exact else f"{before} and older lack it"
         doc = f"{subject} {_when(dist, span)}{upto}; {older}: upgrade to >= {after}."
-        leave = {"keyword": f"Or leave out {name}, which {dist} {before} does not accept."}
         solutions = [f"Upgrade {dist}: {pin_new}."]
-        if c.what in leave:
-            solutions.append(leave[c.what])
+        if c.what == "keyword":
+            solutions.append(f"Or leave out {name}, which {dist} {before} does not accept.")
         return doc, solutions
     if c.what == "keyword":
         doc = (
@@ -878,9 +877,10 @@ def _facts(dist: str, c: _Change, span: _Span) -> tuple[str, list[str]]:
             f"`{c.function}()` requires {name}: it became required "
             f"{_when(dist, span)}; up to {before} it was optional or absent."
         )
+        optional = "before the change" if span.exact else "known not to require it"
         return doc, [
             f"Pass {name} to `{c.function}()`, as {dist} {after} and newer require.",
-            f"Or install the last release {'before the change' if span.exact else 'known not to require it'}: {pin_old}.",
+            f"Or install the last release {optional}: {pin_old}.",
         ]
     if c.inherited_from:
         many = len(c.owners) > 1
