@@ -229,3 +229,33 @@ def hand_written_folders() -> list[Path]:
     from errkb.registry import builtin_records_dir
 
     return sorted(p for p in builtin_records_dir().iterdir() if p.is_dir() and p.name != "mined")
+
+
+def write_tree(folder: Path, files: dict[str, str]) -> Path:
+    """Write ``{relative path: text}`` under ``folder`` (each text dedented); returns ``folder``."""
+    import textwrap
+
+    for name, text in files.items():
+        path = folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text).lstrip(), encoding="utf-8")
+    return folder
+
+
+def write_wheel(folder: Path, dist: str, version: str, files: dict[str, str]) -> Path:
+    """A pure-Python wheel of ``files`` in ``folder`` (enough for pip to resolve and install)."""
+    import textwrap
+    import zipfile
+
+    info = f"{dist}-{version}.dist-info"
+    body = {name: textwrap.dedent(text).lstrip() for name, text in files.items()}
+    body[f"{info}/METADATA"] = f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n"
+    body[f"{info}/WHEEL"] = (
+        "Wheel-Version: 1.0\nGenerator: errkb-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    )
+    body[f"{info}/RECORD"] = "".join(f"{name},,\n" for name in [*body, f"{info}/RECORD"])
+    wheel = folder / f"{dist}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for name, text in body.items():
+            archive.writestr(name, text)
+    return wheel

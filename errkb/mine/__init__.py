@@ -12,6 +12,7 @@ The readers: :func:`errkb.mine._python.read_source` (stdlib ``ast``) for ``.py``
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections import Counter
 from typing import TYPE_CHECKING, Any
@@ -24,7 +25,7 @@ from errkb.mine._sources import Source, open_source
 from errkb.mine._write import FORMATS, build_records, write_pack
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator, Mapping, Sequence
+    from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
     from pathlib import Path
 
     from errkb.mine._bounds import Messages
@@ -66,6 +67,7 @@ def mine(
     releases: Sequence[str] = (),
     unread: Mapping[str, str] | None = None,
     yanked: Sequence[str] = (),
+    read: Callable[[str], Path | None] | None = None,
     workers: int | None = None,
     bounds_cache: Path | None = None,
 ) -> MineResult:
@@ -79,12 +81,17 @@ def mine(
 
     ``bounds`` are more releases of the same distributions, read only for the messages whose
     boundary lies next to them, from the files involved, so that each record's ``first`` and
-    ``last`` name real releases, not the nearest mined ones (:mod:`errkb.mine._bounds`). ``releases`` is every release the package index
-    has in the range, oldest first or not (the mined and bounds ones are added), and
-    ``unread`` says why a listed release was not read (``yanked`` ones are marked); the summary's ``releases`` holds each
-    distribution's list (:func:`errkb.mine._bounds.release_list`), which the pack carries.
-    The bounds are read in ``workers`` processes (default: one per core); ``bounds_cache`` is a
-    folder that keeps each reading for the next run with the same file and the same code.
+    ``last`` name real releases, not the nearest mined ones (:mod:`errkb.mine._bounds`); the
+    skew records' changes are placed among them too (``history_records``' ``read``: each
+    bound's Python files are unpacked when a change needs them, unless ``read(version)`` is
+    given). ``releases`` is every release the package index has in the range, in any order
+    (the mined and bounds ones are added; one distribution at a time): a change between two
+    releases read with others between them is stated as not exact, and pins name releases
+    read. ``unread`` says why a listed release was not read, ``yanked`` which the index marks
+    yanked; the summary's ``releases`` holds each distribution's list
+    (:func:`errkb.mine._bounds.release_list`), which the pack carries. The bounds are read in
+    ``workers`` processes (default: one per core); ``bounds_cache`` is a folder that keeps each
+    reading for the next run with the same file and the same code.
 
     >>> result = mine(["transformers"])  # doctest: +SKIP
     >>> result.summary["records"], result.records[0]["id"]  # doctest: +SKIP
@@ -128,16 +135,18 @@ def mine(
     bounded: Counter[str] = Counter()
     if between:
         bounded.update(involved(between, mined, rank))
-        read = presence(between, native=native, workers=workers, cache=bounds_cache)
-        bounded.update(refine(records, mined, between, read, rank))
+        seen = presence(between, native=native, workers=workers, cache=bounds_cache)
+        bounded.update(refine(records, mined, between, seen, rank))
     kinds = Counter(r["tags"][1] for r in records)
     languages = Counter(r["tags"][2] for r in records)
     skew: Counter[str] = Counter()
     if history:
-        for made, counts in _histories(sources, order):
-            records.extend(made)
-            kinds["skew"] += len(made)
-            skew.update(counts)
+        listed = sorted({*releases, *(b.version for b in between), *order}, key=rank)
+        with _unpacked(between) as unpacked:
+            for made, counts in _histories(sources, order, listed, read or unpacked):
+                records.extend(made)
+                kinds["skew"] += len(made)
+                skew.update(counts)
     summary = {
         "schema": SUMMARY_SCHEMA,
         "sources": described,
@@ -203,9 +212,15 @@ def _sites(
 
 
 def _histories(
-    sources: Sequence[Source], order: dict[str, int]
+    sources: Sequence[Source],
+    order: dict[str, int],
+    releases: Sequence[str] = (),
+    read: Callable[[str], Path | None] | None = None,
 ) -> Iterator[tuple[list[dict[str, Any]], dict[str, int]]]:
     """The skew records of each distribution given in two releases or more.
+
+    ``releases``: every release of the distribution, oldest first; it is meant for one
+    distribution mined at a time (the shipped packs are), as each is given the same list.
 
     Each release's Python files are written into a folder of their own, laid out as
     site-packages would hold them, for griffe to load statically (never imported).
@@ -214,26 +229,55 @@ def _histories(
     from pathlib import Path
 
     from errkb.mine._history import history_records
-    from errkb.mine._write import package_path
 
     by_dist: dict[str, list[Source]] = {}
     for source in sources:
         if source.version:
             by_dist.setdefault(source.distribution, []).append(source)
-    for dist, releases in by_dist.items():
-        if len(releases) < 2:
+    for dist, given in by_dist.items():
+        if len(given) < 2:
             continue
-        releases.sort(key=lambda s: order.get(s.version or "", -1))
+        given.sort(key=lambda s: order.get(s.version or "", -1))
         with tempfile.TemporaryDirectory(prefix="errkb-mine-") as tmp:
             folders = []
-            for source in releases:
+            for source in given:
                 root = Path(tmp) / (source.version or "unknown")
-                for path, text in source.files((".py",)):
-                    target = root / package_path(path)
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    target.write_text(text, encoding="utf-8")
+                _unpack(source, root)
                 folders.append((source.version or "unknown", root))
-            yield history_records(dist, folders)
+            yield history_records(dist, folders, releases, read)
+
+
+@contextlib.contextmanager
+def _unpacked(bounds: Sequence[Bound]) -> Iterator[Callable[[str], Path | None]]:
+    """``read(version)``: a bound's Python files, unpacked into a folder when first asked for.
+
+    ``history_records`` asks for the releases between two mined ones to place a change; a
+    release not given as a bound is ``None`` (the change is then stated as not exact).
+    """
+    import tempfile
+    from pathlib import Path
+
+    given = {b.version: b.given for b in bounds}
+    folders: dict[str, Path] = {}
+    with tempfile.TemporaryDirectory(prefix="errkb-bounds-") as tmp:
+
+        def read(version: str) -> Path | None:
+            if version not in folders and version in given:
+                folders[version] = Path(tmp) / version
+                _unpack(open_source(given[version]), folders[version])
+            return folders.get(version)
+
+        yield read
+
+
+def _unpack(source: Source, root: Path) -> None:
+    """A release's Python files, laid out as site-packages would hold them, under ``root``."""
+    from errkb.mine._write import package_path
+
+    for path, text in source.files((".py",)):
+        target = root / package_path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
 
 
 def _version_order(pairs: Iterable[tuple[str, str]]) -> dict[str, int]:

@@ -9,10 +9,22 @@ lists what broke between consecutive releases. This module adds what griffe leav
   survives (a deprecation shim) is *renamed* to it; so is a removed member when exactly one
   member of the same kind appeared beside it with the same parameters and the same non-empty
   docstring;
-- keywords a newer release *added* (griffe reports breakages only), for code written for the
-  newer release that meets an older one;
+- names, members and keywords a newer release *added* (griffe reports breakages only), for
+  code written for the newer release that meets an older one: the names the top-level package
+  offers (:func:`errkb.mine._presence.exports`, lazy tables included), the members of the
+  classes it offers, the keywords of their functions;
+- names the top-level package no longer offers (griffe does not report a removed import);
+- one change per member whatever the number of classes that show it (the class that defines
+  it, its subclasses, overrides and copies), naming them in ``skew.classes``;
 - names reached through a module ``__getattr__`` (lazy modules such as transformers') are not
   called removed while the newer release still defines them somewhere.
+
+A change is stated between the last mined release before it (``lastBefore``) and the first
+mined release with it (``changedIn``); the releases of the distribution in between were not
+read, and the record says so (``skew.exact``). Its pins name a release known to work: the
+last that has a removed name (``pkg<=lastBefore``), the first that has an added one
+(``pkg>=changedIn``), and :func:`check_pins` checks, at mine time, that each pin resolves to
+such a release (:func:`errkb.mine._presence.has_change` reads one release's files).
 
 Each change becomes a schema-v2 record (tags ``mined`` and ``skew``) whose pattern matches the
 message Python itself prints: ``cannot import name``, ``No module named``, ``has no
@@ -22,29 +34,36 @@ attribute``, ``got an unexpected keyword argument``, ``missing 1 required ... ar
 from __future__ import annotations
 
 import ast
+import functools
 import hashlib
 import itertools
 import re
 import textwrap
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from errkb.mine._presence import exports, has_change, has_name
+
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     import griffe
 
-__all__ = ["history_records", "load_api"]
+__all__ = ["check_pins", "has_change", "history_records", "load_api", "resolve_pin"]
 
 #: Folders at a release's root that are never the distribution's API.
 _NOT_API = frozenset({"tests", "test", "testing", "docs", "examples", "benchmarks", "scripts"})
 #: Module names that hold placeholders rather than API: transformers' and diffusers'
 #: ``utils/dummy_*_objects.py`` define a stand-in for each class whose backend is missing.
 _PLACEHOLDER = re.compile(r"dummy_\w*objects")
-#: The most classes one record's pattern names; a member removed from more is several records.
-_MAX_OWNERS = 60
+#: The most classes a member's pattern names one by one; above, it captures any class name.
+_MAX_NAMED = 12
+#: How many unchecked releases the documentation names one by one.
+_MAX_LISTED = 4
 #: Kinds a removed name must share with a name elsewhere to count as moved.
 _MOVABLE = ("class", "function", "module")
 
@@ -88,52 +107,196 @@ class _Change:
     what: str  # module, name, member, keyword, required
     name: str  # dotted name of what changed (a keyword as ``pkg.func(k)``)
     module: str = ""  # the module the name was imported from (module-level names)
-    owners: tuple[str, ...] = ()  # class names an instance or class of shows the member on
+    #: qualified names of the classes an instance or class of shows the member on
+    owners: tuple[str, ...] = ()
     member: str = ""  # the member, keyword or parameter name
     function: str = ""  # the function's qualified name, for TypeError messages
     keyword_only: bool = False
     replacement: str | None = None
     #: The base class that still defines a member its former subclasses no longer inherit.
     inherited_from: str = ""
-    chunk: int = 0  # which slice of the owners, when they are too many for one pattern
+    #: The class that defines the member (the base its subclasses inherit it from).
+    base: str = ""
+
+
+@attrs.frozen(kw_only=True)
+class _Span:
+    """Where a change lies in the releases: between two mined ones, and what was not read."""
+
+    before: str  # the last mined release before the change
+    after: str  # the first mined release with it
+    between: tuple[str, ...] = ()  # releases of the list strictly between, not read
+    family: tuple[str, ...] = ()  # every release of the list, to say "4.39.x"
+    until: str | None = None  # an added name's last mined release, when a later one lacks it
+
+    @property
+    def exact(self) -> bool:
+        return not self.between
 
 
 def history_records(
-    dist: str, versions: Sequence[tuple[str, Path]]
+    dist: str,
+    versions: Sequence[tuple[str, Path]],
+    releases: Sequence[str] = (),
+    read: Callable[[str], Path | None] | None = None,
 ) -> tuple[list[dict[str, Any]], dict[str, int]]:
     """Records for the errors of version skew between consecutive releases of ``dist``.
 
     Args:
         dist: the distribution's name on PyPI.
-        versions: ``(version, source folder)`` pairs, oldest first.
+        versions: ``(version, source folder)`` pairs, oldest first: the releases mined.
+        releases: every release of the distribution, oldest first (the mined ones may be a
+            few of them); empty: the mined ones. A change between two mined releases with
+            others between them is not exact (``skew.exact``), and pins name only mined
+            releases.
+        read: gives the unpacked folder of a release of ``releases`` that was not mined
+            (``None`` when it cannot). With it, each change with releases between is placed
+            exactly: :func:`has_change` asks the releases between, halving the range each
+            time, and the record names the release it found (``exact`` true). A change some
+            release cannot answer for keeps its range.
 
     Returns:
         The records (schema-v2 dicts) and counts: records kept per change kind
-        (``removed-name``, ``moved-member``, ...), and what was left out and why
-        (``skipped-private``, ``skipped-dynamic``, ``skipped-kwargs``, ``skipped-other``).
+        (``removed-name``, ``added-member``, ...), what was left out and why
+        (``skipped-private``, ``skipped-dynamic``, ``skipped-kwargs``, ``skipped-other``), and
+        the pins checked (:func:`check_pins`: ``pins-verified``, ``pins-wrong``,
+        ``pins-unchecked``).
     """
     counts: Counter[str] = Counter()
-    records: dict[str, dict[str, Any]] = {}
+    family = _release_list([v for v, _ in versions], releases)
     apis = [(version, load_api(root)) for version, root in versions]
-    surfaces = [_surface(root) for _, root in versions]
+    offered = [
+        {p: exports(root, p) for p in api}
+        for (_, root), (_, api) in zip(versions, apis, strict=True)
+    ]
+    surfaces = [
+        _surface(root).union(*names.values())
+        for (_, root), names in zip(versions, offered, strict=True)
+    ]
     newest = apis[-1][0] if apis else None
     oldest = apis[0][0] if apis else None
+    made: dict[str, tuple[_Change, _Span]] = {}
     for i, ((before, old), (after, new)) in enumerate(itertools.pairwise(apis)):
         surface = surfaces[i] | surfaces[i + 1]
+        between = tuple(family[family.index(before) + 1 : family.index(after)])
+        span = _Span(before=before, after=after, between=between, family=tuple(family))
         for package, old_module in old.items():
             new_module = new.get(package)
             if new_module is None:
                 continue
-            changes = list(_changes(old_module, new_module, counts))
+            found = list(_changes(old_module, new_module, counts))
+            changes = itertools.chain(
+                found,
+                _offered_changes(
+                    old=offered[i][package],
+                    new=offered[i + 1][package],
+                    new_module=new_module,
+                    known={c.name for c in found},
+                ),
+                _added_members(old_module, new_module, surface, counts),
+            )
             for change in changes:
                 if not _on_surface(change, surface):
                     counts["skipped-internal"] += 1
                     continue
-                record = _record(dist, change, before, after, oldest, newest)
-                if record["id"] not in records:
-                    records[record["id"]] = record
+                key = _key(dist, change, after)
+                if key not in made:
+                    made[key] = (change, span)
                     counts[f"{change.change}-{change.what}"] += 1
-    return list(records.values()), dict(sorted(counts.items()))
+    folders: dict[str, Path | None] = dict(versions)
+    if read is not None:
+        made = _placed(dist, made, functools.partial(_folder, folders, read), counts)
+    records = [
+        _record(dist, change, span, oldest, newest) for change, span in _bounded(made).values()
+    ]
+    given = {v: f for v, f in folders.items() if f is not None}
+    counts.update(check_pins(records, family, given))
+    return records, dict(sorted(counts.items()))
+
+
+def _folder(
+    folders: dict[str, Path | None], read: Callable[[str], Path | None], version: str
+) -> Path | None:
+    """A release's folder, read once."""
+    if version not in folders:
+        folders[version] = read(version)
+    return folders[version]
+
+
+def _placed(
+    dist: str,
+    made: dict[str, tuple[_Change, _Span]],
+    folder: Callable[[str], Path | None],
+    counts: Counter[str],
+) -> dict[str, tuple[_Change, _Span]]:
+    """Each change with releases between placed exactly, by halving the range (see ``read``).
+
+    A change is assumed to stay once made (a name removed is not added back in between).
+    """
+    out: dict[str, tuple[_Change, _Span]] = {}
+    for change, found in made.values():
+        span = (
+            found
+            if found.exact
+            else _place(_record(dist, change, found, None, None), found, folder)
+        )
+        if not found.exact:
+            counts["placed" if span.exact else "not-placed"] += 1
+        out[_key(dist, change, span.after)] = (change, span)
+    return out
+
+
+def _place(record: dict[str, Any], span: _Span, folder: Callable[[str], Path | None]) -> _Span:
+    """The span narrowed to two neighbouring releases, or as it was if one cannot answer."""
+    low, high = 0, len(span.between)  # the first release with the change is between[low:high+1]
+    while low < high:
+        middle = (low + high) // 2
+        where = folder(span.between[middle])
+        answer = has_change(where, record) if where is not None else None
+        if answer is None:
+            return span
+        low, high = (low, middle) if answer else (middle + 1, high)
+    names = (span.before, *span.between, span.after)
+    return attrs.evolve(span, before=names[low], after=names[low + 1], between=())
+
+
+def _release_list(mined: Sequence[str], releases: Sequence[str]) -> list[str]:
+    """Every release, oldest first: the list given, with any mined release it lacks put in place."""
+    from errkb.records import release_key
+
+    out = list(dict.fromkeys(releases))
+    for version in mined:
+        if version in out:
+            continue
+        key = release_key(version)
+        place = len(out)
+        if key is not None:
+            later = [i for i, v in enumerate(out) if (k := release_key(v)) is not None and k > key]
+            place = later[0] if later else len(out)
+        out.insert(place, version)
+    return out
+
+
+def _bounded(made: dict[str, tuple[_Change, _Span]]) -> dict[str, tuple[_Change, _Span]]:
+    """Added names that a later mined release removed again: their span says until when."""
+    gone: dict[str, list[_Span]] = {}
+    for change, span in made.values():
+        if change.change in ("removed", "renamed", "moved"):
+            gone.setdefault(change.name, []).append(span)
+    out = {}
+    for key, (change, span) in made.items():
+        later = [s for s in gone.get(change.name, ()) if _after(s.before, span.after, span)]
+        if change.change == "added" and later:
+            first = min(later, key=lambda s: span.family.index(s.before))
+            out[key] = (change, attrs.evolve(span, until=first.before))
+        else:
+            out[key] = (change, span)
+    return out
+
+
+def _after(version: str, than: str, span: _Span) -> bool:
+    """Whether ``version`` is ``than`` or a later release of the list."""
+    return span.family.index(version) >= span.family.index(than)
 
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -179,16 +342,12 @@ def _changes(old: griffe.Module, new: griffe.Module, counts: Counter[str]) -> It
             if change.what != "member":
                 yield change
                 continue
-            # One record per removed member, naming every class that showed it.
+            # One record per removed member, naming every class that showed it, however many.
             key = f"{change.name}|{change.inherited_from}"
             known = members.get(key)
             owners = (known.owners if known else ()) + change.owners
             members[key] = attrs.evolve(known or change, owners=tuple(dict.fromkeys(owners)))
-    for change in members.values():
-        ranked = sorted(change.owners)
-        for chunk, start in enumerate(range(0, len(ranked), _MAX_OWNERS)):
-            sliced = tuple(ranked[start : start + _MAX_OWNERS])
-            yield attrs.evolve(change, owners=sliced, chunk=chunk)
+    yield from _merged(list(members.values()), old, new)
     yield from _added_keywords(old, new, counts)
 
 
@@ -295,19 +454,21 @@ def _removed(
             what="member",
             name=canonical,
             module=parent.path,
-            owners=(parent.name,),
+            owners=(parent.path,),
             member=name,
             inherited_from=canonical.rsplit(".", 2)[-2],
+            base=canonical.rsplit(".", 1)[0],
         )
     replacement = _forwarded_to(obj, new) or _renamed(obj, parent, new_parent)
-    owner = canonical.rsplit(".", 2)[-2]
+    owner = canonical.rsplit(".", 1)[0]
     return _Change(
         change="renamed" if replacement else "removed",
         what="member",
         name=canonical,
-        owners=tuple(dict.fromkeys((owner, parent.name))),
+        owners=tuple(dict.fromkeys((owner, parent.path))),
         member=name,
         replacement=replacement,
+        base=owner,
     )
 
 
@@ -465,6 +626,131 @@ def _added_keywords(old: Any, new: Any, counts: Counter[str]) -> Iterator[_Chang
                 yield from _keyword(member, param, "added", counts)
 
 
+def _offered_changes(
+    *, old: frozenset[str], new: frozenset[str], new_module: griffe.Module, known: set[str]
+) -> Iterator[_Change]:
+    """What ``from package import X`` finds in one release and not the other: one change each.
+
+    A name the newer release offers no more is *moved* when the package still defines it
+    elsewhere, else removed; names griffe already reported (``known``) are left to it.
+    """
+    package = new_module.name
+    for name in sorted(new - old):
+        yield _Change(
+            change="added", what="name", name=f"{package}.{name}", module=package, member=name
+        )
+    gone = [n for n in sorted(old - new) if f"{package}.{n}" not in known]
+    defined = _definitions(new_module) if gone else {}
+    for name in gone:
+        elsewhere = [p for p, kind in defined.get(name, ()) if kind in _MOVABLE]
+        replacement = min(elsewhere, key=lambda p: (p.count("."), p)) if elsewhere else None
+        yield _Change(
+            change="moved" if replacement else "removed",
+            what="name",
+            name=f"{package}.{name}",
+            module=package,
+            member=name,
+            replacement=replacement,
+        )
+
+
+def _added_members(
+    old: griffe.Module, new: griffe.Module, surface: frozenset[str], counts: Counter[str]
+) -> Iterator[_Change]:
+    """Members the classes the package offers gained, own or inherited: one change per member.
+
+    Grouped by the class that defines the member, so that a method added to a base class is
+    one change naming every class that shows it.
+    """
+    found: dict[str, _Change] = {}
+    for cls in _classes(old):
+        if cls.name not in surface:
+            continue
+        counterpart = _counterpart(new, cls.path)
+        if counterpart is None or not getattr(counterpart, "is_class", False):
+            continue
+        try:
+            before = set(cls.all_members)
+            after = counterpart.all_members
+        except Exception:  # a base that does not resolve
+            counts["skipped-unresolved"] += 1
+            continue
+        for name, member in after.items():
+            if name in before or name.startswith("_"):
+                continue
+            path = member.target_path if member.is_alias else member.path
+            if _private_path(path):
+                continue
+            known = found.get(path)
+            owners = (known.owners if known else ()) + (cls.path,)
+            found[path] = _Change(
+                change="added",
+                what="member",
+                name=path,
+                owners=owners,
+                member=name,
+                base=path.rsplit(".", 1)[0],
+            )
+    yield from _merged(list(found.values()), old, new)
+
+
+def _merged(changes: list[_Change], old: Any, new: Any) -> list[_Change]:
+    """Member changes that are one change, made one: naming every class that shows it.
+
+    A subclass that overrides a member its base gained or lost in the same release, and the
+    same class defined in two modules (transformers' ``modular_*`` templates beside the
+    generated files), share one record under the class highest in the hierarchy.
+    """
+    groups: dict[tuple[str, str, str, str], list[_Change]] = {}
+    for c in changes:
+        key = (c.change, c.member, c.inherited_from, _short(c.replacement or ""))
+        groups.setdefault(key, []).append(c)
+    out: list[_Change] = []
+    for group in groups.values():
+        api = new if group[0].change == "added" else old
+        roots: list[_Change] = []
+        for c in sorted(group, key=lambda c: (-len(c.owners), c.name)):
+            above = _ancestors(api, c.base)
+            for i, r in enumerate(roots):
+                if r.base in above or _short(r.base) == _short(c.base):  # c overrides r's
+                    roots[i] = attrs.evolve(r, owners=tuple(dict.fromkeys(r.owners + c.owners)))
+                    break
+                if c.base in _ancestors(api, r.base):  # r overrides c's
+                    roots[i] = attrs.evolve(c, owners=tuple(dict.fromkeys(c.owners + r.owners)))
+                    break
+            else:
+                roots.append(c)
+        out += roots
+    return out
+
+
+def _ancestors(api: Any, path: str) -> frozenset[str]:
+    """The qualified names of a class's bases, all the way up (empty when they do not resolve)."""
+    cls = _counterpart(api, path)
+    try:
+        return frozenset(base.path for base in cls.mro())
+    except Exception:  # not a class, or a base that does not resolve
+        return frozenset()
+
+
+def _classes(module: Any) -> Iterator[Any]:
+    """The public classes a package defines (not imports), nested modules and classes included."""
+    for name, member in module.members.items():
+        if member.is_alias or name.startswith("_") or name in _NOT_API:
+            continue
+        if _PLACEHOLDER.fullmatch(name):
+            continue
+        if member.is_class:
+            yield member
+            yield from _classes(member)
+        elif member.is_module:
+            yield from _classes(member)
+
+
+def _private_path(path: str) -> bool:
+    return any(p.startswith("_") for p in path.split("."))
+
+
 # ---- records -------------------------------------------------------------------------------
 
 
@@ -485,14 +771,21 @@ def _pattern_and_message(change: _Change) -> tuple[str, str, str, list[str]]:
     if change.what == "name":
         mod, name = e(change.module), e(change.member)
         message = f"cannot import name '{change.member}' from '{change.module}'"
+        # A lazy module (transformers') words its AttributeError without quotes.
         pattern = (
-            f"cannot import name '{name}' from '{mod}'|module '{mod}' has no attribute '{name}'"
+            f"cannot import name '{name}' from '{mod}'"
+            f"|module (?:'{mod}'|{mod}) has no attribute (?:'{name}'|{name}\\b)"
         )
         return pattern, message, "ImportError", ["AttributeError"]
     if change.what == "member":
-        owners = "|".join(e(o) for o in change.owners)
-        group = f"(?:{owners})" if len(change.owners) > 1 else owners
-        message = f"'{change.owners[-1]}' object has no attribute '{change.member}'"
+        shown = sorted({_short(o) for o in change.owners})
+        if len(shown) > _MAX_NAMED:
+            group = r"(?P<cls>\w+)"
+        else:
+            group = "|".join(e(o) for o in shown)
+            group = f"(?:{group})" if len(shown) > 1 else group
+        example = _short(change.base) if _short(change.base) in shown else shown[0]
+        message = f"'{example}' object has no attribute '{change.member}'"
         # "'Cls' object has no attribute" for an instance, "type object 'Cls' ..." for the class.
         pattern = f"(?:type object )?'{group}'(?: object)? has no attribute '{e(change.member)}'"
         return pattern, message, "AttributeError", []
@@ -513,59 +806,105 @@ def _pattern_and_message(change: _Change) -> tuple[str, str, str, list[str]]:
     return pattern, message, "TypeError", []
 
 
-def _facts(dist: str, c: _Change, before: str, after: str) -> tuple[str, list[str]]:
+def _unchecked(span: _Span) -> str:
+    """The releases between, as few words as say them: ``4.39.x``, ``0.5.1, 0.5.2``."""
+    series: dict[str, list[str]] = {}
+    for version in span.between:
+        series.setdefault(".".join(version.split(".")[:2]), []).append(version)
+    words = []
+    for prefix, members in series.items():
+        whole = [v for v in span.family if ".".join(v.split(".")[:2]) == prefix]
+        words += [f"{prefix}.x"] if len(members) > 1 and members == whole else members
+    if len(words) > _MAX_LISTED:
+        return f"{len(span.between)} releases, {span.between[0]} to {span.between[-1]},"
+    return ", ".join(words)
+
+
+def _when(dist: str, span: _Span) -> str:
+    """``in pkg 2.0``, or ``between pkg 1.0 and 3.0 (2.0 not checked)``."""
+    if span.exact:
+        return f"in {dist} {span.after}"
+    return f"between {dist} {span.before} and {span.after} ({_unchecked(span)} not checked)"
+
+
+def _pins(dist: str, span: _Span) -> tuple[str, str]:
+    """(the pin to the last release with the old form, the pin to the first with the new)."""
+    upgrade = f"{dist}>={span.after}" + (f",<={span.until}" if span.until else "")
+    return f"pip install '{dist}<={span.before}'", f"pip install '{upgrade}'"
+
+
+def _classes_words(c: _Change) -> str:
+    """``GenerationMixin`` (and the N classes that inherit it)."""
+    base = _short(c.base)
+    others = len({o for o in c.owners if o != c.base})
+    if not others:
+        return f"`{base}`"
+    classes = "class that inherits" if others == 1 else "classes that inherit"
+    return f"`{base}` (and the {others:,} {classes} it)"
+
+
+def _facts(dist: str, c: _Change, span: _Span) -> tuple[str, list[str]]:
     """The documentation and the solutions, in plain generated words."""
     name = f"`{c.member}`"
-    pin_old = f"pip install '{dist}<{after}'"
-    pin_new = f"pip install '{dist}>={after}'"
-    if c.what == "keyword" and c.change == "added":
-        doc = (
-            f"`{c.function}()` accepts the keyword {name} from {dist} {after} on; {dist} "
-            f"{before} and older do not. Code written for {dist} {after} or newer is running "
-            f"against an older {dist}."
-        )
-        return doc, [
-            f"Upgrade {dist} to {after} or newer: {pin_new}.",
-            f"Or leave out {name}, which {dist} {before} does not accept.",
-        ]
+    before, after = span.before, span.after
+    pin_old, pin_new = _pins(dist, span)
+    last = "the last release that has it" if span.exact else "the last release known to have it"
+    if c.change == "added":
+        upto = f" and removed again after {span.until}" if span.until else ""
+        if c.what == "keyword":
+            subject = f"`{c.function}()` accepts the keyword {name}: it was added"
+        elif c.what == "member":
+            subject = f"{name} was added to {_classes_words(c)}"
+        else:
+            subject = f"{name} was added"
+        older = "older releases lack it" if span.exact else f"{before} and older lack it"
+        doc = f"{subject} {_when(dist, span)}{upto}; {older}: upgrade to >= {after}."
+        solutions = [f"Upgrade {dist}: {pin_new}."]
+        if c.what == "keyword":
+            solutions.append(f"Or leave out {name}, which {dist} {before} does not accept.")
+        return doc, solutions
     if c.what == "keyword":
         doc = (
-            f"`{c.function}()` no longer accepts the keyword {name}: it was removed in {dist} "
-            f"{after}; the last release with it is {before}."
+            f"`{c.function}()` no longer accepts the keyword {name}: it was "
+            f"removed {_when(dist, span)}; {last} is {before}."
         )
         return doc, [
             f"Remove {name} from the call, for {dist} {after} and newer.",
-            f"Or install the last release that accepts it: {pin_old}.",
+            f"Or install {last}: {pin_old}.",
         ]
     if c.what == "parameter":
         doc = (
-            f"`{c.function}()` requires {name} from {dist} {after} on; up to {before} it was "
-            "optional or absent."
+            f"`{c.function}()` requires {name}: it became required "
+            f"{_when(dist, span)}; up to {before} it was optional or absent."
         )
+        optional = "before the change" if span.exact else "known not to require it"
         return doc, [
             f"Pass {name} to `{c.function}()`, as {dist} {after} and newer require.",
-            f"Or install a release before the change: {pin_old}.",
+            f"Or install the last release {optional}: {pin_old}.",
         ]
     if c.inherited_from:
-        shown = ", ".join(f"`{o}`" for o in c.owners[:3])
-        more = len(c.owners) - 3
-        one = len(c.owners) == 1
-        shown += f" and {more} more" if more > 0 else ""
-        doc = (
-            f"{shown} no longer {'has' if one else 'have'} {name} in {dist} {after}: "
-            f"{'it' if one else 'they'} stopped inheriting it from `{c.inherited_from}`, which "
-            f"still defines it. The last release with it there is {before}."
+        many = len(c.owners) > 1
+        who = (
+            f"{len(c.owners):,} classes (listed in the record)"
+            if many
+            else f"`{_short(c.owners[0])}`"
         )
+        doc = (
+            f"{who} stopped inheriting {name} from `{c.inherited_from}` (which still defines "
+            f"it) {_when(dist, span)}; {last} is {before}."
+        )
+        lack = "these classes lack" if many else "it lacks"
         return doc, [
-            f"Update the code for {dist} {after} and newer, where these classes lack {name}.",
-            f"Or install the last release that has it: {pin_old}.",
+            f"Update the code for {dist} {after} and newer, where {lack} {name}.",
+            f"Or install {last}: {pin_old}.",
         ]
-    where = f" from `{c.owners[0] if c.owners else c.module}`" if c.what != "module" else ""
+    if c.what == "member":
+        where = f" from {_classes_words(c)}"
+    else:
+        where = f" from `{c.module}`" if c.what != "module" else ""
     thing = f"`{c.name}`" if c.what == "module" else name
     verb = {"removed": "removed", "renamed": "removed", "moved": "moved"}[c.change]
-    doc = (
-        f"{thing} was {verb}{where} in {dist} {after}; the last release with it there is {before}."
-    )
+    doc = f"{thing} was {verb}{where} {_when(dist, span)}; {last} is {before}."
     solutions = []
     if c.change == "renamed":
         doc += f" It was renamed to `{c.replacement}`."
@@ -575,28 +914,36 @@ def _facts(dist: str, c: _Change, before: str, after: str) -> tuple[str, list[st
         solutions.append(f"Import it from its new place, `{c.replacement}`.")
     else:
         solutions.append(f"Update the code for {dist} {after} and newer, which lack {thing}.")
-    solutions.append(f"Or install the last release that has it: {pin_old}.")
+    solutions.append(f"Or install {last}: {pin_old}.")
     return doc, solutions
 
 
+def _key(dist: str, c: _Change, after: str) -> str:
+    """The change's identity: the same change found again is the same record."""
+    key = f"{dist}\x00{c.change}\x00{c.what}\x00{c.name}\x00{after}"
+    if c.inherited_from:
+        key += f"\x00{c.inherited_from}\x000"
+    return key
+
+
 def _record(
-    dist: str, c: _Change, before: str, after: str, oldest: str | None, newest: str | None
+    dist: str, c: _Change, span: _Span, oldest: str | None, newest: str | None
 ) -> dict[str, Any]:
     pattern, message, error_class, others = _pattern_and_message(c)
-    key = f"{dist}\x00{c.change}\x00{c.what}\x00{c.name}\x00{after}"
-    if c.inherited_from or c.chunk:
-        key += f"\x00{c.inherited_from}\x00{c.chunk}"
-    digest = hashlib.sha1(key.encode(), usedforsecurity=False).hexdigest()[:12]
-    doc, solutions = _facts(dist, c, before, after)
+    digest = hashlib.sha1(_key(dist, c, span.after).encode(), usedforsecurity=False).hexdigest()
+    digest = digest[:12]
+    doc, solutions = _facts(dist, c, span)
     if c.change == "added":
-        versions = {"distribution": dist, "first": oldest, "last": before, "checked": newest}
+        versions = {"distribution": dist, "first": oldest, "last": span.before, "checked": newest}
     else:
-        versions = {"distribution": dist, "first": after, "checked": newest}
+        versions = {"distribution": dist, "first": span.after, "checked": newest}
     name = f"{c.module}.{c.member}" if c.inherited_from else c.name
-    skew = {"distribution": dist, "name": name, "change": c.change}
-    skew |= {"changedIn": after, "lastBefore": before}
+    skew: dict[str, Any] = {"distribution": dist, "name": name, "change": c.change}
+    skew |= {"changedIn": span.after, "lastBefore": span.before, "exact": span.exact}
     if c.replacement:
         skew["replacement"] = c.replacement
+    if c.what == "member":
+        skew["classes"] = sorted(set(c.owners))
     dotted = c.name.rpartition("(")[0] or c.name
     parts = dotted.rsplit(".", 2 if c.what in ("member", "keyword", "parameter") else 1)
     readable = re.sub(r"[^A-Za-z0-9_-]+", "-", "-".join(parts[1:] or parts)).strip("-")
@@ -617,3 +964,59 @@ def _record(
     if others:
         record["errorClasses"] = others
     return record
+
+
+# ---- pins ----------------------------------------------------------------------------------
+
+_PIN = re.compile(r"pip install '([A-Za-z0-9._-]+)((?:[<>]=[^,']+,?)+)'")
+
+
+def resolve_pin(specifier: str, releases: Sequence[str]) -> str | None:
+    """The release pip would install for ``>=X``, ``<=Y`` or both: the newest that satisfies them.
+
+    Pre-releases only when the specifier names one, as pip does. ``None``: no release does.
+    """
+    from errkb.records import release_key
+
+    clauses = [(c[:2], release_key(c[2:])) for c in specifier.split(",") if c]
+    pre = any(k is not None and k[1] < 1 for _, k in clauses)
+    best: tuple[Any, str] | None = None
+    for version in releases:
+        key = release_key(version)
+        if key is None or (key[1] < 1 and not pre):
+            continue
+        fits = all(
+            bound is not None and (key >= bound if op == ">=" else key <= bound)
+            for op, bound in clauses
+        )
+        if fits and (best is None or key > best[0]):
+            best = (key, version)
+    return best[1] if best else None
+
+
+def check_pins(
+    records: Sequence[dict[str, Any]], releases: Sequence[str], folders: Mapping[str, Path]
+) -> Counter[str]:
+    """Check that each pin a record suggests installs a release where the user's code works.
+
+    A pin resolves to the newest release of ``releases`` that satisfies it; when that release
+    is one of ``folders`` (an unpacked release), :func:`has_name` reads whether it has what the
+    user's code needs: the removed name, member or keyword, the added one, a parameter still
+    optional. Counts ``pins-verified``, ``pins-wrong`` (including a pin no release satisfies)
+    and ``pins-unchecked`` (resolved to a release not given, or one the reader cannot tell).
+    """
+    counts: Counter[str] = Counter()
+    for record in records:
+        needs = record["skew"]["change"] != "required"
+        for solution in record.get("solutions", ()):
+            for _, specifier in _PIN.findall(solution):
+                chosen = resolve_pin(specifier, releases)
+                folder = folders.get(chosen) if chosen is not None else None
+                found = has_name(folder, record) if folder is not None else None
+                if chosen is None or (found is not None and found != needs):
+                    counts["pins-wrong"] += 1
+                elif found is None:
+                    counts["pins-unchecked"] += 1
+                else:
+                    counts["pins-verified"] += 1
+    return counts

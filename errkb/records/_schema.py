@@ -129,6 +129,10 @@ class Skew:
         changed_in: the first release with the change.
         last_before: the last release before the change (where the old form still works).
         replacement: the new name or place, when it was renamed or moved.
+        exact: whether no release lies between ``last_before`` and ``changed_in``; ``False``:
+            releases between them were not read, the change is somewhere among them.
+        classes: for a class member, the qualified names of the classes that show it (the
+            class that defines it and those that inherit it), sorted.
     """
 
     distribution: str
@@ -137,6 +141,8 @@ class Skew:
     changed_in: str | None = None
     last_before: str | None = None
     replacement: str | None = None
+    exact: bool | None = None
+    classes: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"distribution": self.distribution, "name": self.name}
@@ -148,6 +154,10 @@ class Skew:
         ):
             if getattr(self, attr) is not None:
                 out[key] = getattr(self, attr)
+        if self.exact is not None:
+            out["exact"] = self.exact
+        if self.classes:
+            out["classes"] = list(self.classes)
         return out
 
 

@@ -14,6 +14,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from helpers import write_tree
 
 from errkb.diagnosis import explain
 from errkb.mine._history import history_records
@@ -24,7 +25,7 @@ pytest.importorskip("griffe")
 V1 = {
     "skewpkg/__init__.py": '''
         """A package whose API changes between 1.0 and 2.0."""
-        from skewpkg.core import Engine, build, send
+        from skewpkg.core import Engine, build, helper, send
         from skewpkg.mix import Child, Runner
     ''',
     "skewpkg/core.py": '''
@@ -84,7 +85,7 @@ V1 = {
 V2 = {
     "skewpkg/__init__.py": '''
         """A package whose API changes between 1.0 and 2.0."""
-        from skewpkg.core import Engine, build, send
+        from skewpkg.core import Engine, Turbo, build, send
         from skewpkg.mix import Child, Runner
     ''',
     "skewpkg/core.py": '''
@@ -110,6 +111,9 @@ V2 = {
 
         def send(data, timeout):
             return data
+
+        class Turbo:
+            """New in 2.0."""
     ''',
     "skewpkg/mix.py": '''
         class Runner:
@@ -130,16 +134,9 @@ V2 = {
 }
 
 
-def _release(root: Path, version: str, files: dict[str, str]) -> Path:
-    folder = root / version
-    for name, text in files.items():
-        path = folder / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(textwrap.dedent(text).lstrip(), encoding="utf-8")
-    (folder / "pyproject.toml").write_text(
-        f'[project]\nname = "skewpkg"\nversion = "{version}"\n', encoding="utf-8"
-    )
-    return folder
+def _release(root: Path, version: str, files: dict[str, str], dist: str = "skewpkg") -> Path:
+    project = {"pyproject.toml": f'[project]\nname = "{dist}"\nversion = "{version}"\n'}
+    return write_tree(root / version, files | project)
 
 
 @pytest.fixture(scope="module")
@@ -203,6 +200,10 @@ OLD_CODE_ON_NEW = [
         "import skewpkg.core\nskewpkg.core.helper(1)",
         {"name": "skewpkg.core.helper", "change": "moved", "replacement": "skewpkg.utils.helper"},
     ),
+    (
+        "from skewpkg import helper",
+        {"name": "skewpkg.helper", "change": "moved", "replacement": "skewpkg.utils.helper"},
+    ),
     ("import skewpkg.block", {"name": "skewpkg.block", "change": "removed"}),
     (
         "from skewpkg.mix import Child\nChild().run()",
@@ -220,6 +221,12 @@ OLD_CODE_ON_NEW = [
 
 # Code written for 2.0 meets 1.0.
 NEW_CODE_ON_OLD = [
+    ("from skewpkg import Turbo", {"name": "skewpkg.Turbo", "change": "added"}),
+    ("import skewpkg\nskewpkg.Turbo()", {"name": "skewpkg.Turbo", "change": "added"}),
+    (
+        "from skewpkg.core import Engine\nEngine().load('models')",
+        {"name": "skewpkg.core.Engine.load", "change": "added"},
+    ),
     (
         "from skewpkg.core import Engine\nEngine(cache_position=3)",
         {"name": "skewpkg.core.Engine.__init__(cache_position)", "change": "added"},
@@ -254,12 +261,14 @@ def test_documentation_names_the_versions(mined) -> None:
     by_name = {r["skew"]["name"]: r for r in mined[0]}
     record = by_name["skewpkg.core.Engine.get_max_length"]
     assert (
-        "`get_max_length` was removed from `Engine` in skewpkg 2.0; the last release with it "
-        "there is 1.0. It was renamed to `skewpkg.core.Engine.max_shape`."
+        "`get_max_length` was removed from `Engine` in skewpkg 2.0; the last release that has "
+        "it is 1.0. It was renamed to `skewpkg.core.Engine.max_shape`."
     ) == record["documentation"]
     assert (
-        "Or install the last release that has it: pip install 'skewpkg<2.0'." in record["solutions"]
+        "Or install the last release that has it: pip install 'skewpkg<=1.0'."
+        in record["solutions"]
     )
+    assert record["skew"]["exact"]
     assert ["mined", "skew"] == record["tags"]
     assert record["id"].startswith("skew-skewpkg-")
 
@@ -268,8 +277,8 @@ def test_lost_inheritance_names_the_base_that_keeps_it(mined) -> None:
     """A class that stopped inheriting a member is told apart from the member's removal."""
     [record] = [r for r in mined[0] if r["skew"]["name"] == "skewpkg.mix.Child.run"]
     assert (
-        "`Child` no longer has `run` in skewpkg 2.0: it stopped inheriting it from `Runner`, "
-        "which still defines it. The last release with it there is 1.0."
+        "`Child` stopped inheriting `run` from `Runner` (which still defines it) in skewpkg "
+        "2.0; the last release that has it is 1.0."
     ) == record["documentation"]
 
 
@@ -278,7 +287,8 @@ def test_private_names_and_unchanged_names_give_no_record(mined) -> None:
     names = {r["skew"]["name"] for r in mined[0]}
     assert not any("_private" in n or "hidden" in n for n in names)
     assert not any(n.startswith("skewpkg.core.build") for n in names)
-    assert len(mined[0]) == sum(v for k, v in mined[1].items() if not k.startswith("skipped"))
+    kinds = {k: v for k, v in mined[1].items() if not k.startswith(("skipped", "pins"))}
+    assert len(mined[0]) == sum(kinds.values())
 
 
 def test_records_load_cleanly(mined) -> None:
@@ -345,3 +355,237 @@ def test_members_of_internal_classes_are_left_out_and_counted(mined) -> None:
     records, counts = mined
     assert not [r for r in records if "schedule_legacy" in str(r["messagePattern"])]
     assert counts["skipped-internal"] >= 1
+
+
+def test_added_name_says_which_release_to_upgrade_to(mined) -> None:
+    """A name the top-level package gained is one record, with the upgrade that brings it."""
+    [record] = [r for r in mined[0] if r["skew"]["name"] == "skewpkg.Turbo"]
+    assert (
+        "`Turbo` was added in skewpkg 2.0; older releases lack it: upgrade to >= 2.0."
+    ) == record["documentation"]
+    assert ["Upgrade skewpkg: pip install 'skewpkg>=2.0'."] == record["solutions"]
+    assert {"changedIn": "2.0", "lastBefore": "1.0", "exact": True} == {
+        k: record["skew"][k] for k in ("changedIn", "lastBefore", "exact")
+    }
+
+
+def test_releases_between_make_the_change_inexact(releases) -> None:
+    """With releases between the mined ones, the record says which were not read, and its pin
+    names the last mined release with the name, never the release before changedIn."""
+    records, _ = history_records(
+        "skewpkg",
+        [("1.0", releases["1.0"]), ("2.0", releases["2.0"])],
+        releases=["0.9", "1.0", "1.1.0", "1.1.1", "1.2", "2.0", "2.1"],
+    )
+    [record] = [r for r in records if r["skew"]["name"] == "skewpkg.core.helper"]
+    assert (
+        "`helper` was moved from `skewpkg.core` between skewpkg 1.0 and 2.0 (1.1.x, 1.2 not "
+        "checked); the last release known to have it is 1.0. skewpkg 2.0 defines it as "
+        "`skewpkg.utils.helper`."
+    ) == record["documentation"]
+    assert (
+        "Or install the last release known to have it: pip install 'skewpkg<=1.0'."
+        == (record["solutions"][-1])
+    )
+    assert False is record["skew"]["exact"]
+
+
+# ---- lazy top-level modules ----------------------------------------------------------------
+
+#: A package laid out as transformers 4 is: a lazy __init__ with an _import_structure table
+#: and the same names imported under TYPE_CHECKING.
+LAZY_4 = {
+    "lazypkg/__init__.py": """
+        import sys
+        from typing import TYPE_CHECKING
+
+        from .utils import _LazyModule
+
+        _import_structure = {{"models.alpha": ["AlphaModel"], "utils": ["helper"]}}
+        {extra}
+        if TYPE_CHECKING:
+            from .models.alpha import AlphaModel
+            from .utils import helper
+            {typed}
+        else:
+            sys.modules[__name__] = _LazyModule(__name__, _import_structure)
+    """,
+    "lazypkg/utils.py": """
+        class _LazyModule:
+            pass
+
+        def helper():
+            return 1
+    """,
+    "lazypkg/models/__init__.py": "",
+    "lazypkg/models/alpha/__init__.py": "from .modeling_alpha import AlphaModel\n",
+    "lazypkg/models/alpha/modeling_alpha.py": "class AlphaModel:\n    pass\n",
+    "lazypkg/models/beta/__init__.py": "from .modeling_beta import BetaForCausalLM\n",
+    "lazypkg/models/beta/modeling_beta.py": "class BetaForCausalLM:\n    pass\n",
+}
+
+
+def _lazy_5(models: tuple[str, ...]) -> dict[str, str]:
+    """The same package laid out as transformers 5 is: star imports down to each __all__."""
+    files = {
+        "lazypkg/__init__.py": """
+            import sys
+            from typing import TYPE_CHECKING
+
+            from .utils import _LazyModule, define_import_structure
+
+            _import_structure = {"utils": ["helper"]}
+            if TYPE_CHECKING:
+                from .models import *
+                from .utils import helper
+            else:
+                sys.modules[__name__] = _LazyModule(__name__, define_import_structure("models"))
+        """,
+        "lazypkg/utils.py": """
+            class _LazyModule:
+                pass
+
+            def define_import_structure(path):
+                return {}
+
+            def helper():
+                return 1
+        """,
+        "lazypkg/models/__init__.py": "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n"
+        + "".join(f"    from .{m} import *\n" for m in models)
+        + "else:\n    import sys\n\n    sys.modules[__name__] = object()\n",
+    }
+    for m in models:
+        cls = {"alpha": "AlphaModel", "beta": "BetaForCausalLM", "gamma": "GammaModel"}[m]
+        files[f"lazypkg/models/{m}/__init__.py"] = (
+            "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n"
+            f"    from .modeling_{m} import *\n"
+            "else:\n    import sys\n\n    sys.modules[__name__] = object()\n"
+        )
+        files[f"lazypkg/models/{m}/modeling_{m}.py"] = (
+            f"class {cls}:\n    pass\n\n\ndef build():\n    return {cls}()\n\n\n"
+            f'__all__ = ["{cls}"]\n'
+        )
+    return files
+
+
+@pytest.fixture(scope="module")
+def lazy_mined(tmp_path_factory: pytest.TempPathFactory):
+    root = tmp_path_factory.mktemp("lazy")
+    old = {k: v.format(extra="", typed="") for k, v in LAZY_4.items()}
+    new = {
+        k: v.format(
+            extra='_import_structure["models.beta"] = ["BetaForCausalLM"]',
+            typed="from .models.beta import BetaForCausalLM",
+        )
+        for k, v in LAZY_4.items()
+    }
+    folders = [
+        ("1.0", _release(root, "1.0", old, "lazypkg")),
+        ("2.0", _release(root, "2.0", new, "lazypkg")),
+        ("3.0", _release(root, "3.0", _lazy_5(("alpha", "beta", "gamma")), "lazypkg")),
+    ]
+    return history_records("lazypkg", folders)[0]
+
+
+def test_a_lazy_top_level_module_offers_its_tables_and_star_imports(lazy_mined) -> None:
+    """transformers 4's _import_structure and 5's TYPE_CHECKING star imports both count as
+    what the package offers: only the model classes each release added are added names."""
+    added = {
+        r["skew"]["name"]: r["skew"]["changedIn"]
+        for r in lazy_mined
+        if r["skew"]["change"] == "added" and r["errorClass"] == "ImportError"
+    }
+    assert {"lazypkg.BetaForCausalLM": "2.0", "lazypkg.GammaModel": "3.0"} == added
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "cannot import name 'GammaModel' from 'lazypkg' (unknown location)",
+        "cannot import name 'GammaModel' from 'lazypkg' (/site-packages/lazypkg/__init__.py)",
+        "module lazypkg has no attribute GammaModel",
+        "module 'lazypkg' has no attribute 'GammaModel'",
+    ],
+)
+def test_an_added_name_matches_every_wording(lazy_mined, message) -> None:
+    """The messages of Python's import and of a lazy module's __getattr__ find the record."""
+    skew = _top_skew(lazy_mined, message)
+    assert ("lazypkg.GammaModel", "added", "3.0") == (
+        skew["name"],
+        skew["change"],
+        skew["changedIn"],
+    )
+
+
+# ---- a member of a base class ----------------------------------------------------------------
+
+
+def _family(count: int, *, with_member: bool, override: bool = False) -> dict[str, str]:
+    """A base class and ``count`` subclasses, all offered by the package; ``override``: the
+    last subclass defines the member too."""
+    member = "    def contrastive(self):\n        return 1\n" if with_member else "    pass\n"
+    names = [f"Model{i}" for i in range(count)]
+    own = {n: member if (override and n == names[-1]) else "    pass\n" for n in names}
+    return {
+        "basepkg/__init__.py": "from basepkg.mixin import Mixin\nfrom basepkg.models import "
+        + ", ".join(names)
+        + "\n",
+        "basepkg/mixin.py": f"class Mixin:\n{member}",
+        "basepkg/models.py": "from basepkg.mixin import Mixin\n\n\n"
+        + "".join(f"class {n}(Mixin):\n{own[n]}\n\n" for n in names),
+    }
+
+
+@pytest.mark.parametrize("count", [3, 15])
+def test_a_member_removed_from_a_base_is_one_record(tmp_path, count) -> None:
+    """One record names the base class and covers every subclass, whatever their number."""
+    folders = [
+        ("1.0", _release(tmp_path, "1.0", _family(count, with_member=True), "basepkg")),
+        ("2.0", _release(tmp_path, "2.0", _family(count, with_member=False), "basepkg")),
+    ]
+    records, _ = history_records("basepkg", folders)
+    [record] = [r for r in records if "contrastive" in r["skew"]["name"]]
+    classes = sorted(["basepkg.mixin.Mixin", *(f"basepkg.models.Model{i}" for i in range(count))])
+    assert classes == record["skew"]["classes"]
+    assert (
+        f"`contrastive` was removed from `Mixin` (and the {count} classes that inherit it) in "
+        "basepkg 2.0; the last release that has it is 1.0."
+    ) == record["documentation"]
+    assert ("(?P<cls>" in record["messagePattern"]) is (count > 12)
+    message = f"'Model{count - 1}' object has no attribute 'contrastive'"
+    assert "basepkg.mixin.Mixin.contrastive" == _top_skew(records, message)["name"]
+
+
+def test_a_member_added_to_a_base_is_one_record(tmp_path) -> None:
+    """A method a base class gained is one added record covering its subclasses, the one
+    that overrides it too."""
+    new = _family(15, with_member=True, override=True)
+    folders = [
+        ("1.0", _release(tmp_path, "1.0", _family(15, with_member=False), "basepkg")),
+        ("2.0", _release(tmp_path, "2.0", new, "basepkg")),
+    ]
+    records, _ = history_records("basepkg", folders)
+    [record] = [r for r in records if r["skew"]["change"] == "added"]
+    assert 16 == len(record["skew"]["classes"])
+    assert "basepkg.mixin.Mixin.contrastive" == record["skew"]["name"]
+    assert record["documentation"].startswith(
+        "`contrastive` was added to `Mixin` (and the 15 classes that inherit it) in basepkg 2.0"
+    )
+
+
+def test_mine_passes_the_release_list_and_counts_the_pins(releases) -> None:
+    """mine(releases=...) states changes as inexact and its summary counts the pins checked."""
+    from errkb.mine import mine
+
+    result = mine(
+        [str(releases["1.0"]), str(releases["2.0"])],
+        native=False,
+        history=True,
+        releases=["1.0", "1.5", "2.0"],
+    )
+    skew = [r["skew"] for r in result.records if "skew" in r]
+    assert skew
+    assert {False} == {s["exact"] for s in skew}
+    assert 0 < result.summary["history"]["pins-verified"]
+    assert "pins-wrong" not in result.summary["history"]

@@ -69,6 +69,16 @@ def test_list_and_jsonl_files_load(write_records, good_record):
             "item 0: the record's own pattern matches, but must not: 'widget x jammed at 1 rpm'",
         ),
         (
+            {"skew": {"distribution": "d", "name": "d.f", "change": "removed", "exact": "yes"}},
+            "skew",
+            '"exact": expected true or false, got a string',
+        ),
+        (
+            {"skew": {"distribution": "d", "name": "d.C.m", "change": "removed", "classes": [1]}},
+            "skew",
+            '"classes": expected a list of class names',
+        ),
+        (
             {"colour": "red"},
             "colour",
             "unknown field (not in schema version 2 or errkb's extensions)",
@@ -231,3 +241,14 @@ def test_a_site_holds_from_its_release_until_the_next_one_listed():
     assert "vllm/b.py:2" == v.site_at("0.9.2")
     assert v.site_at("0.10.2") is None  # after the last release that raises it
     assert v.site_at("0.1.0") is None
+
+
+def test_a_skew_record_keeps_exact_and_its_classes():
+    """skew.exact and skew.classes load and come back as they were written."""
+    skew = {"distribution": "d", "name": "d.C.m", "change": "removed", "changedIn": "2.0"}
+    skew |= {"lastBefore": "1.0", "exact": False, "classes": ["d.C", "d.Sub"]}
+    record, problems = record_from_dict(record_dict(skew=skew))
+    assert [] == problems
+    assert record is not None
+    assert record.skew is not None
+    assert skew == record.skew.to_json()
