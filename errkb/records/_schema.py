@@ -129,6 +129,9 @@ class Skew:
         changed_in: the first release with the change.
         last_before: the last release before the change (where the old form still works).
         replacement: the new name or place, when it was renamed or moved.
+        classes: the qualified names of the classes a member or method shows on (the class
+            that defined it and those that inherited it), when the record covers several;
+            the matcher reads them to tell the library's classes from a user's.
     """
 
     distribution: str
@@ -137,6 +140,7 @@ class Skew:
     changed_in: str | None = None
     last_before: str | None = None
     replacement: str | None = None
+    classes: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"distribution": self.distribution, "name": self.name}
@@ -148,6 +152,8 @@ class Skew:
         ):
             if getattr(self, attr) is not None:
                 out[key] = getattr(self, attr)
+        if self.classes:
+            out["classes"] = list(self.classes)
         return out
 
 

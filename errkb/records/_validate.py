@@ -193,7 +193,7 @@ def _versions(value: dict[str, Any]) -> tuple[Versions | None, str]:
 
 def _skew(value: dict[str, Any]) -> tuple[Skew | None, str]:
     """The ``skew`` object, or ``None`` and why not."""
-    keys = {"distribution", "name", "change", "changedIn", "lastBefore", "replacement"}
+    keys = {"distribution", "name", "change", "changedIn", "lastBefore", "replacement", "classes"}
     unknown = sorted(set(value) - keys)
     if unknown:
         return None, f"unknown key {unknown[0]!r} (expected {', '.join(sorted(keys))})"
@@ -205,6 +205,9 @@ def _skew(value: dict[str, Any]) -> tuple[Skew | None, str]:
     for key in ("changedIn", "lastBefore", "replacement"):
         if value.get(key) is not None and not isinstance(value[key], str):
             return None, f'"{key}": expected a string, got {_json_kind(value[key])}'
+    classes = value.get("classes", [])
+    if not isinstance(classes, list) or not all(isinstance(c, str) and c for c in classes):
+        return None, f'"classes": expected a list of non-empty strings, got {_json_kind(classes)}'
     return Skew(
         distribution=value["distribution"],
         name=value["name"],
@@ -212,6 +215,7 @@ def _skew(value: dict[str, Any]) -> tuple[Skew | None, str]:
         changed_in=value.get("changedIn"),
         last_before=value.get("lastBefore"),
         replacement=value.get("replacement"),
+        classes=tuple(classes),
     ), ""
 
 

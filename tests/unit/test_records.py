@@ -231,3 +231,27 @@ def test_a_site_holds_from_its_release_until_the_next_one_listed():
     assert "vllm/b.py:2" == v.site_at("0.9.2")
     assert v.site_at("0.10.2") is None  # after the last release that raises it
     assert v.site_at("0.1.0") is None
+
+
+def test_skew_may_list_the_classes_a_record_covers():
+    """``skew.classes`` loads as a tuple and writes back; anything but a list of names is a
+    problem of the field."""
+    skew = {"distribution": "transformers", "name": "transformers.Cache.m", "change": "removed"}
+    record, problems = record_from_dict(
+        record_dict(skew={**skew, "classes": ["transformers.DynamicCache"]})
+    )
+    assert [] == problems
+    assert record is not None
+    assert record.skew is not None
+    assert ("transformers.DynamicCache",) == record.skew.classes
+    assert ["transformers.DynamicCache"] == record.skew.to_json()["classes"]
+    assert "classes" not in attrs.evolve(record.skew, classes=()).to_json()
+    _, problems = record_from_dict(
+        record_dict(skew={**skew, "classes": "DynamicCache"}), source="p.jsonl:1"
+    )
+    assert [
+        (
+            'p.jsonl:1: record "test-record": field "skew": "classes": expected a list of non-empty '
+            "strings, got a string"
+        )
+    ] == [p.line for p in problems]
