@@ -36,6 +36,16 @@ ordered by, in turn:
 5. **specificity**: more literal characters required by the part that matched first;
 6. the record id, so that results are stable.
 
+A mined record whose message Python words itself (every ``skew`` record, and any mined record
+whose pattern says ``got an unexpected keyword argument``, ``missing N required positional
+argument``, ``has no attribute``, ``cannot import name`` or ``No module named``) names a
+library's class, function or module in words any user's code shares. It matches only when the
+message names what it names (the class of ``Cls.method()`` or ``'Cls' object``, read from
+``skew.classes`` when the record has them, else from its pattern; a module's function for a bare
+``func()``, so never a method printed bare as Python 3.9 does; the module of an import), or when
+a traceback frame is in the library's package; it has no literal-run form; and its text names
+the message's class where it named another of the classes it covers.
+
 A match's ``score`` encodes 2 to 5 as one number, so that a higher score is a better match
 within a tier: class 100 (exact), 80 (alias), 60 (base), 40 (none), 20 (unresolved, likely) or
 0 (unresolved); raise site +6 (its file) or +3 (its package), variant without either -3; form
@@ -47,6 +57,7 @@ from __future__ import annotations
 
 import builtins
 import itertools
+import re
 import sys
 import threading
 from typing import TYPE_CHECKING, Any, Protocol
@@ -266,12 +277,27 @@ def typed(text: str | None) -> object:
 class _Entry:
     """A record with its pattern, compiled on first use (most never are: the index skips them)."""
 
-    __slots__ = ("_compiled", "_head", "ref")
+    __slots__ = ("_compiled", "_covers", "_head", "_worded", "ref")
 
     def __init__(self, ref: RecordRef) -> None:
         self.ref = ref
         self._compiled: regex.Pattern[str] | None = None
         self._head: regex.Pattern[str] | bool | None = False  # False: not looked at yet
+        self._worded: bool | None = None
+        self._covers: _Covers | None = None
+
+    @property
+    def worded(self) -> bool:
+        """Whether the record is mined from a message Python words itself (see :func:`_worded`)."""
+        if self._worded is None:
+            self._worded = _worded(self.ref)
+        return self._worded
+
+    def covers(self, record: Record) -> _Covers:
+        """What the record names, read once from its pattern and ``skew`` (``record`` is its own)."""
+        if self._covers is None:
+            self._covers = _Covers.of(record, self.ref.library)
+        return self._covers
 
     @property
     def compiled(self) -> regex.Pattern[str]:
@@ -390,9 +416,21 @@ class Matcher:
             except (regex.error, RecursionError, OverflowError, MemoryError):
                 self._skip("broken", record.id, skipped)
                 continue
-            run = _literal_run(record.message_pattern) if hit is None and mined else None
+            worded = mined and entry.worded
+            run = (
+                _literal_run(record.message_pattern)
+                if hit is None and mined and not worded
+                else None
+            )
             if hit is None and (run is None or run not in message):
                 continue
+            whole = record.load()
+            if worded:  # Python's own words: the message must name what the record names
+                covers = entry.covers(whole)
+                named = None if hit is None else _claim(covers, message, hit, paths)
+                if named is None:
+                    continue
+                whole = _shown(whole, covers.classes, named) if named else whole
             bonus = _site(record, paths)
             captures: dict[str | int, object] = {}
             if hit is None:
@@ -405,7 +443,7 @@ class Matcher:
             else:
                 n, captures = specificity(record.message_pattern), _captures(hit)
             score = round(level + bonus + form + n / (n + 40), 4)
-            found.append(Match(record=record.load(), captures=captures, score=score))
+            found.append(Match(record=whole, captures=captures, score=score))
         found.sort(key=lambda m: (m.mined, -m.score, m.record.id))
         return _fold(found)
 
@@ -425,6 +463,173 @@ def _site(record: RecordRef, paths: tuple[str, ...]) -> float:
     if package and any(f"/{package}/" in p for p in paths):
         return _PACKAGE
     return _VARIANT if record.variant_of else 0.0
+
+
+#: Messages Python itself words (a record mined from one names the library's class, function
+#: or module, but the same words come from any user's code), searched in a record's pattern.
+_PYTHON_WORDINGS = re.compile(
+    r"got an unexpected keyword argument|missing \S+ required (?:positional|keyword-only) "
+    r"argument|has no attribute|cannot import name|No module named"
+)
+# The tag of records of version skew: all are worded as Python words its errors.
+_SKEW_TAG = "skew"
+
+# What a message in Python's words names, searched in the text of a match: the callee of a
+# call, the class or module that lacks an attribute, the module of an import.
+_SUBJECT = re.compile(
+    r"(?P<call>(?<![\w.<>])[A-Za-z_<][\w.<>]*)\(\)"
+    r"|(?:type object )?'(?P<object>[^'\s]+)'(?: object)? has no attribute"
+    r"|module '(?P<module>[^'\s]+)' has no attribute"
+    r"|cannot import name '(?P<name>[^'\s]+)'(?: from (?:partially initialized module )?"
+    r"'(?P<source>[^'\s]+)')?"
+    r"|No module named '(?P<missing>[^'\s]+)'"
+)
+# What a pattern names: identifiers alternated in a group (``(?:A|B)``, ``(?:A\.)?``), quoted
+# (``'A'``, ``'pkg\.mod'``), or written before a dot (``A\.forward``).
+_NAMED = re.compile(
+    r"\((?:\?:|\?P<\w+>)((?:[A-Za-z_]\w*\|)*[A-Za-z_]\w*)(?:\\\.)?\)"
+    r"|'([A-Za-z_](?:\w|\\\.)*)'"
+    r"|([A-Za-z_]\w*)\\\."
+)
+# A pattern that names a class before its call (``(?:Cls\.)?forward\(\)``): a method's.
+_METHOD_CALL = re.compile(r"\\\.\)?\??[A-Za-z_]\w*\\\(\\\)")
+# In a record's text, a class or a list of classes in backticks ("`A`, `B` and 57 more"), and
+# a class before a member (`Cls.forward()`).
+_CLASS_LIST = re.compile(
+    r"`[A-Za-z_]\w*`(?:(?:, |,? and )`[A-Za-z_]\w*`)*(?:,? and \d+ more)?( no longer have\b)?"
+)
+_CLASS_DOT = re.compile(r"(?<=`)([A-Za-z_]\w*)(?=\.\w)")
+# How far before a match a qualified name may start (``MyModel.`` before ``forward()``).
+_QUALIFIER_REACH = 200
+
+
+def _worded(ref: RecordRef) -> bool:
+    """Whether a mined record's message is worded as Python words its own errors.
+
+    Every skew record is, and any mined record whose pattern says ``got an unexpected keyword
+    argument``, ``missing N required positional argument``, ``has no attribute``, ``cannot
+    import name`` or ``No module named``: the library's class or module is what identifies it.
+    """
+    return _SKEW_TAG in ref.tags or _PYTHON_WORDINGS.search(ref.message_pattern) is not None
+
+
+@attrs.frozen(kw_only=True)
+class _Covers:
+    """What a record in Python's words names, and the packages whose frames vouch for it.
+
+    Attributes:
+        names: the classes, functions and modules the record names (short and dotted).
+        classes: the classes the record lists (``skew.classes``, else the pattern's), short.
+        method: whether the record's call is a method's (a bare ``forward()`` is not its).
+        packages: top-level packages of the library: a frame in one lets any message match.
+    """
+
+    names: frozenset[str]
+    classes: frozenset[str]
+    method: bool
+    packages: frozenset[str]
+
+    @classmethod
+    def of(cls, record: Record, library: str) -> _Covers:
+        """From the record's ``skew`` (its name and classes) and what its pattern names."""
+        pattern = record.message_pattern
+        names: set[str] = set()
+        listed: set[str] = set()
+        for group, quoted, dotted in _NAMED.findall(pattern):
+            listed.update(group.split("|") if group else ())
+            names.add(quoted.replace("\\.", ".") if quoted else dotted)
+        packages = {library.replace("-", "_")}
+        skew = record.skew
+        if skew is not None:
+            dotted_name = skew.name.partition("(")[0]
+            parts = dotted_name.split(".")
+            # Its member and owner (a class, or the module of a module-level name), and each
+            # module it is in, dotted: a module's own short name is no module Python prints.
+            names.update(parts[-2:])
+            names.update(".".join(parts[:i]) for i in range(1, len(parts) + 1))
+            packages.update((parts[0], skew.distribution.replace("-", "_").lower()))
+            if skew.classes:
+                listed = {c.rpartition(".")[2] for c in skew.classes}
+                names.update(skew.classes)
+        if record.file_path and "/" in record.file_path:
+            packages.add(record.file_path.lstrip("/").partition("/")[0])
+        names.update(listed)
+        return cls(
+            names=frozenset(names - {""}),
+            classes=frozenset(listed),
+            method=_METHOD_CALL.search(pattern) is not None or bool(skew and skew.classes),
+            packages=frozenset(packages - {""}),
+        )
+
+    def named(self, subject: re.Match[str] | None) -> str | None:
+        """Whether the record covers what a message names: the class it names, if any.
+
+        ``subject`` is a match of the subject pattern in the message; the answer is the class
+        (short), ``""`` for a covered function or module, ``None`` when it is not covered.
+        """
+        if subject is None:
+            return None
+        kind, value = next((k, v) for k, v in subject.groupdict().items() if v is not None)
+        if kind == "call":
+            parts = [p for p in value.split(".") if p and not p.startswith("<")]
+            if len(parts) < 2:  # a bare name: a function of a module, never a class's method
+                return "" if not self.method else None
+            return parts[-2] if parts[-2] in self.names else None
+        if kind == "name":
+            source = subject.group("source")
+            return "" if value in self.names and source in self.names else None
+        if kind == "object":  # a class, as Python prints it: short, or dotted for a C type
+            short = value.rpartition(".")[2]
+            return short if value in self.names or short in self.names else None
+        return "" if value in self.names else None
+
+
+def _claim(
+    covers: _Covers, message: str, hit: regex.Match[str], paths: tuple[str, ...]
+) -> str | None:
+    """Whether a record in Python's words matches: the class the message names, or ``""``.
+
+    The message must name what the record names (its class, function or module, read in the
+    text the pattern matched and the qualified name just before it), or the traceback must pass
+    through the library (a frame in one of :attr:`_Covers.packages`): the same words come from
+    any user's own code. A bare ``forward()``, as Python 3.9 prints a method, names no class,
+    so only a frame vouches for it. ``None``: the record does not match.
+    """
+    start = hit.start()
+    low = max(0, start - _QUALIFIER_REACH)
+    while start > low and (message[start - 1].isalnum() or message[start - 1] in "_.<>"):
+        start -= 1
+    named = covers.named(_SUBJECT.search(message, start, max(hit.end(), start)))
+    if named is not None:
+        return named
+    return "" if any(f"/{p}/" in path for p in covers.packages for path in paths) else None
+
+
+def _shown(record: Record, classes: frozenset[str], named: str) -> Record:
+    """The record as the user should read it: the class it names is the message's class.
+
+    A record of a member that many classes lost names one of them, or a few and a count, in
+    its text ("`m` was removed from `LayoutLMv2ForTokenClassification`"); a user of
+    ``LlamaForCausalLM`` reads ``LlamaForCausalLM`` there instead. Other names are kept.
+    """
+    if named not in classes:
+        return record
+
+    def one(m: re.Match[str]) -> str:
+        listed = re.findall(r"`(\w+)`", m.group())
+        if not all(c in classes for c in listed) or listed == [named]:
+            return m.group()
+        return f"`{named}`" + (" no longer has" if m.group(1) else "")
+
+    def put(text: str) -> str:
+        text = _CLASS_LIST.sub(one, text)
+        return _CLASS_DOT.sub(lambda m: named if m.group(1) in classes else m.group(1), text)
+
+    documentation = put(record.documentation) if record.documentation else None
+    solutions = tuple(map(put, record.solutions))
+    if documentation == record.documentation and solutions == record.solutions:
+        return record
+    return attrs.evolve(record, documentation=documentation, solutions=solutions)
 
 
 def _literal_run(pattern: str) -> str | None:
