@@ -499,6 +499,11 @@ _CLASS_LIST = re.compile(
     r"`[A-Za-z_]\w*`(?:(?:, |,? and )`[A-Za-z_]\w*`)*(?:,? and \d+ more)?( no longer have\b)?"
 )
 _CLASS_DOT = re.compile(r"(?<=`)([A-Za-z_]\w*)(?=\.\w)")
+# The miner's words about a list of classes, and how they read for the one in the message.
+_PLURAL = (
+    (": they stopped inheriting it", ": it stopped inheriting it"),
+    ("where these classes lack", "where `{}` lacks"),
+)
 # How far before a match a qualified name may start (``MyModel.`` before ``forward()``).
 _QUALIFIER_REACH = 200
 
@@ -614,19 +619,30 @@ def _shown(record: Record, classes: frozenset[str], named: str) -> Record:
     """
     if named not in classes:
         return record
+    plural = False
 
     def one(m: re.Match[str]) -> str:
+        nonlocal plural
         listed = re.findall(r"`(\w+)`", m.group())
         if not all(c in classes for c in listed) or listed == [named]:
             return m.group()
+        plural = plural or m.group(1) is not None
         return f"`{named}`" + (" no longer has" if m.group(1) else "")
 
     def put(text: str) -> str:
         text = _CLASS_LIST.sub(one, text)
         return _CLASS_DOT.sub(lambda m: named if m.group(1) in classes else m.group(1), text)
 
+    def singular(text: str) -> str:
+        for many, single in _PLURAL:
+            text = text.replace(many, single.format(named))
+        return text
+
     documentation = put(record.documentation) if record.documentation else None
     solutions = tuple(map(put, record.solutions))
+    if plural:
+        documentation = documentation and singular(documentation)
+        solutions = tuple(map(singular, solutions))
     if documentation == record.documentation and solutions == record.solutions:
         return record
     return attrs.evolve(record, documentation=documentation, solutions=solutions)

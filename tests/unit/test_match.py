@@ -281,7 +281,7 @@ def test_validate_names_a_solution_capture_the_pattern_lacks():
 _TRANSFORMERS_FRAME = "/venv/lib/python3.9/site-packages/transformers/models/x/modeling_x.py"
 
 
-def _skew(rid, pattern, name, error_class="TypeError", documentation=None, **skew):
+def _skew(rid, pattern, name, error_class="TypeError", documentation=None, solutions=(), **skew):
     """A mined skew record of transformers (its library, by its repository)."""
     fields = {"documentation": documentation} if documentation else {}
     return record_dict(
@@ -291,6 +291,7 @@ def _skew(rid, pattern, name, error_class="TypeError", documentation=None, **ske
         errorClass=error_class,
         tags=["mined", "skew"],
         skew={"distribution": "transformers", "name": name, "change": "removed", **skew},
+        solutions=list(solutions),
         **fields,
     )
 
@@ -411,12 +412,14 @@ def test_a_list_of_classes_becomes_the_class_in_the_message():
             "stopped inheriting it from `GenerationMixin`, which still defines it. See "
             "`AModel.m` and `transformers.AModel`."
         ),
+        solutions=["Update the code, where these classes lack `m`."],
     )
     [match] = _matcher(record).match("'CModel' object has no attribute 'm'")
     assert (
-        "`CModel` no longer has `m` in transformers 4.52.4: they stopped inheriting it from "
+        "`CModel` no longer has `m` in transformers 4.52.4: it stopped inheriting it from "
         "`GenerationMixin`, which still defines it. See `CModel.m` and `transformers.AModel`."
     ) == match.record.documentation
+    assert ("Update the code, where `CModel` lacks `m`.",) == match.record.solutions
 
 
 def test_an_import_of_a_name_the_record_does_not_name_is_not_claimed():
