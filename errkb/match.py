@@ -24,7 +24,8 @@ ordered by, in turn:
 3. **raise site**: a file of the traceback ends with the record's ``filePath``; else the
    traceback passes through the package that file is in (the first folder of ``filePath``:
    ``torch/``, ``ChatTTS/``), as when a message is raised from several files of a package and
-   the record names one; below no evidence either way, a record marked ``variantOf`` (a
+   the record names one (a ``skew`` record's file is the module its ``name`` is in); below no
+   evidence either way, a record marked ``variantOf`` (a
    vendored copy of another record's error) when the traceback shows neither its file nor its
    package, so the original wins unless the traceback shows the copy;
 4. **form**: the whole message; then the message cut short inside a match, after the pattern's
@@ -425,13 +426,14 @@ class Matcher:
             if hit is None and (run is None or run not in message):
                 continue
             whole = record.load()
+            bonus = _site(record, paths)
             if worded:  # Python's own words: the message must name what the record names
                 covers = entry.covers(whole)
                 named = None if hit is None else _claim(covers, message, hit, paths)
                 if named is None:
                     continue
                 whole = _shown(whole, covers.classes, named) if named else whole
-            bonus = _site(record, paths)
+                bonus = max(bonus, covers.site(paths))
             captures: dict[str | int, object] = {}
             if hit is None:
                 form, n = _RUN, len(run or "")
@@ -527,12 +529,15 @@ class _Covers:
         classes: the classes the record lists (``skew.classes``, else the pattern's), short.
         method: whether the record's call is a method's (a bare ``forward()`` is not its).
         packages: top-level packages of the library: a frame in one lets any message match.
+        files: the files of the modules ``skew.name`` is in (``/transformers/cache_utils.py``):
+            a frame in one is the record's raise site, as ``filePath`` is another record's.
     """
 
     names: frozenset[str]
     classes: frozenset[str]
     method: bool
     packages: frozenset[str]
+    files: frozenset[str] = frozenset()
 
     @classmethod
     def of(cls, record: Record, library: str) -> _Covers:
@@ -544,6 +549,7 @@ class _Covers:
             listed.update(group.split("|") if group else ())
             names.add(quoted.replace("\\.", ".") if quoted else dotted)
         packages = {library.replace("-", "_")}
+        files: set[str] = set()
         skew = record.skew
         if skew is not None:
             dotted_name = skew.name.partition("(")[0]
@@ -553,6 +559,9 @@ class _Covers:
             names.update(parts[-2:])
             names.update(".".join(parts[:i]) for i in range(1, len(parts) + 1))
             packages.update((parts[0], skew.distribution.replace("-", "_").lower()))
+            for i in range(2, len(parts) + 1):
+                folder = "/" + "/".join(parts[:i])
+                files.update((folder + ".py", folder + "/__init__.py"))
             if skew.classes:
                 listed = {c.rpartition(".")[2] for c in skew.classes}
                 names.update(skew.classes)
@@ -564,7 +573,18 @@ class _Covers:
             classes=frozenset(listed),
             method=_METHOD_CALL.search(pattern) is not None or bool(skew and skew.classes),
             packages=frozenset(packages - {""}),
+            files=frozenset(files),
         )
+
+    def site(self, paths: tuple[str, ...]) -> float:
+        """The raise-site part of the score: a frame in a module of the record, or its library."""
+        if any(path.endswith(f) for path in paths for f in self.files):
+            return _SITE
+        return _PACKAGE if self.framed(paths) else 0.0
+
+    def framed(self, paths: tuple[str, ...]) -> bool:
+        """Whether a frame of the traceback is in the library."""
+        return any(f"/{p}/" in path for p in self.packages for path in paths)
 
     def named(self, subject: re.Match[str] | None) -> str | None:
         """Whether the record covers what a message names: the class it names, if any.
@@ -607,7 +627,7 @@ def _claim(
     named = covers.named(_SUBJECT.search(message, start, max(hit.end(), start)))
     if named is not None:
         return named
-    return "" if any(f"/{p}/" in path for p in covers.packages for path in paths) else None
+    return "" if covers.framed(paths) else None
 
 
 def _shown(record: Record, classes: frozenset[str], named: str) -> Record:

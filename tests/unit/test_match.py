@@ -329,6 +329,21 @@ def test_a_bare_method_matches_only_with_a_frame_in_the_library():
     ]
 
 
+def test_a_frame_in_the_records_module_ranks_it_first():
+    """Of the records a bare ``forward()`` may be, the one whose module the traceback passes
+    through (``modeling_llama.py``) ranks first: the skew record's module is its raise site."""
+    llama = _skew(
+        "llama-labels",
+        r"(?<![\w.])(?:LlamaForCausalLM\.)?forward\(\) got an unexpected keyword argument 'labels'",
+        "transformers.models.llama.modeling_llama.LlamaForCausalLM.forward(labels)",
+    )
+    m = _matcher(SEGGPT_LABELS, llama)
+    frame = "/venv/site-packages/transformers/models/llama/modeling_llama.py"
+    found = m.match("forward() got an unexpected keyword argument 'labels'", None, files=[frame])
+    assert ["llama-labels", "seggpt-labels"] == [x.record.id for x in found]
+    assert found[0].score > found[1].score  # not by id alone
+
+
 def test_a_module_level_function_is_named_bare():
     """A function of a module prints bare on every Python: its own name is what it names."""
     m = _matcher(
