@@ -45,7 +45,7 @@ message names what it names (the class of ``Cls.method()`` or ``'Cls' object``, 
 ``skew.classes`` when the record has them, else from its pattern; a module's function for a bare
 ``func()``, so never a method printed bare as Python 3.9 does; the module of an import), or when
 a traceback frame is in the library's package; it has no literal-run form; and its text names
-the message's class where it named another of the classes it covers.
+the message's class where it named another of the classes it covers (or a capture, ``{cls}``).
 
 A match's ``score`` encodes 2 to 5 as one number, so that a higher score is a better match
 within a tier: class 100 (exact), 80 (alias), 60 (base), 40 (none), 20 (unresolved, likely) or
@@ -71,11 +71,13 @@ from errkb._patterns import (
     DEFAULT_TIMEOUT,
     PatternTimeoutError,
     compile_pattern,
+    fill_template,
     head_pattern,
     required_literals,
     search,
     search_prefix,
     specificity,
+    template_names,
 )
 from errkb.records import RecordRef
 
@@ -445,6 +447,8 @@ class Matcher:
             else:
                 n, captures = specificity(record.message_pattern), _captures(hit)
             score = round(level + bonus + form + n / (n + 40), 4)
+            if worded:
+                whole = _documented(whole, captures)
             found.append(Match(record=whole, captures=captures, score=score))
         found.sort(key=lambda m: (m.mined, -m.score, m.record.id))
         return _fold(found)
@@ -666,6 +670,19 @@ def _shown(record: Record, classes: frozenset[str], named: str) -> Record:
     if documentation == record.documentation and solutions == record.solutions:
         return record
     return attrs.evolve(record, documentation=documentation, solutions=solutions)
+
+
+def _documented(record: Record, captures: Mapping[str | int, object]) -> Record:
+    """The record with its documentation's ``{name}`` filled, when it names a capture.
+
+    A miner may write the class a record covers as a capture (``'(?P<cls>...)' object``) and
+    its text as ``{cls}``; the solutions are filled where every record's are (the diagnosis),
+    the documentation here, so that it too names the class of the message.
+    """
+    text = record.documentation
+    if not text or "{" not in text or not template_names(text)[0] & captures.keys():
+        return record
+    return attrs.evolve(record, documentation=fill_template(text, captures))
 
 
 def _literal_run(pattern: str) -> str | None:

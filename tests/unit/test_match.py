@@ -414,6 +414,19 @@ def test_the_class_shown_is_the_class_in_the_message():
     )
 
 
+def test_a_documentation_that_names_a_capture_is_filled():
+    """A record whose text names its class capture (``{cls}``) reads the message's class."""
+    record = dict(
+        CONTRASTIVE,
+        documentation="`contrastive_search` was removed from `{cls}` in transformers 4.46.3.",
+    )
+    [match] = _matcher(record).match("'LlamaModel' object has no attribute 'contrastive_search'")
+    assert (
+        "`contrastive_search` was removed from `LlamaModel` in transformers 4.46.3."
+        == match.record.documentation
+    )
+
+
 def test_a_list_of_classes_becomes_the_class_in_the_message():
     """ "`A`, `B` and 2 more no longer have `m`" reads "`C` no longer has `m`"; the base class
     named after it, and a call's class (`A.forward()`), are rewritten only if listed."""
