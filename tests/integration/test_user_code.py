@@ -174,6 +174,20 @@ def test_no_library_record_claims_a_users_own_code():
     assert [] == claimed
 
 
+def test_a_frame_in_another_library_vouches_for_none():
+    """User code runs under torch's ``Module.__call__``: a torch frame lets no transformers or
+    vLLM record claim the user's message."""
+    matcher = default_registry().matcher
+    frames = ["/home/me/train.py", "/venv/lib/python3.9/site-packages/torch/nn/modules/module.py"]
+    sample = [json.loads(line) for line in MESSAGES.read_text().splitlines()[::4]]
+    claimed = [
+        (e["message"], [m.record.id for m in found])
+        for e in sample
+        if (found := matcher.match(e["message"], e["errorClass"], files=frames))
+    ]
+    assert [] == claimed
+
+
 def test_errkb_lookup_claims_none_either():
     """The public lookup, which takes no traceback, gives nothing for a sample of the set."""
     import errkb
