@@ -46,6 +46,8 @@ message names what it names (the class of ``Cls.method()`` or ``'Cls' object``, 
 ``func()``, so never a method printed bare as Python 3.9 does; the module of an import), or when
 a traceback frame is in the library's package; it has no literal-run form; and its text names
 the message's class where it named another of the classes it covers (or a capture, ``{cls}``).
+A hand-written record with ``skew`` is held to the same test, its pattern standing for the
+classes it covers: a qualifier its match leaves out (``MyThing.`` before ``__init__()``) is not.
 
 A match's ``score`` encodes 2 to 5 as one number, so that a higher score is a better match
 within a tier: class 100 (exact), 80 (alias), 60 (base), 40 (none), 20 (unresolved, likely) or
@@ -296,10 +298,10 @@ class _Entry:
             self._worded = _worded(self.ref)
         return self._worded
 
-    def covers(self, record: Record) -> _Covers:
+    def covers(self, record: Record, *, written: bool) -> _Covers:
         """What the record names, read once from its pattern and ``skew`` (``record`` is its own)."""
         if self._covers is None:
-            self._covers = _Covers.of(record, self.ref.library)
+            self._covers = _Covers.of(record, self.ref.library, written=written)
         return self._covers
 
     @property
@@ -429,13 +431,14 @@ class Matcher:
                 continue
             whole = record.load()
             bonus = _site(record, paths)
-            if worded:  # Python's own words: the message must name what the record names
-                covers = entry.covers(whole)
+            if worded or whole.skew is not None:  # Python's own words: they must name its own
+                covers = entry.covers(whole, written=not mined)
                 named = None if hit is None else _claim(covers, message, hit, paths)
                 if named is None:
                     continue
-                whole = _shown(whole, covers.classes, named) if named else whole
-                bonus = max(bonus, covers.site(paths))
+                if worded:  # mined: its module is its raise site, its text is generated
+                    bonus = max(bonus, covers.site(paths))
+                    whole = _shown(whole, covers.classes, named) if named else whole
             captures: dict[str | int, object] = {}
             if hit is None:
                 form, n = _RUN, len(run or "")
@@ -526,7 +529,7 @@ def _worded(ref: RecordRef) -> bool:
 
 @attrs.frozen(kw_only=True)
 class _Covers:
-    """What a record in Python's words names, and the packages whose frames vouch for it.
+    r"""What a record in Python's words names, and the packages whose frames vouch for it.
 
     Attributes:
         names: the classes, functions and modules the record names (short and dotted).
@@ -535,6 +538,10 @@ class _Covers:
         packages: top-level packages of the library: a frame in one lets any message match.
         files: the files of the modules ``skew.name`` is in (``/transformers/cache_utils.py``):
             a frame in one is the record's raise site, as ``filePath`` is another record's.
+        written: a hand-written record, whose pattern is a person's statement of what it covers
+            (``'(?P<cache_class>\w*Cache)' object``): a class its match holds is covered; only
+            a qualifier left outside its match (``MyThing.`` before ``__init__()``), or a bare
+            method, is not.
     """
 
     names: frozenset[str]
@@ -542,9 +549,10 @@ class _Covers:
     method: bool
     packages: frozenset[str]
     files: frozenset[str] = frozenset()
+    written: bool = False
 
     @classmethod
-    def of(cls, record: Record, library: str) -> _Covers:
+    def of(cls, record: Record, library: str, *, written: bool = False) -> _Covers:
         """From the record's ``skew`` (its name and classes) and what its pattern names."""
         pattern = record.message_pattern
         names: set[str] = set()
@@ -578,6 +586,7 @@ class _Covers:
             method=_METHOD_CALL.search(pattern) is not None or bool(skew and skew.classes),
             packages=frozenset(packages - {""}),
             files=frozenset(files),
+            written=written,
         )
 
     def site(self, paths: tuple[str, ...]) -> float:
@@ -590,11 +599,12 @@ class _Covers:
         """Whether a frame of the traceback is in the library."""
         return any(f"/{p}/" in path for p in self.packages for path in paths)
 
-    def named(self, subject: re.Match[str] | None) -> str | None:
+    def named(self, subject: re.Match[str] | None, *, within: bool) -> str | None:
         """Whether the record covers what a message names: the class it names, if any.
 
-        ``subject`` is a match of the subject pattern in the message; the answer is the class
-        (short), ``""`` for a covered function or module, ``None`` when it is not covered.
+        ``subject`` is a match of the subject pattern in the message, ``within`` whether it
+        starts inside the record's match; the answer is the class (short), ``""`` for a covered
+        function or module, ``None`` when it is not covered.
         """
         if subject is None:
             return None
@@ -603,7 +613,11 @@ class _Covers:
             parts = [p for p in value.split(".") if p and not p.startswith("<")]
             if len(parts) < 2:  # a bare name: a function of a module, never a class's method
                 return "" if not self.method else None
+            if self.written:
+                return parts[-2] if within else None
             return parts[-2] if parts[-2] in self.names else None
+        if self.written:
+            return value.rpartition(".")[2] if kind == "object" else ""
         if kind == "name":
             source = subject.group("source")
             return "" if value in self.names and source in self.names else None
@@ -628,7 +642,8 @@ def _claim(
     low = max(0, start - _QUALIFIER_REACH)
     while start > low and (message[start - 1].isalnum() or message[start - 1] in "_.<>"):
         start -= 1
-    named = covers.named(_SUBJECT.search(message, start, max(hit.end(), start)))
+    subject = _SUBJECT.search(message, start, max(hit.end(), start))
+    named = covers.named(subject, within=subject is not None and subject.start() >= hit.start())
     if named is not None:
         return named
     return "" if covers.framed(paths) else None

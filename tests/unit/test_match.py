@@ -486,3 +486,27 @@ def test_a_hand_written_record_in_pythons_words_is_left_as_written():
     assert ["written"] == [
         x.record.id for x in m.match("'MyCache' object has no attribute 'get_max_length'")
     ]
+
+
+def test_a_hand_written_skew_record_covers_what_its_pattern_matches():
+    r"""A person's pattern states what it covers: ``(?:(?:Async)?EngineArgs\.)?__init__()``
+    takes ``AsyncEngineArgs``, but not a user's ``MyThing.`` left outside its match, and not a
+    bare ``__init__()`` without a vLLM frame."""
+    m = _matcher(
+        record_dict(
+            id="task",
+            repo="vllm-project/vllm",
+            messagePattern=r"(?:(?:Async)?EngineArgs\.)?__init__\(\) got an unexpected keyword "
+            r"argument 'task'",
+            errorClass="TypeError",
+            skew={"distribution": "vllm", "name": "vllm.EngineArgs(task)", "change": "removed"},
+        )
+    )
+    for owner in ("EngineArgs.", "AsyncEngineArgs."):
+        message = f"{owner}__init__() got an unexpected keyword argument 'task'"
+        assert ["task"] == [x.record.id for x in m.match(message, "TypeError")]
+    assert [] == m.match("MyThing.__init__() got an unexpected keyword argument 'task'")
+    bare = "__init__() got an unexpected keyword argument 'task'"
+    assert [] == m.match(bare, "TypeError")
+    framed = m.match(bare, "TypeError", files=["/venv/site-packages/vllm/entrypoints/llm.py"])
+    assert ["task"] == [x.record.id for x in framed]

@@ -57,7 +57,8 @@ NAMES = (
     "hidden_states", "return_dict", "use_cache", "cache_dir", "max_length", "seed", "epochs",
     "callbacks", "scheduler", "pixel_values", "past_key_values", "x", "generate",
     "from_pretrained", "contrastive_search", "get_max_length", "prepare_inputs_for_generation",
-    "gradient_checkpointing_enable", "to_legacy_cache", "save_pretrained",
+    "gradient_checkpointing_enable", "to_legacy_cache", "save_pretrained", "task",
+    "cache_position", "seen_tokens",
 )  # fmt: skip
 #: A user's classes.
 CLASSES = (
