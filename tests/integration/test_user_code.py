@@ -15,7 +15,6 @@ import importlib.util
 import json
 import subprocess
 import sys
-import types
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -24,8 +23,6 @@ from helpers import DATA
 from errkb.registry import builtin_records_dir, default_registry
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from errkb.match import Match
 
 HERE = DATA / "user-code"
@@ -63,7 +60,7 @@ class Net:
     """A user's class, for the real messages."""
 
     def __init__(self) -> None:
-        self.labels = None
+        """Defined, so that Python names it: ``Net.__init__() got an unexpected keyword``."""
 
     def forward(self, x: object) -> object:
         return x
@@ -90,15 +87,6 @@ def _hint() -> str:
     return done.stderr.strip().splitlines()[-1].partition(": ")[2]
 
 
-def _module(tmp_path: Path) -> types.ModuleType:
-    (tmp_path / "usercode_mymodule.py").write_text("VALUE = 1\n")
-    sys.path.insert(0, str(tmp_path))
-    try:
-        return importlib.import_module("usercode_mymodule")
-    finally:
-        sys.path.remove(str(tmp_path))
-
-
 def test_the_committed_set_is_what_the_script_writes():
     """messages.jsonl is generate.py's output, at least 300 messages, each once."""
     committed = [json.loads(line) for line in MESSAGES.read_text().splitlines()]
@@ -110,22 +98,22 @@ def test_the_committed_set_is_what_the_script_writes():
 @pytest.mark.parametrize(
     ("shape", "call", "parts"),
     [
-        ("call-kw", lambda: Net(device=1), {"cls": "Net", "func": "__init__", "name": "device"}),  # type: ignore[call-arg]
-        ("call-bare-kw", lambda: forward(1, device=1), {"func": "forward", "name": "device"}),  # type: ignore[call-arg]
-        ("call-missing", lambda: Net().forward(), {"cls": "Net", "func": "forward", "name": "x"}),  # type: ignore[call-arg]
-        ("call-bare-missing", forward, {"func": "forward", "name": "x"}),  # type: ignore[call-arg]
+        ("call-kw", lambda: Net(device=1), {"cls": "Net", "func": "__init__", "name": "device"}),
+        ("call-bare-kw", lambda: forward(1, device=1), {"func": "forward", "name": "device"}),
+        ("call-missing", lambda: Net().forward(), {"cls": "Net", "func": "forward", "name": "x"}),
+        ("call-bare-missing", forward, {"func": "forward", "name": "x"}),
         (
             "call-missing-two",
-            lambda: Net().forward2(),  # type: ignore[call-arg]
+            lambda: Net().forward2(),
             {"cls": "Net", "func": "forward2", "name": "x", "other": "y"},
         ),
         (
             "call-missing-kwonly",
-            lambda: Net().step(),  # type: ignore[call-arg]
+            lambda: Net().step(),
             {"cls": "Net", "func": "step", "name": "use_cache"},
         ),
-        ("object-attr", lambda: Net().config, {"cls": "Net", "name": "config"}),  # type: ignore[attr-defined]
-        ("type-attr", lambda: Net.config, {"cls": "Net", "name": "config"}),  # type: ignore[attr-defined]
+        ("object-attr", lambda: Net().config, {"cls": "Net", "name": "config"}),
+        ("type-attr", lambda: Net.config, {"cls": "Net", "name": "config"}),
         (
             "no-module",
             lambda: importlib.import_module("usercode_no_such_module"),
@@ -143,9 +131,12 @@ def test_each_wording_is_this_pythons_own(shape, call, parts):
     assert GENERATE.SHAPES[shape][0] == type(info.value).__name__
 
 
-def test_module_wordings_are_this_pythons_own(tmp_path):
+def test_module_wordings_are_this_pythons_own(tmp_path, monkeypatch):
     """A module's missing attribute and a name it cannot import read as the set words them."""
-    module = _module(tmp_path)
+    (tmp_path / "usercode_mymodule.py").write_text("VALUE = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "usercode_mymodule", raising=False)
+    module = importlib.import_module("usercode_mymodule")
     attr = _message(lambda: module.config)
     assert GENERATE.message("module-attr", module="usercode_mymodule", name="config") == attr
     with pytest.raises(ImportError) as info:
@@ -154,6 +145,7 @@ def test_module_wordings_are_this_pythons_own(tmp_path):
         "import-name", cls="MyModel", module="usercode_mymodule", path=module.__file__
     )
     assert expected == str(info.value)
+    sys.modules.pop("usercode_mymodule", None)
 
 
 @pytest.mark.skipif(sys.version_info < (3, 10), reason="the hint is printed from 3.10 on")

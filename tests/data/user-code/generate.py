@@ -120,8 +120,10 @@ def messages() -> list[dict[str, str]]:
         add("no-module", module=module)
         for cls in CLASSES[:4]:
             add("import-name", cls=cls, module=module, path=f"/home/me/project/{top}/__init__.py")
-    seen: set[str] = set()
-    return [m for m in out if not (m["message"] in seen or seen.add(m["message"]))]  # type: ignore[func-returns-value]
+    unique: dict[str, dict[str, str]] = {}
+    for m in out:
+        unique.setdefault(m["message"], m)
+    return list(unique.values())
 
 
 def main() -> None:
