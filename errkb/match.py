@@ -532,8 +532,11 @@ class _Covers:
     r"""What a record in Python's words names, and the packages whose frames vouch for it.
 
     Attributes:
-        names: the classes, functions and modules the record names (short and dotted).
+        names: the functions and modules the record names (short and dotted).
         classes: the classes the record lists (``skew.classes``, else the pattern's), short.
+        owners: the classes whose members or methods it is about: ``classes``, and the owner
+            in ``skew.name`` (``GenerationMixin`` of ``...GenerationMixin.contrastive_search``);
+            for a record without ``skew``, every name its pattern writes.
         method: whether the record's call is a method's (a bare ``forward()`` is not its).
         packages: top-level packages of the library: a frame in one lets any message match.
         files: the files of the modules ``skew.name`` is in (``/transformers/cache_utils.py``):
@@ -546,6 +549,7 @@ class _Covers:
 
     names: frozenset[str]
     classes: frozenset[str]
+    owners: frozenset[str]
     method: bool
     packages: frozenset[str]
     files: frozenset[str] = frozenset()
@@ -560,29 +564,31 @@ class _Covers:
         for group, quoted, dotted in _NAMED.findall(pattern):
             listed.update(group.split("|") if group else ())
             names.add(quoted.replace("\\.", ".") if quoted else dotted)
+        owners: set[str] = set()
         packages = {library.replace("-", "_")}
         files: set[str] = set()
         skew = record.skew
         if skew is not None:
-            dotted_name = skew.name.partition("(")[0]
-            parts = dotted_name.split(".")
+            parts = skew.name.partition("(")[0].split(".")
             # Its member and owner (a class, or the module of a module-level name), and each
             # module it is in, dotted: a module's own short name is no module Python prints.
             names.update(parts[-2:])
             names.update(".".join(parts[:i]) for i in range(1, len(parts) + 1))
+            owners.update((*parts[-2:-1], *skew.classes))
             packages.update((parts[0], skew.distribution.replace("-", "_").lower()))
             for i in range(2, len(parts) + 1):
                 folder = "/" + "/".join(parts[:i])
                 files.update((folder + ".py", folder + "/__init__.py"))
             if skew.classes:
                 listed = {c.rpartition(".")[2] for c in skew.classes}
-                names.update(skew.classes)
+        else:  # the pattern is all it says: a class written in it is one it covers
+            owners.update(names)
         if record.file_path and "/" in record.file_path:
             packages.add(record.file_path.lstrip("/").partition("/")[0])
-        names.update(listed)
         return cls(
             names=frozenset(names - {""}),
             classes=frozenset(listed),
+            owners=frozenset(owners | listed),
             method=_METHOD_CALL.search(pattern) is not None or bool(skew and skew.classes),
             packages=frozenset(packages - {""}),
             files=frozenset(files),
@@ -615,7 +621,7 @@ class _Covers:
                 return "" if not self.method else None
             if self.written:
                 return parts[-2] if within else None
-            return parts[-2] if parts[-2] in self.names else None
+            return parts[-2] if parts[-2] in self.owners else None
         if self.written:
             return value.rpartition(".")[2] if kind == "object" else ""
         if kind == "name":
@@ -623,7 +629,7 @@ class _Covers:
             return "" if value in self.names and source in self.names else None
         if kind == "object":  # a class, as Python prints it: short, or dotted for a C type
             short = value.rpartition(".")[2]
-            return short if value in self.names or short in self.names else None
+            return short if value in self.owners or short in self.owners else None
         return "" if value in self.names else None
 
 

@@ -388,6 +388,31 @@ CONTRASTIVE = _skew(
 )
 
 
+_USER_CODE_MATCHER = _matcher(SEGGPT_LABELS, CONTRASTIVE)
+
+
+_COVERED = {"SegGptModel", "LlamaModel", "LlamaForCausalLM"}
+
+
+@given(
+    cls=st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,24}", fullmatch=True).filter(
+        lambda c: c not in _COVERED
+    ),
+    wording=st.sampled_from(
+        [
+            "{}.forward() got an unexpected keyword argument 'labels'",
+            "TypeError: {}.forward() got an unexpected keyword argument 'labels'",
+            "'{}' object has no attribute 'contrastive_search'",
+            "type object '{}' has no attribute 'contrastive_search'",
+            "{}: forward() got an unexpected keyword argument 'labels'",
+        ]
+    ),
+)
+def test_no_class_but_the_records_own_is_claimed(cls, wording):
+    """Whatever a user's class is called, in whichever wording, no record claims it."""
+    assert [] == _USER_CODE_MATCHER.match(wording.format(cls))
+
+
 def test_the_classes_a_record_covers_are_read_from_skew_classes():
     """A pattern that takes any class name covers only the classes ``skew.classes`` lists; a
     user's class needs a frame in the library."""
