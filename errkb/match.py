@@ -24,7 +24,8 @@ ordered by, in turn:
 3. **raise site**: a file of the traceback ends with the record's ``filePath``; else the
    traceback passes through the package that file is in (the first folder of ``filePath``:
    ``torch/``, ``ChatTTS/``), as when a message is raised from several files of a package and
-   the record names one; below no evidence either way, a record marked ``variantOf`` (a
+   the record names one (a ``skew`` record's file is the module its ``name`` is in); below no
+   evidence either way, a record marked ``variantOf`` (a
    vendored copy of another record's error) when the traceback shows neither its file nor its
    package, so the original wins unless the traceback shows the copy;
 4. **form**: the whole message; then the message cut short inside a match, after the pattern's
@@ -35,6 +36,18 @@ ordered by, in turn:
    mangled paste may;
 5. **specificity**: more literal characters required by the part that matched first;
 6. the record id, so that results are stable.
+
+A mined record whose message Python words itself (every ``skew`` record, and any mined record
+whose pattern says ``got an unexpected keyword argument``, ``missing N required positional
+argument``, ``has no attribute``, ``cannot import name`` or ``No module named``) names a
+library's class, function or module in words any user's code shares. It matches only when the
+message names what it names (the class of ``Cls.method()`` or ``'Cls' object``, read from
+``skew.classes`` when the record has them, else from its pattern; a module's function for a bare
+``func()``, so never a method printed bare as Python 3.9 does; the module of an import), or when
+a traceback frame is in the library's package; it has no literal-run form; and its text names
+the message's class where it named another of the classes it covers (or a capture, ``{cls}``).
+A hand-written record with ``skew`` is held to the same test, its pattern standing for the
+classes it covers: a qualifier its match leaves out (``MyThing.`` before ``__init__()``) is not.
 
 A match's ``score`` encodes 2 to 5 as one number, so that a higher score is a better match
 within a tier: class 100 (exact), 80 (alias), 60 (base), 40 (none), 20 (unresolved, likely) or
@@ -47,6 +60,7 @@ from __future__ import annotations
 
 import builtins
 import itertools
+import re
 import sys
 import threading
 from typing import TYPE_CHECKING, Any, Protocol
@@ -59,11 +73,13 @@ from errkb._patterns import (
     DEFAULT_TIMEOUT,
     PatternTimeoutError,
     compile_pattern,
+    fill_template,
     head_pattern,
     required_literals,
     search,
     search_prefix,
     specificity,
+    template_names,
 )
 from errkb.records import RecordRef
 
@@ -266,12 +282,27 @@ def typed(text: str | None) -> object:
 class _Entry:
     """A record with its pattern, compiled on first use (most never are: the index skips them)."""
 
-    __slots__ = ("_compiled", "_head", "ref")
+    __slots__ = ("_compiled", "_covers", "_head", "_worded", "ref")
 
     def __init__(self, ref: RecordRef) -> None:
         self.ref = ref
         self._compiled: regex.Pattern[str] | None = None
         self._head: regex.Pattern[str] | bool | None = False  # False: not looked at yet
+        self._worded: bool | None = None
+        self._covers: _Covers | None = None
+
+    @property
+    def worded(self) -> bool:
+        """Whether the record is mined from a message Python words itself (see :func:`_worded`)."""
+        if self._worded is None:
+            self._worded = _worded(self.ref)
+        return self._worded
+
+    def covers(self, record: Record, *, written: bool) -> _Covers:
+        """What the record names, read once from its pattern and ``skew`` (``record`` is its own)."""
+        if self._covers is None:
+            self._covers = _Covers.of(record, self.ref.library, written=written)
+        return self._covers
 
     @property
     def compiled(self) -> regex.Pattern[str]:
@@ -390,10 +421,24 @@ class Matcher:
             except (regex.error, RecursionError, OverflowError, MemoryError):
                 self._skip("broken", record.id, skipped)
                 continue
-            run = _literal_run(record.message_pattern) if hit is None and mined else None
+            worded = mined and entry.worded
+            run = (
+                _literal_run(record.message_pattern)
+                if hit is None and mined and not worded
+                else None
+            )
             if hit is None and (run is None or run not in message):
                 continue
+            whole = record.load()
             bonus = _site(record, paths)
+            if worded or whole.skew is not None:  # Python's own words: they must name its own
+                covers = entry.covers(whole, written=not mined)
+                named = None if hit is None else _claim(covers, message, hit, paths)
+                if named is None:
+                    continue
+                if worded:  # mined: its module is its raise site, its text is generated
+                    bonus = max(bonus, covers.site(paths))
+                    whole = _shown(whole, covers.classes, named) if named else whole
             captures: dict[str | int, object] = {}
             if hit is None:
                 form, n = _RUN, len(run or "")
@@ -405,7 +450,9 @@ class Matcher:
             else:
                 n, captures = specificity(record.message_pattern), _captures(hit)
             score = round(level + bonus + form + n / (n + 40), 4)
-            found.append(Match(record=record.load(), captures=captures, score=score))
+            if worded:
+                whole = _documented(whole, captures)
+            found.append(Match(record=whole, captures=captures, score=score))
         found.sort(key=lambda m: (m.mined, -m.score, m.record.id))
         return _fold(found)
 
@@ -425,6 +472,238 @@ def _site(record: RecordRef, paths: tuple[str, ...]) -> float:
     if package and any(f"/{package}/" in p for p in paths):
         return _PACKAGE
     return _VARIANT if record.variant_of else 0.0
+
+
+#: Messages Python itself words (a record mined from one names the library's class, function
+#: or module, but the same words come from any user's code), searched in a record's pattern.
+_PYTHON_WORDINGS = re.compile(
+    r"got an unexpected keyword argument|missing \S+ required (?:positional|keyword-only) "
+    r"argument|has no attribute|cannot import name|No module named"
+)
+# The tag of records of version skew: all are worded as Python words its errors.
+_SKEW_TAG = "skew"
+
+# What a message in Python's words names, searched in the text of a match: the callee of a
+# call, the class or module that lacks an attribute, the module of an import.
+_SUBJECT = re.compile(
+    r"(?P<call>(?<![\w.<>])[A-Za-z_<][\w.<>]*)\(\)"
+    r"|(?:type object )?'(?P<object>[^'\s]+)'(?: object)? has no attribute"
+    r"|module '(?P<module>[^'\s]+)' has no attribute"
+    r"|cannot import name '(?P<name>[^'\s]+)'(?: from (?:partially initialized module )?"
+    r"'(?P<source>[^'\s]+)')?"
+    r"|No module named '(?P<missing>[^'\s]+)'"
+)
+# What a pattern names: identifiers alternated in a group (``(?:A|B)``, ``(?:A\.)?``), quoted
+# (``'A'``, ``'pkg\.mod'``), or written before a dot (``A\.forward``).
+_NAMED = re.compile(
+    r"\((?:\?:|\?P<\w+>)((?:[A-Za-z_]\w*\|)*[A-Za-z_]\w*)(?:\\\.)?\)"
+    r"|'([A-Za-z_](?:\w|\\\.)*)'"
+    r"|([A-Za-z_]\w*)\\\."
+)
+# A pattern that names a class before its call (``(?:Cls\.)?forward\(\)``): a method's.
+_METHOD_CALL = re.compile(r"\\\.\)?\??[A-Za-z_]\w*\\\(\\\)")
+# In a record's text, a class or a list of classes in backticks ("`A`, `B` and 57 more"), and
+# a class before a member (`Cls.forward()`).
+_CLASS_LIST = re.compile(
+    r"`[A-Za-z_]\w*`(?:(?:, |,? and )`[A-Za-z_]\w*`)*(?:,? and \d+ more)?( no longer have\b)?"
+)
+_CLASS_DOT = re.compile(r"(?<=`)([A-Za-z_]\w*)(?=\.\w)")
+# The miner's words about a list of classes, and how they read for the one in the message.
+_PLURAL = (
+    (": they stopped inheriting it", ": it stopped inheriting it"),
+    ("where these classes lack", "where `{}` lacks"),
+)
+# How far before a match a qualified name may start (``MyModel.`` before ``forward()``).
+_QUALIFIER_REACH = 200
+
+
+def _worded(ref: RecordRef) -> bool:
+    """Whether a mined record's message is worded as Python words its own errors.
+
+    Every skew record is, and any mined record whose pattern says ``got an unexpected keyword
+    argument``, ``missing N required positional argument``, ``has no attribute``, ``cannot
+    import name`` or ``No module named``: the library's class or module is what identifies it.
+    """
+    return _SKEW_TAG in ref.tags or _PYTHON_WORDINGS.search(ref.message_pattern) is not None
+
+
+@attrs.frozen(kw_only=True)
+class _Covers:
+    r"""What a record in Python's words names, and the packages whose frames vouch for it.
+
+    Attributes:
+        names: the functions and modules the record names (short and dotted).
+        classes: the classes the record lists (``skew.classes``, else the pattern's), short.
+        owners: the classes whose members or methods it is about: ``classes``, and the owner
+            in ``skew.name`` (``GenerationMixin`` of ``...GenerationMixin.contrastive_search``);
+            for a record without ``skew``, every name its pattern writes.
+        method: whether the record's call is a method's (a bare ``forward()`` is not its).
+        packages: top-level packages of the library: a frame in one lets any message match.
+        files: the files of the modules ``skew.name`` is in (``/transformers/cache_utils.py``):
+            a frame in one is the record's raise site, as ``filePath`` is another record's.
+        written: a hand-written record, whose pattern is a person's statement of what it covers
+            (``'(?P<cache_class>\w*Cache)' object``): a class its match holds is covered; only
+            a qualifier left outside its match (``MyThing.`` before ``__init__()``), or a bare
+            method, is not.
+    """
+
+    names: frozenset[str]
+    classes: frozenset[str]
+    owners: frozenset[str]
+    method: bool
+    packages: frozenset[str]
+    files: frozenset[str] = frozenset()
+    written: bool = False
+
+    @classmethod
+    def of(cls, record: Record, library: str, *, written: bool = False) -> _Covers:
+        """From the record's ``skew`` (its name and classes) and what its pattern names."""
+        pattern = record.message_pattern
+        names: set[str] = set()
+        listed: set[str] = set()
+        for group, quoted, dotted in _NAMED.findall(pattern):
+            listed.update(group.split("|") if group else ())
+            names.add(quoted.replace("\\.", ".") if quoted else dotted)
+        owners: set[str] = set()
+        packages = {library.replace("-", "_")}
+        files: set[str] = set()
+        skew = record.skew
+        if skew is not None:
+            parts = skew.name.partition("(")[0].split(".")
+            # Its member and owner (a class, or the module of a module-level name), and each
+            # module it is in, dotted: a module's own short name is no module Python prints.
+            names.update(parts[-2:])
+            names.update(".".join(parts[:i]) for i in range(1, len(parts) + 1))
+            owners.update((*parts[-2:-1], *skew.classes))
+            packages.update((parts[0], skew.distribution.replace("-", "_").lower()))
+            for i in range(2, len(parts) + 1):
+                folder = "/" + "/".join(parts[:i])
+                files.update((folder + ".py", folder + "/__init__.py"))
+            if skew.classes:
+                listed = {c.rpartition(".")[2] for c in skew.classes}
+        else:  # the pattern is all it says: a class written in it is one it covers
+            owners.update(names)
+        if record.file_path and "/" in record.file_path:
+            packages.add(record.file_path.lstrip("/").partition("/")[0])
+        return cls(
+            names=frozenset(names - {""}),
+            classes=frozenset(listed),
+            owners=frozenset(owners | listed),
+            method=_METHOD_CALL.search(pattern) is not None or bool(skew and skew.classes),
+            packages=frozenset(packages - {""}),
+            files=frozenset(files),
+            written=written,
+        )
+
+    def site(self, paths: tuple[str, ...]) -> float:
+        """The raise-site part of the score: a frame in a module of the record, or its library."""
+        if any(path.endswith(f) for path in paths for f in self.files):
+            return _SITE
+        return _PACKAGE if self.framed(paths) else 0.0
+
+    def framed(self, paths: tuple[str, ...]) -> bool:
+        """Whether a frame of the traceback is in the library."""
+        return any(f"/{p}/" in path for p in self.packages for path in paths)
+
+    def named(self, subject: re.Match[str] | None, *, within: bool) -> str | None:
+        """Whether the record covers what a message names: the class it names, if any.
+
+        ``subject`` is a match of the subject pattern in the message, ``within`` whether it
+        starts inside the record's match; the answer is the class (short), ``""`` for a covered
+        function or module, ``None`` when it is not covered.
+        """
+        if subject is None:
+            return None
+        kind, value = next((k, v) for k, v in subject.groupdict().items() if v is not None)
+        if kind == "call":
+            parts = [p for p in value.split(".") if p and not p.startswith("<")]
+            if len(parts) < 2:  # a bare name: a function of a module, never a class's method
+                return "" if not self.method else None
+            if self.written:
+                return parts[-2] if within else None
+            return parts[-2] if parts[-2] in self.owners else None
+        if self.written:
+            return value.rpartition(".")[2] if kind == "object" else ""
+        if kind == "name":
+            source = subject.group("source")
+            return "" if value in self.names and source in self.names else None
+        if kind == "object":  # a class, as Python prints it: short, or dotted for a C type
+            short = value.rpartition(".")[2]
+            return short if value in self.owners or short in self.owners else None
+        return "" if value in self.names else None
+
+
+def _claim(
+    covers: _Covers, message: str, hit: regex.Match[str], paths: tuple[str, ...]
+) -> str | None:
+    """Whether a record in Python's words matches: the class the message names, or ``""``.
+
+    The message must name what the record names (its class, function or module, read in the
+    text the pattern matched and the qualified name just before it), or the traceback must pass
+    through the library (a frame in one of :attr:`_Covers.packages`): the same words come from
+    any user's own code. A bare ``forward()``, as Python 3.9 prints a method, names no class,
+    so only a frame vouches for it. ``None``: the record does not match.
+    """
+    start = hit.start()
+    low = max(0, start - _QUALIFIER_REACH)
+    while start > low and (message[start - 1].isalnum() or message[start - 1] in "_.<>"):
+        start -= 1
+    subject = _SUBJECT.search(message, start, max(hit.end(), start))
+    named = covers.named(subject, within=subject is not None and subject.start() >= hit.start())
+    if named is not None:
+        return named
+    return "" if covers.framed(paths) else None
+
+
+def _shown(record: Record, classes: frozenset[str], named: str) -> Record:
+    """The record as the user should read it: the class it names is the message's class.
+
+    A record of a member that many classes lost names one of them, or a few and a count, in
+    its text ("`m` was removed from `LayoutLMv2ForTokenClassification`"); a user of
+    ``LlamaForCausalLM`` reads ``LlamaForCausalLM`` there instead. Other names are kept.
+    """
+    if named not in classes:
+        return record
+    plural = False
+
+    def one(m: re.Match[str]) -> str:
+        nonlocal plural
+        listed = re.findall(r"`(\w+)`", m.group())
+        if not all(c in classes for c in listed) or listed == [named]:
+            return m.group()
+        plural = plural or m.group(1) is not None
+        return f"`{named}`" + (" no longer has" if m.group(1) else "")
+
+    def put(text: str) -> str:
+        text = _CLASS_LIST.sub(one, text)
+        return _CLASS_DOT.sub(lambda m: named if m.group(1) in classes else m.group(1), text)
+
+    def singular(text: str) -> str:
+        for many, single in _PLURAL:
+            text = text.replace(many, single.format(named))
+        return text
+
+    documentation = put(record.documentation) if record.documentation else None
+    solutions = tuple(map(put, record.solutions))
+    if plural:
+        documentation = documentation and singular(documentation)
+        solutions = tuple(map(singular, solutions))
+    if documentation == record.documentation and solutions == record.solutions:
+        return record
+    return attrs.evolve(record, documentation=documentation, solutions=solutions)
+
+
+def _documented(record: Record, captures: Mapping[str | int, object]) -> Record:
+    """The record with its documentation's ``{name}`` filled, when it names a capture.
+
+    A miner may write the class a record covers as a capture (``'(?P<cls>...)' object``) and
+    its text as ``{cls}``; the solutions are filled where every record's are (the diagnosis),
+    the documentation here, so that it too names the class of the message.
+    """
+    text = record.documentation
+    if not text or "{" not in text or not template_names(text)[0] & captures.keys():
+        return record
+    return attrs.evolve(record, documentation=fill_template(text, captures))
 
 
 def _literal_run(pattern: str) -> str | None:

@@ -131,8 +131,9 @@ class Skew:
         replacement: the new name or place, when it was renamed or moved.
         exact: whether no release lies between ``last_before`` and ``changed_in``; ``False``:
             releases between them were not read, the change is somewhere among them.
-        classes: for a class member, the qualified names of the classes that show it (the
-            class that defines it and those that inherit it), sorted.
+        classes: the qualified names of the classes a member or method shows on (the class
+            that defined it and those that inherited it), sorted, when the record covers
+            several; the matcher reads them to tell the library's classes from a user's.
     """
 
     distribution: str

@@ -210,7 +210,7 @@ def _skew(value: dict[str, Any]) -> tuple[Skew | None, str]:
         return None, f'"exact": expected true or false, got {_json_kind(value["exact"])}'
     classes = value.get("classes", [])
     if not isinstance(classes, list) or not all(isinstance(c, str) and c for c in classes):
-        return None, '"classes": expected a list of class names'
+        return None, f'"classes": expected a list of non-empty strings, got {_json_kind(classes)}'
     return Skew(
         distribution=value["distribution"],
         name=value["name"],

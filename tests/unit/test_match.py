@@ -274,3 +274,264 @@ def test_validate_names_a_solution_capture_the_pattern_lacks():
     lines = [p.line for p in problems]
     assert any("{y} names no capture group of the pattern (groups: x)" in line for line in lines)
     assert any("a lone '{'" in line for line in lines)
+
+
+# Records mined from a message Python words itself (issue 21, items 5 and 6).
+
+_TRANSFORMERS_FRAME = "/venv/lib/python3.9/site-packages/transformers/models/x/modeling_x.py"
+
+
+def _skew(rid, pattern, name, error_class="TypeError", documentation=None, solutions=(), **skew):
+    """A mined skew record of transformers (its library, by its repository)."""
+    fields = {"documentation": documentation} if documentation else {}
+    return record_dict(
+        id=rid,
+        repo="huggingface/transformers",
+        messagePattern=pattern,
+        errorClass=error_class,
+        tags=["mined", "skew"],
+        skew={"distribution": "transformers", "name": name, "change": "removed", **skew},
+        solutions=list(solutions),
+        **fields,
+    )
+
+
+SEGGPT_LABELS = _skew(
+    "seggpt-labels",
+    r"(?<![\w.])(?:SegGptModel\.)?forward\(\) got an unexpected keyword argument 'labels'",
+    "transformers.models.seggpt.modeling_seggpt.SegGptModel.forward(labels)",
+)
+
+
+def test_a_record_in_pythons_words_never_matches_by_its_literal_run():
+    """A user's ``MyModel.forward()`` holds the record's longest literal run, not its class."""
+    m = _matcher(SEGGPT_LABELS)
+    assert [] == m.match("MyModel.forward() got an unexpected keyword argument 'labels'")
+    assert [] == m.match(
+        "MyModel.forward() got an unexpected keyword argument 'labels'",
+        None,
+        files=[_TRANSFORMERS_FRAME],
+    )
+    assert ["seggpt-labels"] == [
+        x.record.id
+        for x in m.match("SegGptModel.forward() got an unexpected keyword argument 'labels'")
+    ]
+
+
+def test_a_bare_method_matches_only_with_a_frame_in_the_library():
+    """Python 3.9 prints ``forward()``, no class: only a transformers frame vouches for it."""
+    m = _matcher(SEGGPT_LABELS)
+    message = "forward() got an unexpected keyword argument 'labels'"
+    assert [] == m.match(message, "TypeError")
+    assert [] == m.match(message, "TypeError", files=["/home/me/train.py", "/x/vllm/engine.py"])
+    assert ["seggpt-labels"] == [
+        x.record.id for x in m.match(message, "TypeError", files=[_TRANSFORMERS_FRAME])
+    ]
+
+
+def test_a_frame_in_the_records_module_ranks_it_first():
+    """Of the records a bare ``forward()`` may be, the one whose module the traceback passes
+    through (``modeling_llama.py``) ranks first: the skew record's module is its raise site."""
+    llama = _skew(
+        "llama-labels",
+        r"(?<![\w.])(?:LlamaForCausalLM\.)?forward\(\) got an unexpected keyword argument 'labels'",
+        "transformers.models.llama.modeling_llama.LlamaForCausalLM.forward(labels)",
+    )
+    m = _matcher(SEGGPT_LABELS, llama)
+    frame = "/venv/site-packages/transformers/models/llama/modeling_llama.py"
+    found = m.match("forward() got an unexpected keyword argument 'labels'", None, files=[frame])
+    assert ["llama-labels", "seggpt-labels"] == [x.record.id for x in found]
+    assert found[0].score > found[1].score  # not by id alone
+
+
+def test_a_module_level_function_is_named_bare():
+    """A function of a module prints bare on every Python: its own name is what it names."""
+    m = _matcher(
+        _skew(
+            "set-seed",
+            r"(?<![\w.])set_seed\(\) got an unexpected keyword argument 'deterministic'",
+            "transformers.trainer_utils.set_seed(deterministic)",
+        )
+    )
+    assert ["set-seed"] == [
+        x.record.id
+        for x in m.match("set_seed() got an unexpected keyword argument 'deterministic'")
+    ]
+
+
+def test_a_message_cut_inside_a_bare_method_is_not_claimed():
+    """``forward() missing 1 ...: 'x'`` is a cut match of a record that requires
+    ``pixel_values`` (the list of names may go on); it names no class, so it is not claimed."""
+    m = _matcher(
+        _skew(
+            "pixel-values",
+            r"(?<![\w.])(?:Data2VecVisionModel\.)?forward\(\) missing \d+ required positional "
+            r"arguments?: (?:'[^']*'(?:, | and |,? and ))*'pixel_values'",
+            "transformers.models.data2vec.Data2VecVisionModel.forward(pixel_values)",
+            change="required",
+        )
+    )
+    assert [] == m.match("forward() missing 1 required positional argument: 'x'", "TypeError")
+    qualified = (
+        "Data2VecVisionModel.forward() missing 1 required positional argument: 'pixel_values'"
+    )
+    assert ["pixel-values"] == [x.record.id for x in m.match(qualified, "TypeError")]
+
+
+CONTRASTIVE = _skew(
+    "contrastive",
+    r"(?:type object )?'(?P<cls>\w+)'(?: object)? has no attribute 'contrastive_search'",
+    "transformers.generation.utils.GenerationMixin.contrastive_search",
+    "AttributeError",
+    documentation="`contrastive_search` was removed from `LlamaModel` in transformers 4.46.3.",
+    classes=["transformers.LlamaModel", "transformers.LlamaForCausalLM"],
+)
+
+
+_USER_CODE_MATCHER = _matcher(SEGGPT_LABELS, CONTRASTIVE)
+
+
+_COVERED = {"SegGptModel", "LlamaModel", "LlamaForCausalLM"}
+
+
+@given(
+    cls=st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,24}", fullmatch=True).filter(
+        lambda c: c not in _COVERED
+    ),
+    wording=st.sampled_from(
+        [
+            "{}.forward() got an unexpected keyword argument 'labels'",
+            "TypeError: {}.forward() got an unexpected keyword argument 'labels'",
+            "'{}' object has no attribute 'contrastive_search'",
+            "type object '{}' has no attribute 'contrastive_search'",
+            "{}: forward() got an unexpected keyword argument 'labels'",
+        ]
+    ),
+)
+def test_no_class_but_the_records_own_is_claimed(cls, wording):
+    """Whatever a user's class is called, in whichever wording, no record claims it."""
+    assert [] == _USER_CODE_MATCHER.match(wording.format(cls))
+
+
+def test_the_classes_a_record_covers_are_read_from_skew_classes():
+    """A pattern that takes any class name covers only the classes ``skew.classes`` lists; a
+    user's class needs a frame in the library."""
+    m = _matcher(CONTRASTIVE)
+    assert [] == m.match("'MyModel' object has no attribute 'contrastive_search'")
+    found = m.match("'LlamaForCausalLM' object has no attribute 'contrastive_search'")
+    assert ["contrastive"] == [x.record.id for x in found]
+    framed = m.match(
+        "'MyModel' object has no attribute 'contrastive_search'", None, files=[_TRANSFORMERS_FRAME]
+    )
+    assert ["contrastive"] == [x.record.id for x in framed]
+    # A class the record does not cover is never written into its text.
+    assert CONTRASTIVE["documentation"] == framed[0].record.documentation
+
+
+def test_the_class_shown_is_the_class_in_the_message():
+    """The record's text names the message's class where it named another class it covers."""
+    [match] = _matcher(CONTRASTIVE).match(
+        "AttributeError: 'LlamaForCausalLM' object has no attribute 'contrastive_search'"
+    )
+    assert (
+        "`contrastive_search` was removed from `LlamaForCausalLM` in transformers 4.46.3."
+        == match.record.documentation
+    )
+
+
+def test_a_documentation_that_names_a_capture_is_filled():
+    """A record whose text names its class capture (``{cls}``) reads the message's class."""
+    record = dict(
+        CONTRASTIVE,
+        documentation="`contrastive_search` was removed from `{cls}` in transformers 4.46.3.",
+    )
+    [match] = _matcher(record).match("'LlamaModel' object has no attribute 'contrastive_search'")
+    assert (
+        "`contrastive_search` was removed from `LlamaModel` in transformers 4.46.3."
+        == match.record.documentation
+    )
+
+
+def test_a_list_of_classes_becomes_the_class_in_the_message():
+    """ "`A`, `B` and 2 more no longer have `m`" reads "`C` no longer has `m`"; the base class
+    named after it, and a call's class (`A.forward()`), are rewritten only if listed."""
+    record = _skew(
+        "list",
+        r"(?:type object )?'(?:AModel|BModel|CModel|DModel)'(?: object)? has no attribute 'm'",
+        "transformers.modeling_utils.PreTrainedModel.m",
+        "AttributeError",
+        documentation=(
+            "`AModel`, `BModel` and 2 more no longer have `m` in transformers 4.52.4: they "
+            "stopped inheriting it from `GenerationMixin`, which still defines it. See "
+            "`AModel.m` and `transformers.AModel`."
+        ),
+        solutions=["Update the code, where these classes lack `m`."],
+    )
+    [match] = _matcher(record).match("'CModel' object has no attribute 'm'")
+    assert (
+        "`CModel` no longer has `m` in transformers 4.52.4: it stopped inheriting it from "
+        "`GenerationMixin`, which still defines it. See `CModel.m` and `transformers.AModel`."
+    ) == match.record.documentation
+    assert ("Update the code, where `CModel` lacks `m`.",) == match.record.solutions
+
+
+def test_an_import_of_a_name_the_record_does_not_name_is_not_claimed():
+    """A mined record whose pattern takes any name from a module names none of them."""
+    m = _matcher(
+        record_dict(
+            id="any-name",
+            repo="huggingface/transformers",
+            messagePattern=r"cannot import name '(?P<name>\w+)' from 'transformers'",
+            errorClass="ImportError",
+            tags=["mined"],
+        ),
+        _skew(
+            "tfbert",
+            r"cannot import name 'TFBertModel' from 'transformers'"
+            r"|module 'transformers' has no attribute 'TFBertModel'",
+            "transformers.TFBertModel",
+            "ImportError",
+        ),
+    )
+    assert [] == m.match("cannot import name 'MyModel' from 'transformers' (/x/__init__.py)")
+    assert ["tfbert"] == [
+        x.record.id for x in m.match("cannot import name 'TFBertModel' from 'transformers'")
+    ]
+
+
+def test_a_hand_written_record_in_pythons_words_is_left_as_written():
+    """Only mined records are held to the rule: a hand-written one says what it covers."""
+    m = _matcher(
+        record_dict(
+            id="written",
+            messagePattern=r"'(?P<cls>\w*Cache)' object has no attribute 'get_max_length'",
+            errorClass="AttributeError",
+        )
+    )
+    assert ["written"] == [
+        x.record.id for x in m.match("'MyCache' object has no attribute 'get_max_length'")
+    ]
+
+
+def test_a_hand_written_skew_record_covers_what_its_pattern_matches():
+    r"""A person's pattern states what it covers: ``(?:(?:Async)?EngineArgs\.)?__init__()``
+    takes ``AsyncEngineArgs``, but not a user's ``MyThing.`` left outside its match, and not a
+    bare ``__init__()`` without a vLLM frame."""
+    m = _matcher(
+        record_dict(
+            id="task",
+            repo="vllm-project/vllm",
+            messagePattern=r"(?:(?:Async)?EngineArgs\.)?__init__\(\) got an unexpected keyword "
+            r"argument 'task'",
+            errorClass="TypeError",
+            skew={"distribution": "vllm", "name": "vllm.EngineArgs(task)", "change": "removed"},
+        )
+    )
+    for owner in ("EngineArgs.", "AsyncEngineArgs."):
+        message = f"{owner}__init__() got an unexpected keyword argument 'task'"
+        assert ["task"] == [x.record.id for x in m.match(message, "TypeError")]
+    assert [] == m.match("MyThing.__init__() got an unexpected keyword argument 'task'")
+    bare = "__init__() got an unexpected keyword argument 'task'"
+    assert [] == m.match(bare, "TypeError")
+    framed = m.match(bare, "TypeError", files=["/venv/site-packages/vllm/entrypoints/llm.py"])
+    assert ["task"] == [x.record.id for x in framed]

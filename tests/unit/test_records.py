@@ -76,7 +76,7 @@ def test_list_and_jsonl_files_load(write_records, good_record):
         (
             {"skew": {"distribution": "d", "name": "d.C.m", "change": "removed", "classes": [1]}},
             "skew",
-            '"classes": expected a list of class names',
+            '"classes": expected a list of non-empty strings, got a list',
         ),
         (
             {"colour": "red"},
@@ -252,3 +252,27 @@ def test_a_skew_record_keeps_exact_and_its_classes():
     assert record is not None
     assert record.skew is not None
     assert skew == record.skew.to_json()
+
+
+def test_skew_may_list_the_classes_a_record_covers():
+    """``skew.classes`` loads as a tuple and writes back; anything but a list of names is a
+    problem of the field."""
+    skew = {"distribution": "transformers", "name": "transformers.Cache.m", "change": "removed"}
+    record, problems = record_from_dict(
+        record_dict(skew={**skew, "classes": ["transformers.DynamicCache"]})
+    )
+    assert [] == problems
+    assert record is not None
+    assert record.skew is not None
+    assert ("transformers.DynamicCache",) == record.skew.classes
+    assert ["transformers.DynamicCache"] == record.skew.to_json()["classes"]
+    assert "classes" not in attrs.evolve(record.skew, classes=()).to_json()
+    _, problems = record_from_dict(
+        record_dict(skew={**skew, "classes": "DynamicCache"}), source="p.jsonl:1"
+    )
+    assert [
+        (
+            'p.jsonl:1: record "test-record": field "skew": "classes": expected a list of non-empty '
+            "strings, got a string"
+        )
+    ] == [p.line for p in problems]
