@@ -142,7 +142,13 @@ def title(record: Record, seen: Message) -> str:
     if skew is not None and skew.changed_in:
         name = skew.name.rpartition(".")[2] if "(" not in skew.name else skew.name
         said = _SKEW_VERBS.get(skew.change, "changed in {dist} {when}")
-        text = f"`{name}` " + said.format(dist=skew.distribution, when=skew.changed_in)
+        when = skew.changed_in
+        if skew.exact is False and skew.last_before:  # the releases between were not read
+            said, when = (
+                said.replace("in {when}", "{when}"),
+                (f"between {skew.last_before} and {skew.changed_in}"),
+            )
+        text = f"`{name}` " + said.format(dist=skew.distribution, when=when)
         if skew.replacement and skew.change in ("renamed", "moved"):
             text += f" (now `{skew.replacement}`)"
         return text

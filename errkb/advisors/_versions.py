@@ -92,11 +92,21 @@ def elsewhere_solution(record: Record, evidence: Evidence) -> Solution | None:
 
 def _skew_fact(skew: Skew, installed: str) -> Fact:
     short = skew.name.rsplit(".", 1)[-1]
-    change = f"{_VERB.get(skew.change, skew.change)} in {skew.changed_in}"
-    if skew.last_before:
+    verb = _VERB.get(skew.change, skew.change)
+    exact = skew.exact is not False or not skew.last_before
+    change = (
+        f"{verb} in {skew.changed_in}"
+        if exact
+        else f"{verb} between {skew.last_before} and {skew.changed_in} (the releases between "
+        "were not checked)"
+    )
+    if skew.last_before and exact:
         change += f" (last in {skew.last_before})" if skew.change != "added" else ""
     side = compare_versions(installed, skew.changed_in or "")
-    if side is not None:
+    before = compare_versions(installed, skew.last_before) if skew.last_before else None
+    if not exact and side is not None and side < 0 and before is not None and before > 0:
+        change += f"; the installed {installed} is one of the releases not checked"
+    elif side is not None:
         where = _SIDE[side] if side else "the release of the change"
         change += f"; the installed {installed} is {where}"
     return Fact(

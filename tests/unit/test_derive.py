@@ -336,3 +336,14 @@ def test_a_module_level_check_names_the_file_of_the_release_in_use():
         record, "vllm/_custom_ops.py"
     )
     assert "Logged at module level in vllm/platforms/rocm.py." == _derive.check(record)
+
+
+def test_a_skew_change_not_placed_exactly_is_titled_between_the_releases_read():
+    """skew.exact false: the title names the two releases read, not one that was not checked."""
+    data = dict(SKEW, skew=dict(SKEW["skew"], lastBefore="4.36.2", exact=False))
+    record, _ = record_from_dict(data)
+    seen = _derive.message_of(record, SKEW["errorMessage"])
+    assert (
+        "`is_torch_greater_or_equal_than_1_11` was removed from transformers between 4.36.2 "
+        "and 4.38.2" == _derive.title(record, seen)
+    )

@@ -269,3 +269,29 @@ def test_range_fact_marks_the_oldest_release_checked(monkeypatch) -> None:
         "transformers 4.36.2 (the oldest release checked) to 4.44.2; the installed 4.38.2 is within"
         == _range_with(record, "4.38.2")
     )
+
+
+def test_a_change_not_placed_exactly_says_between_and_knows_what_it_does_not_know() -> None:
+    """skew.exact false: the fact names both releases read, and an unread installed one as such."""
+    record = dict(
+        USABLE_RECORD,
+        skew=dict(USABLE_RECORD["skew"], lastBefore="4.51.3", exact=False),
+    )
+    values = []
+    for installed in ("4.52.4", "4.58.0"):
+        options = Options(
+            measurements=FakeMeasurements(readings={"installed": {"transformers": installed}})
+        )
+        diagnosis = explain(
+            "AttributeError: 'DynamicCache' object has no attribute 'get_usable_length'",
+            registry=registry_from_dicts([record]),
+            options=options,
+        )
+        assert diagnosis is not None
+        values.append({f.name: f.value for f in diagnosis.top.facts}["`get_usable_length`"])
+    assert [
+        "removed between 4.51.3 and 4.54.0 (the releases between were not checked); "
+        "the installed 4.52.4 is one of the releases not checked",
+        "removed between 4.51.3 and 4.54.0 (the releases between were not checked); "
+        "the installed 4.58.0 is newer",
+    ] == values
