@@ -335,6 +335,9 @@ def _first_screen(
 ) -> Finding:
     """A mined finding with what its record says for itself: title, fix, check and site.
 
+    A fix an advisor already set (the installed release has the name: find the other copy) is
+    kept; else the fix is derived from the message, the skew pin or the check's condition.
+
     The release in use is, under the hook, the installed one; for a pasted text, the one it
     states, else the one its traceback's paths point at, else (probes on) the installed one.
     """
@@ -359,7 +362,7 @@ def _first_screen(
     return attrs.evolve(
         finding,
         title=_derive.title(record, seen),
-        fix=_derive.fix(record, seen),
+        fix=finding.fix or _derive.fix(record, seen),
         check=_derive.check(record, site.file if site is not None else None),
         site=site,
     )

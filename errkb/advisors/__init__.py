@@ -28,7 +28,7 @@ import attrs
 
 from errkb import _plugins
 from errkb._env import flag
-from errkb.advisors._versions import elsewhere_solution, version_facts
+from errkb.advisors._versions import elsewhere_fix, version_facts
 from errkb.findings import ExampleFix, Fact, Finding, Solution
 
 if TYPE_CHECKING:
@@ -226,7 +226,7 @@ def run_advisors(
 
     A best finding whose record names a distribution (``versions``, ``skew``) also gets the
     installed release of it as facts (:mod:`errkb.advisors._versions`), and a skew record whose
-    name the installed release has gets, first, the way to find the other copy imported.
+    name the installed release has gets, as its fix, the way to find the other copy imported.
 
     The other findings of an exception are alternatives, listed but not worked out, so an
     exception costs one advisor run however many records it matched.
@@ -263,11 +263,10 @@ def run_advisors(
                 )
                 notes.extend(n for n in advice.notes if n not in notes)
         if finding.record.versions is not None or finding.record.skew is not None:
-            elsewhere = elsewhere_solution(finding.record, evidence)
             finding = attrs.evolve(
                 finding,
                 facts=finding.facts + version_facts(finding.record, evidence),
-                solutions=(elsewhere, *finding.solutions) if elsewhere else finding.solutions,
+                fix=elsewhere_fix(finding.record, evidence) or finding.fix,
             )
         out.append(finding)
     return out

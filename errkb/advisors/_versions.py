@@ -13,14 +13,15 @@ import itertools
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from errkb.findings import Fact, Solution
+from errkb._derive import DerivedFix
+from errkb.findings import Fact
 from errkb.probes.installed import compare_versions
 
 if TYPE_CHECKING:
     from errkb.evidence import Evidence
     from errkb.records import Record, Skew, Versions
 
-__all__ = ["elsewhere_solution", "version_facts"]
+__all__ = ["elsewhere_fix", "version_facts"]
 
 _SIDE = {-1: "older", 0: "the same release", 1: "newer"}
 _VERB = {
@@ -53,7 +54,7 @@ def version_facts(record: Record, evidence: Evidence) -> tuple[Fact, ...]:
     return tuple(facts)
 
 
-def elsewhere_solution(record: Record, evidence: Evidence) -> Solution | None:
+def elsewhere_fix(record: Record, evidence: Evidence) -> DerivedFix | None:
     """When the installed release has the name the skew record is about, what to do instead.
 
     A name added in 4.49.0 that this Python cannot import while its transformers is 5.24.0 (or
@@ -79,14 +80,19 @@ def elsewhere_solution(record: Record, evidence: Evidence) -> Solution | None:
         return None
     short = skew.name.rsplit(".", 1)[-1]
     module = skew.name.split(".", 1)[0]  # the top-level package the name is imported from
-    return Solution(
+    command = (
+        f'python -c "import {module}, sys; print({module}.__version__, {module}.__file__, '
+        'sys.executable)"'
+    )
+    return DerivedFix(
         text=(
             f"The installed {skew.distribution} {installed} has `{short}`, so this import "
             f"reached another copy of {module}: a stale or second install, another environment, "
             f"or a folder or file named {module} beside the script. See which one Python "
-            f'imports: python -c "import {module}, sys; print({module}.__version__, '
-            f'{module}.__file__, sys.executable)"'
-        )
+            f"imports: {command}"
+        ),
+        source="installed",
+        command=command,
     )
 
 

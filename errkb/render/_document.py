@@ -359,7 +359,10 @@ def _led_to(after: list[Finding]) -> list[Section]:
 
 
 #: What the Fix line adds after a derived fix, by where it came from.
-_FIX_TAILS = {"condition": "(the setting the check reads)"}
+_FIX_TAILS = {
+    "condition": "(the setting the check reads)",
+    "installed": "(the installed release has it)",
+}
 #: How the release in use was known, as the Where line says it.
 _BASES = {
     "installed": "installed",
