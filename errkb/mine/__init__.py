@@ -119,6 +119,10 @@ def mine(
         )
     order = _version_order([(s.distribution, s.version or "unknown") for s in sources])
     records = build_records(found, lambda v: order.get(v, -1), dropped)
+    if excerpt_lines == 0:  # not even the statement itself: no upstream code in the pack
+        for record in records:
+            for key in ("sourceCode", "sourceCodeStart", "sourceCodeEnd"):
+                record.pop(key, None)
     mined = _messages(found)
     between = [
         Bound(b.given, b.distribution, b.version or "unknown") for b in map(open_source, bounds)

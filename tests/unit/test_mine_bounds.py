@@ -191,3 +191,16 @@ def test_a_cached_reading_is_reused_only_while_the_file_is_the_same(releases, tm
     assert {("boundpkg", "2.0"): frozenset({message_key(STEADY, "ValueError")})} == presence(
         [bound(sdist)], cache=cache, workers=1
     )
+
+
+def test_no_excerpt_keeps_no_upstream_code_with_bounds_too(releases):
+    """`excerpt_lines=0` writes no source at all, whatever else the run reads."""
+    result = mine(
+        [str(releases[v]) for v in ("1.0", "3.0")],
+        excerpt_lines=0,
+        bounds=[str(releases["2.0"])],
+        workers=1,
+    )
+    assert result.records
+    for record in result.records:
+        assert not {"sourceCode", "sourceCodeStart", "sourceCodeEnd"} & set(record)
