@@ -489,6 +489,8 @@ _SUBJECT = re.compile(
     r"(?P<call>(?<![\w.<>])[A-Za-z_<][\w.<>]*)\(\)"
     r"|(?:type object )?'(?P<object>[^'\s]+)'(?: object)? has no attribute"
     r"|module '(?P<module>[^'\s]+)' has no attribute"
+    # transformers' lazy module words it without quotes: "module transformers has no attribute X"
+    r"|module (?P<lazy>[A-Za-z_][\w.]*) has no attribute"
     r"|cannot import name '(?P<name>[^'\s]+)'(?: from (?:partially initialized module )?"
     r"'(?P<source>[^'\s]+)')?"
     r"|No module named '(?P<missing>[^'\s]+)'"
