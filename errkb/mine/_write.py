@@ -52,7 +52,14 @@ def record_id(distribution: str, message: str, error_class: str | None) -> str:
 
 
 def package_path(path: str) -> str:
-    """The file's path under site-packages: a source tree's ``src/pkg/x.py`` is ``pkg/x.py``."""
+    """The file's path under site-packages: a source tree's ``src/pkg/x.py`` is ``pkg/x.py``.
+
+    Only a Python file is installed there; a C++ or Rust file keeps its path in the source, as
+    its crate's ``src/`` is no package folder (``bindings/python/src/lib.rs`` and
+    ``safetensors/src/lib.rs`` are two files).
+    """
+    if not path.endswith(".py"):
+        return path
     parts = path.split("/")
     for i in range(len(parts) - 2, -1, -1):
         if parts[i] in _SOURCE_MARKERS:

@@ -734,3 +734,12 @@ def test_real_tokenizers_and_safetensors_messages_match_their_templates(tmp_path
     for site, raised in [(truncation, second), (strategy, unknown), (header, bad_header)]:
         assert site.error_class.rpartition(".")[2] == type(raised.value).__name__
         assert _pattern(site.template).fullmatch(str(raised.value)), str(raised.value)
+
+
+def test_a_rust_file_keeps_its_crate_path():
+    """Two crates' src/lib.rs are two files: a native site's path is its path in the source."""
+    from errkb.mine._write import package_path
+
+    assert "bindings/python/src/lib.rs" == package_path("bindings/python/src/lib.rs")
+    assert "safetensors/src/lib.rs" == package_path("safetensors/src/lib.rs")
+    assert "transformers/x.py" == package_path("src/transformers/x.py")
