@@ -290,8 +290,12 @@ def test_a_change_not_placed_exactly_says_between_and_knows_what_it_does_not_kno
         assert diagnosis is not None
         values.append({f.name: f.value for f in diagnosis.top.facts}["`get_usable_length`"])
     assert [
-        "removed between 4.51.3 and 4.54.0 (the releases between were not checked); "
-        "the installed 4.52.4 is one of the releases not checked",
-        "removed between 4.51.3 and 4.54.0 (the releases between were not checked); "
-        "the installed 4.58.0 is newer",
+        (
+            "removed between 4.51.3 and 4.54.0 (the releases between were not checked); "
+            "the installed 4.52.4 is one of the releases not checked"
+        ),
+        (
+            "removed between 4.51.3 and 4.54.0 (the releases between were not checked); "
+            "the installed 4.58.0 is newer"
+        ),
     ] == values
