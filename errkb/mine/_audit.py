@@ -147,6 +147,43 @@ def collapse(text: str) -> str:
     return re.sub(r"\s+", " ", text).strip()
 
 
+#: Messages c10 writes itself around a check's stringized condition (``TORCH_CHECK(c)`` with no
+#: message, ``TORCH_INTERNAL_ASSERT(c, ...)``): the condition is code, not a literal.
+_SYNTHESIZED = (
+    re.compile(
+        r"Expected (?P<code>.+) to be true, but got false\. \(Could this error message be "
+        r"improved\? If so, please report an enhancement request to PyTorch\.\)(?P<rest>)"
+    ),
+    re.compile(
+        r'(?P<code>.+?) INTERNAL ASSERT FAILED at "\{[^}]*\}":\{[^}]*\}, please report a bug '
+        r"to PyTorch\.(?P<rest>.*)"
+    ),
+)
+
+
+def squeeze(text: str) -> str:
+    """Text with all whitespace (and macro line continuations) removed, to compare code."""
+    return re.sub(r"\s+|\\\n", "", text)
+
+
+def message_parts(message: str) -> tuple[str, str]:
+    """A message split into the code it stringizes and the template left to find in literals.
+
+    c10's messages hold the check's condition (squeezed here); any other message gives
+    ``("", message)``.
+
+    >>> message_parts('n > 0 INTERNAL ASSERT FAILED at "{__FILE__}":{__LINE__}, please '
+    ...               'report a bug to PyTorch. bad n')
+    ('n>0', ' bad n')
+    """
+    flat = collapse(message)
+    for pattern in _SYNTHESIZED:
+        m = pattern.fullmatch(flat)
+        if m:
+            return squeeze(m["code"]), m["rest"]
+    return "", message
+
+
 def literal_pieces(message: str, minimum: int) -> list[str]:
     """The template's pieces, whitespace collapsed, of at least ``minimum`` characters."""
     return [p for p in (collapse(p) for p in split_template(message)) if len(p) >= minimum]
@@ -185,8 +222,14 @@ def _unescape(body: str, *, rust: bool = False) -> str:
     return _ESCAPE.sub(one, body)
 
 
+_SELF_DOCUMENTING = re.compile(r"(?s)(.*?[^=!<>]=\s*)(?:![rsa])?(?::[^}]*)?")
+
+
 def _fstring_text(body: str) -> str:
-    """An f-string's literal text: each hole is a separator, ``{{`` and ``}}`` are braces."""
+    """An f-string's literal text: each hole is a separator, ``{{`` and ``}}`` are braces.
+
+    A self-documenting hole (``{x=}``, ``{x = !r}``) prints its own text, ``x=``, first.
+    """
     out, i = [], 0
     while i < len(body):
         if body.startswith("{{", i) or body.startswith("}}", i):
@@ -196,7 +239,8 @@ def _fstring_text(body: str) -> str:
         if body[i] == "{":
             end = _closing_brace(body, i)
             if end is not None:
-                out.append(_HOLE)
+                own = _SELF_DOCUMENTING.fullmatch(body, i + 1, end)
+                out.append((own[1] if own else "") + _HOLE)
                 i = end + 1
                 continue
         out.append(body[i])
@@ -393,23 +437,25 @@ class Release:
             self._literals[key] = file_literals(self.files[path][index], Path(path).suffix)
         return self._literals[key]
 
-    def has_message(self, pieces: Sequence[str], native: bool) -> bool:
+    def has_message(self, pieces: Sequence[str], native: bool, code: str = "") -> bool:
         """Whether one source file (tests and the like left out) holds every piece.
 
         Order is not asked: a message joined from a name assigned earlier (``"Too large. " +
-        msg``) has its pieces out of source order.
+        msg``) has its pieces out of source order. ``code`` (squeezed) must be in the file's
+        code as well: the condition that c10 stringizes into its own message.
         """
         suffixes = NATIVE_SUFFIXES if native else (".py",)
-        words = [w for p in pieces for w in re.findall(r"\w+", p)]
+        words = [w for p in [*pieces, code] for w in re.findall(r"\w+", p)]
         anchor = max(words, key=len) if words else ""
         for path, texts in self.files.items():
             if not path.endswith(suffixes) or SKIPPED_FOLDERS.intersection(path.split("/")[:-1]):
                 continue
             for i, text in enumerate(texts):
-                if anchor in text:
-                    literals = self.literals(path, i)
-                    if all(p in literals for p in pieces):
-                        return True
+                if anchor not in text or (code and code not in squeeze(text)):
+                    continue
+                literals = self.literals(path, i)
+                if all(p in literals for p in pieces):
+                    return True
         return False
 
 
@@ -484,14 +530,37 @@ def module_mentions(text: str, name: str) -> bool:
     return re.search(pattern, text, re.MULTILINE) is not None
 
 
+#: A module that answers names it does not bind: a module ``__getattr__``, a lazy module.
+_LAZY = re.compile(r"def __getattr__\(|_LazyModule|_import_structure|define_import_structure")
+
+
 def _module_has(text: str, name: str) -> bool:
-    """A module-level name: defined, assigned or imported at module level, or a quoted string."""
+    """A module-level name: bound at module level, or quoted in a lazy module.
+
+    Bound: defined, assigned or imported; a lazy module's import table and ``__all__`` are
+    strings. An ``__all__`` entry alone does not make a name importable (transformers' ``modular_*``
+    files list names they no longer define).
+    """
     tree = _parse(text)
     if tree is None:
         return module_mentions(text, name)
     if any(_binds(n, name) for n in _top_statements(tree.body)):
         return True
-    return any(isinstance(n, ast.Constant) and n.value == name for n in ast.walk(tree))
+    return _LAZY.search(text) is not None and any(
+        isinstance(n, ast.Constant) and n.value == name for n in ast.walk(tree)
+    )
+
+
+def _star_sources(text: str, module: str, path: str) -> list[str]:
+    """The modules a module re-exports whole (``from .x import *``)."""
+    tree = _parse(text)
+    if tree is None:
+        return []
+    return [
+        _absolute(module, path, node)
+        for node in _top_statements(tree.body)
+        if isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names)
+    ]
 
 
 def _lazy_package_has(files: Mapping[str, list[str]], package: str, name: str) -> bool:
@@ -661,17 +730,22 @@ def has_feature(files: Mapping[str, list[str]], feature: Feature) -> tuple[bool 
 
 
 def _name_in_module(
-    files: Mapping[str, list[str]], module: str, name: str
+    files: Mapping[str, list[str]], module: str, name: str, hops: int = 2
 ) -> tuple[bool | None, str]:
+    """Whether a module has a module-level name, and the rule that said so."""
     path = _module_file(files, module)
     if path is None:
         return False, "no module file"
     text = files[path][0]
     if _module_has(text, name):
-        return True, "module-level name or quoted string"
+        return True, "module-level name, or quoted in a lazy module"
     if path.endswith("__init__.py") and "define_import_structure" in text:
         return _lazy_package_has(files, module, name), "lazy package: __all__ of its modules"
-    return False, "module-level name or quoted string"
+    if hops and not name.startswith("_"):
+        for source in _star_sources(text, module, path):
+            if _name_in_module(files, source, name, hops - 1)[0]:
+                return True, f"re-exported by `from {source} import *`"
+    return False, "module-level name, or quoted in a lazy module"
 
 
 def skew_feature(record: Mapping[str, Any]) -> Feature:
@@ -818,7 +892,7 @@ def site_condition(text: str, line: int) -> tuple[str, str] | None:
     ...)``; ``_check_with(Cls, c, ...)``), an ``assert c, ...``, or the ``if (c)`` that opens
     the lines up to a ``throw``.
     """
-    lines = text.splitlines()
+    lines = text.replace("\\\n", " \n").splitlines()  # a macro's line continuations
     if not 0 < line <= len(lines):
         return None
     rest = "\n".join(lines[line - 1 : line + 30])
@@ -1028,6 +1102,12 @@ class Question:
     args: tuple[Any, ...]
 
 
+def _message_question(record: Mapping[str, Any]) -> Question:
+    """Does a release raise this record's message: its pieces of 4 characters or more."""
+    code, literal = message_parts(record["errorMessage"])
+    return Question("message", (tuple(literal_pieces(literal, 4)), _is_native(record), code))
+
+
 def _questions(record: Mapping[str, Any], pack: Pack) -> dict[str, set[Question]]:
     """The lookups a record needs: release -> questions."""
     out: dict[str, set[Question]] = {}
@@ -1043,11 +1123,10 @@ def _questions(record: Mapping[str, Any], pack: Pack) -> dict[str, set[Question]
         for pin in parse_pins([*record.get("solutions", ()), record.get("documentation", "")]):
             ask(resolve_pin(pin, pack.releases, pack.yanked), Question("feature", (feature,)))
         return out
-    native = _is_native(record)
     site = _newest_site(record)
     if site:
         ask(site[0], Question("site", (site[1], int(record.get("lineNumber", site[2])))))
-    message = Question("message", (tuple(literal_pieces(record["errorMessage"], 4)), native))
+    message = _message_question(record)
     versions = record.get("versions", {})
     read = pack.read()
     first, last = versions.get("first"), versions.get("last") or (read[-1] if read else None)
@@ -1060,8 +1139,8 @@ def _answer(release: Release, question: Question) -> Any:
     if question.kind == "feature":
         return has_feature(release.files, question.args[0])
     if question.kind == "message":
-        pieces, native = question.args
-        return release.has_message(pieces, native) if pieces else None
+        pieces, native, code = question.args
+        return release.has_message(pieces, native, code) if pieces or code else None
     path, line = question.args
     texts = release.files.get(path)
     if not texts:
@@ -1077,9 +1156,12 @@ def _answer(release: Release, question: Question) -> Any:
         wider = _HOLE.join(
             native_literals(t, line, function_start(t, line), rust=rust) for t in texts
         )
+    lines = text.splitlines()
+    start = min(function_start(text, line), max(1, line - WINDOW_BEFORE))
     return {
         "literals": literals,
         "function": wider,
+        "code": squeeze("\n".join(lines[start - 1 : line + WINDOW_AFTER])),
         "condition": site_condition(texts[0], line),
         "copies": len(texts),
     }
@@ -1110,7 +1192,8 @@ def _judge_site(
     if site is None:
         outcome.unknown("site")
         return
-    pieces = literal_pieces(record["errorMessage"], 3)
+    code, literal = message_parts(record["errorMessage"])
+    pieces = literal_pieces(literal, 3)
     version, path, line = site
     body = (record.get("filePath"), record.get("lineNumber"))
     if body != (path, line):
@@ -1124,7 +1207,9 @@ def _judge_site(
     longest = max(pieces or [""], key=len)
     if longest not in literals and longest in found["function"]:
         literals = found["function"]  # assigned to a name above the raise
-    if longest and longest in literals:
+    if code and code not in found["code"]:
+        outcome.wrong("site", version, f"the condition {code!r} is not at line {body[1]}")
+    elif longest in literals and (longest or code):
         outcome.right("site")
     else:
         outcome.wrong("site", version, f"{longest!r} not in the literals at line {body[1]}")
@@ -1146,9 +1231,7 @@ def _judge_bounds(
     answer: Callable[[str | None, Question], Any],
 ) -> None:
     """``first`` raises the message and the release before does not; ``last`` likewise."""
-    message = Question(
-        "message", (tuple(literal_pieces(record["errorMessage"], 4)), _is_native(record))
-    )
+    message = _message_question(record)
     versions = record.get("versions", {})
     read = pack.read()
     first = versions.get("first")

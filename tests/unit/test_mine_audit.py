@@ -84,6 +84,13 @@ def test_python_literals_join_implicit_concatenation_and_fstrings() -> None:
     )
 
 
+def test_self_documenting_fstring_holes_print_their_text() -> None:
+    """`f"{x=}"` prints `x=` before the value, so the literal text holds it."""
+    text = python_literals('raise ValueError(f"Weight {size=} and {group = !r} differ")\n', 1)
+    assert pieces_in_order(["Weight size=", "and group =", "differ"], text)
+    assert "a " + "\x00" in python_literals('raise E(f"a {x == y} b")\n', 1)
+
+
 def test_python_window_starts_two_lines_above() -> None:
     """The window of line 12 starts at line 10: the message assigned at line 3 is outside,
     and the enclosing function's start brings it in."""
@@ -197,6 +204,19 @@ def test_presence_of_names_and_members(name: str, expected: bool) -> None:
     assert expected == has_feature(_files(), Feature(name=name))[0]
 
 
+def test_all_alone_does_not_make_a_name_importable() -> None:
+    """A quoted name counts in a lazy module only; `from .x import *` re-exports a name."""
+    files = {
+        "pkg/__init__.py": ["from .impl import *\n"],
+        "pkg/impl.py": ["def shown(): pass\n"],
+        "pkg/modular.py": ['__all__ = ["Gone"]\n'],
+        "pkg/lazy.py": ['_import_structure = {"x": ["Lazy"]}\n'],
+    }
+    assert not has_feature(files, Feature(name="pkg.modular.Gone", level=True))[0]
+    assert has_feature(files, Feature(name="pkg.lazy.Lazy", level=True))[0]
+    assert has_feature(files, Feature(name="pkg.shown", level=True))[0]
+
+
 def test_presence_of_keywords_and_required_parameters() -> None:
     """A keyword is present when the def takes it; `required` asks for no default."""
     files = _files()
@@ -257,6 +277,22 @@ def test_python_assert_and_torch_check() -> None:
     assert ("check", "a") == site_condition("torch._check_with(ValueError, a, lambda: 'm')", 1)
     doc = "Raised through torch._check by f when a != b."
     assert condition_verdict(doc, ("check", "a == b"), python=True)[0] is True
+
+
+def test_c10_messages_split_into_code_and_literals() -> None:
+    """A check with no message: c10 writes `Expected <cond> to be true...` itself."""
+    message = (
+        "Expected x.is_contiguous() to be true, but got false.  (Could this error message be "
+        "improved?  If so, please report an enhancement request to PyTorch.)"
+    )
+    assert ("x.is_contiguous()", "") == _audit.message_parts(message)
+    assert ("", "plain {x}") == _audit.message_parts("plain {x}")
+
+
+def test_macro_line_continuations_are_not_part_of_the_condition() -> None:
+    """Inside a `#define`, `TORCH_CHECK(\\` continues on the next line."""
+    text = "#define CHECK_CPU(x) TORCH_CHECK( \\\n      !x.is_cuda(), #x)\n"
+    assert ("check", "!x.is_cuda()") == site_condition(text, 1)
 
 
 def test_if_throw_condition_is_the_condition_itself() -> None:
