@@ -588,10 +588,7 @@ def _find_class(
             return node, tree, module
     if hops:
         for node in _top_statements(tree.body):
-            if (isinstance(node, ast.ImportFrom) and node.module is not None) or (
-                isinstance(node, ast.ImportFrom) and node.level
-            ):
-                assert isinstance(node, ast.ImportFrom)
+            if isinstance(node, ast.ImportFrom):
                 for alias in node.names:
                     if (alias.asname or alias.name) == name:
                         source = _absolute(module, path or "", node)
@@ -718,7 +715,8 @@ def has_feature(files: Mapping[str, list[str]], feature: Feature) -> tuple[bool 
                 return False, f"no class {cls}"
             return None, f"class {cls} not defined in {module}"
     if feature.keyword is None:
-        assert found is not None
+        if found is None:
+            return None, f"no class in {feature.name}"
         present = any(_member_binds(n, rest[-1]) for n in _class_members(files, found))
         return present, "class body or bases"
     params = _parameters(files, found, tree, rest[-1])
@@ -1163,7 +1161,6 @@ def _answer(release: Release, question: Question) -> Any:
         "function": wider,
         "code": squeeze("\n".join(lines[start - 1 : line + WINDOW_AFTER])),
         "condition": site_condition(texts[0], line),
-        "copies": len(texts),
     }
 
 

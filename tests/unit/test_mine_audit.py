@@ -385,6 +385,27 @@ def test_a_run_finds_a_first_release_that_is_too_late(tmp_path: Path) -> None:
     assert [("first", "1.1")] == [(f["check"], f["release"]) for f in report.failures]
 
 
+def test_a_release_without_archive_before_first_leaves_it_unchecked(tmp_path: Path) -> None:
+    """A pack release list that says 1.1 was not read: `first` = 1.2 cannot be checked."""
+    record = {
+        "id": "mined-pkg-1",
+        "errorMessage": "the value {x} is far too large here",
+        "filePath": "pkg/m.py",
+        "lineNumber": 3,
+        "tags": ["mined", "raise", "python"],
+        "versions": {"distribution": "pkg", "first": "1.2", "checked": "1.2",
+                     "sites": {"1.2": "pkg/m.py:3"}},
+    }  # fmt: skip
+    _pack(tmp_path, {"1.0": {"pkg/m.py": "x = 1\n"}, "1.2": {"pkg/m.py": RAISE}}, [record])
+    listed = {"releases": ["1.0", "1.1", "1.2"], "mined": ["1.2"], "unread": {"1.1": "yanked"}}
+    (tmp_path / "packs" / "pkg.releases").write_text(
+        json.dumps({"schema": "errkb.releases/1", "distributions": {"pkg": listed}})
+    )
+    report = _audit.run_audit(tmp_path / "packs", tmp_path / "cache")
+    assert {"unchecked": 1} == dict(report.tallies["pkg"]["first"])
+    assert [] == report.failures
+
+
 def test_a_run_checks_a_skew_record_and_its_pin(tmp_path: Path) -> None:
     """A name removed in 1.2 whose pin `<1.2` resolves to 1.1, which lacks it too: pin wrong."""
     record = {
