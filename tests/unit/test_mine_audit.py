@@ -359,23 +359,24 @@ def _pack(tmp_path: Path, releases: dict[str, dict[str, str]], records: list[dic
     )
 
 
+#: A message record whose first release is 1.2, raised at pkg/m.py:3 (RAISE).
+RECORD = {
+    "id": "mined-pkg-1",
+    "errorMessage": "the value {x} is far too large here",
+    "filePath": "pkg/m.py",
+    "lineNumber": 3,
+    "documentation": "Raised by f when x.",
+    "tags": ["mined", "raise", "python"],
+    "versions": {"distribution": "pkg", "first": "1.2", "checked": "1.2",
+                 "sites": {"1.2": "pkg/m.py:3"}},
+}  # fmt: skip
 RAISE = 'def f(x):\n    if x:\n        raise ValueError(f"the value {x} is far too large here")\n'
 
 
 def test_a_run_finds_a_first_release_that_is_too_late(tmp_path: Path) -> None:
     """Release 1.1 raises the message but the record says 1.2: `first` is wrong, the site right."""
-    record = {
-        "id": "mined-pkg-1",
-        "errorMessage": "the value {x} is far too large here",
-        "filePath": "pkg/m.py",
-        "lineNumber": 3,
-        "documentation": "Raised by f when x.",
-        "tags": ["mined", "raise", "python"],
-        "versions": {"distribution": "pkg", "first": "1.2", "checked": "1.2",
-                     "sites": {"1.2": "pkg/m.py:3"}},
-    }  # fmt: skip
     _pack(tmp_path, {"1.0": {"pkg/m.py": "x = 1\n"}, "1.1": {"pkg/m.py": RAISE},
-                     "1.2": {"pkg/m.py": RAISE}}, [record])  # fmt: skip
+                     "1.2": {"pkg/m.py": RAISE}}, [RECORD])  # fmt: skip
     report = _audit.run_audit(tmp_path / "packs", tmp_path / "cache")
     checks = report.tallies["pkg"]
     assert 1 == checks["site"]["right"]
@@ -387,16 +388,7 @@ def test_a_run_finds_a_first_release_that_is_too_late(tmp_path: Path) -> None:
 
 def test_a_release_without_archive_before_first_leaves_it_unchecked(tmp_path: Path) -> None:
     """A pack release list that says 1.1 was not read: `first` = 1.2 cannot be checked."""
-    record = {
-        "id": "mined-pkg-1",
-        "errorMessage": "the value {x} is far too large here",
-        "filePath": "pkg/m.py",
-        "lineNumber": 3,
-        "tags": ["mined", "raise", "python"],
-        "versions": {"distribution": "pkg", "first": "1.2", "checked": "1.2",
-                     "sites": {"1.2": "pkg/m.py:3"}},
-    }  # fmt: skip
-    _pack(tmp_path, {"1.0": {"pkg/m.py": "x = 1\n"}, "1.2": {"pkg/m.py": RAISE}}, [record])
+    _pack(tmp_path, {"1.0": {"pkg/m.py": "x = 1\n"}, "1.2": {"pkg/m.py": RAISE}}, [RECORD])
     listed = {"releases": ["1.0", "1.1", "1.2"], "mined": ["1.2"], "unread": {"1.1": "yanked"}}
     (tmp_path / "packs" / "pkg.releases").write_text(
         json.dumps({"schema": "errkb.releases/1", "distributions": {"pkg": listed}})
