@@ -1161,6 +1161,7 @@ def _answer(release: Release, question: Question) -> Any:
         "function": wider,
         "code": squeeze("\n".join(lines[start - 1 : line + WINDOW_AFTER])),
         "condition": site_condition(texts[0], line),
+        "copies": len(texts),
     }
 
 
@@ -1200,6 +1201,8 @@ def _judge_site(
         outcome.wrong("site", version, f"no file {body[0]} in {version}")
         outcome.unknown("template")
         return
+    if found["copies"] > 1:  # Rust crates' src/ folders dropped: `error.rs` of every crate
+        outcome.wrong("site", version, f"{body[0]} names {found['copies']} files of {version}")
     literals = found["literals"]
     longest = max(pieces or [""], key=len)
     if longest not in literals and longest in found["function"]:
