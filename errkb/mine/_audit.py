@@ -4,8 +4,9 @@ For a fixed-seed sample of each pack's records, the audit opens the archives the
 mined from (``records/mined/sources.toml`` and ``releases.toml``, already downloaded into
 ``.mine-cache/``) and checks, by reading their text itself, what each record says:
 
-- **site**: at the record's newest release, ``filePath`` exists and the longest literal piece of
-  the template is in the string literals of the lines ``lineNumber-2 .. lineNumber+25``;
+- **site**: at the record's newest release, ``filePath`` names one file and the longest literal
+  piece of the template is in the string literals of the lines ``lineNumber-2 ..
+  lineNumber+25`` (or of the function above them: a message assigned to a name first);
 - **template**: every literal piece of three characters or more is there, in order;
 - **first** and **last**: the release named has the message and the release just outside it
   does not (a release "has" a message when one of its source files holds every piece of four
@@ -38,10 +39,10 @@ import tarfile
 import tokenize
 import zipfile
 from collections import Counter
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import attrs
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
@@ -462,7 +463,7 @@ class Release:
 # ---------------------------------------------------------------------------- skew: names
 
 
-@dataclass(frozen=True)
+@attrs.frozen(kw_only=True)
 class Feature:
     """What a skew record says a release has or lacks.
 
@@ -956,7 +957,7 @@ def condition_verdict(
 # ---------------------------------------------------------------------------- the audit
 
 
-@dataclass
+@attrs.define(kw_only=True)
 class Pack:
     """One pack's releases: the list, the readable ones and where each archive lies."""
 
@@ -979,13 +980,13 @@ class Pack:
         return self.releases[i] if 0 <= i < len(self.releases) else None
 
 
-@dataclass
+@attrs.define
 class Outcome:
     """The verdicts of one record: check -> True (right), False (wrong), None (not checkable)."""
 
     record: str
-    verdicts: dict[str, bool | None] = field(default_factory=dict)
-    failures: list[dict[str, str]] = field(default_factory=list)
+    verdicts: dict[str, bool | None] = attrs.field(factory=dict)
+    failures: list[dict[str, str]] = attrs.field(factory=list)
 
     def right(self, check: str) -> None:
         """The check holds (unless another part of it failed or could not be told)."""
@@ -1063,7 +1064,15 @@ def load_packs(pins: Path, packs: Path, cache: Path) -> dict[str, Pack]:
             if version not in unread and not archives.get(version, cache / "-").is_file():
                 unread[version] = "no archive in the cache"
         mined = {pin["version"] for pin in dist["file"]}
-        out[pack] = Pack(pack, name, releases, unread, yanked, archives, mined)
+        out[pack] = Pack(
+            name=pack,
+            distribution=name,
+            releases=releases,
+            unread=unread,
+            yanked=yanked,
+            archives=archives,
+            mined=mined,
+        )
     return out
 
 
@@ -1092,7 +1101,7 @@ def _newest_site(record: Mapping[str, Any]) -> tuple[str, str, int] | None:
     return out
 
 
-@dataclass(frozen=True)
+@attrs.frozen
 class Question:
     """One thing to look up in one release."""
 
@@ -1324,15 +1333,15 @@ def _judge_skew(
             outcome.right("pins")
 
 
-@dataclass
+@attrs.define(kw_only=True)
 class Report:
     """The audit's results per pack."""
 
     seed: int
     per_pack: dict[str, int]
-    sampled: dict[str, Counter[str]] = field(default_factory=dict)
-    tallies: dict[str, dict[str, Counter[str]]] = field(default_factory=dict)
-    failures: list[dict[str, str]] = field(default_factory=list)
+    sampled: dict[str, Counter[str]] = attrs.field(factory=dict)
+    tallies: dict[str, dict[str, Counter[str]]] = attrs.field(factory=dict)
+    failures: list[dict[str, str]] = attrs.field(factory=list)
 
     def as_json(self) -> dict[str, Any]:
         return {
