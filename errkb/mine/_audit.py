@@ -190,6 +190,54 @@ def literal_pieces(message: str, minimum: int) -> list[str]:
     return [p for p in (collapse(p) for p in split_template(message)) if len(p) >= minimum]
 
 
+def composed(piece: str, text: str, most: int = 3) -> bool:
+    r"""Whether ``piece`` is in ``text``, whole or in at most ``most`` separate literals.
+
+    A message joined from a name assigned earlier and a literal (``arg_error_msg +
+    "\nArgument..."``) is one piece of the template but two literals of the source. Each
+    part but the first must start a literal and each but the last end one, so that a
+    reworded message (one literal, another word in the middle) is not taken for it.
+
+    >>> composed("one of: a Argument b", "Expected one of: a\x00 Argument b")
+    True
+    >>> composed("Expected one of: a", "Expected one of: a b")
+    True
+    >>> composed("Expected two of: a", "Expected one of: a\x00 two of: a")
+    False
+    """
+    if piece in text:
+        return True
+    if len(piece) < 8 or piece[:8] not in text:
+        return False
+    bounded = _HOLE + re.sub(" ?\x00 ?", _HOLE, text) + _HOLE
+
+    def fits(part: str, *, first: bool, last: bool) -> bool:
+        part = part.strip()
+        probe = ("" if first else _HOLE) + part + ("" if last else _HOLE)
+        return bool(part) and probe in bounded
+
+    def rest_fits(at: int, parts: int) -> bool:
+        if fits(piece[at:], first=False, last=True):
+            return True
+        return parts > 1 and any(
+            fits(piece[at:end], first=False, last=False) and rest_fits(end, parts - 1)
+            for end in range(_reach(piece, at, text), at, -1)
+        )
+
+    return any(
+        fits(piece[:end], first=True, last=False) and rest_fits(end, most - 1)
+        for end in range(_reach(piece, 0, text), 0, -1)
+    )
+
+
+def _reach(piece: str, at: int, text: str) -> int:
+    """The end of the longest part of ``piece`` from ``at`` that occurs in ``text``."""
+    end = at
+    while end < len(piece) and piece[at : end + 1] in text:
+        end += 1
+    return end
+
+
 def pieces_in_order(pieces: Sequence[str], text: str) -> bool:
     """Whether every piece occurs in ``text`` after the one before it."""
     at = 0
@@ -272,10 +320,11 @@ _CPP_LITERAL = re.compile(
     """,
     re.VERBOSE | re.DOTALL,
 )
-# What may lie between two literals that make one string: space, brackets, `+`, comments.
+# What may lie between two literals that make one string: space, brackets, `+`, comments;
+# in C++ a comma too (a check macro's message arguments are concatenated: c10::str).
 # Each comment ends at its own end (a newline, `*/`), so that no text can be split two ways.
 _JOINS = re.compile(r"[\s()+\\]*(?:#[^\n]*\n[\s()+\\]*)*")
-_CPP_JOINS = re.compile(r"\s*(?:(?://[^\n]*\n|/\*(?:[^*]|\*(?!/))*\*/)\s*)*")
+_CPP_JOINS = re.compile(r"\s*(?:(?://[^\n]*\n|/\*(?:[^*]|\*(?!/))*\*/|,)\s*)*")
 
 
 def _joined(parts: Iterable[tuple[int, int, str]], text: str, joins: re.Pattern[str]) -> str:
@@ -318,9 +367,26 @@ def file_literals(text: str, suffix: str) -> str:
     return _joined(_cpp_scan(text, rust=suffix == ".rs"), text, _CPP_JOINS)
 
 
-def _window(line: int, start: int | None = None) -> tuple[int, int]:
+def _window(line: int, start: int | None = None, end: int | None = None) -> tuple[int, int]:
     """The first and last line (1-based) of the window around a site's line."""
-    return max(1, line - WINDOW_BEFORE if start is None else start), line + WINDOW_AFTER
+    first = max(1, line - WINDOW_BEFORE if start is None else start)
+    return first, max(line + WINDOW_AFTER, end or 0)
+
+
+def statement_end(text: str, line: int) -> int:
+    """The line where the call opened on a site's line closes.
+
+    A check whose condition is a long lambda puts its message further down; with no call
+    opened on the line, the line itself.
+    """
+    lines = text.splitlines()
+    if not 0 < line <= len(lines) or "(" not in lines[line - 1]:
+        return line
+    chunk = "\n".join(lines[line - 1 : line + 300])[lines[line - 1].index("(") :]
+    for i, _, depth in _outside_quotes(chunk):
+        if depth == 0:
+            return line + chunk.count("\n", 0, i)
+    return line
 
 
 def function_start(text: str, line: int) -> int:
@@ -342,14 +408,14 @@ def function_start(text: str, line: int) -> int:
     return max(1, line - 60)
 
 
-def python_literals(text: str, line: int, start: int | None = None) -> str:
+def python_literals(text: str, line: int, start: int | None = None, end: int | None = None) -> str:
     """The string literals of a Python file that start in the window around ``line``.
 
     The whole file is tokenized (a window can start inside a statement), f-strings give their
     literal text, implicit concatenation is joined; a file :mod:`tokenize` refuses is read
     with the plain scanner instead. ``start`` moves the window's first line.
     """
-    first, last = _window(line, start)
+    first, last = _window(line, start, end)
     parts: list[tuple[int, int, str]] = []
     offsets = [0]
     for source_line in text.splitlines(keepends=True):
@@ -385,9 +451,11 @@ def python_literals(text: str, line: int, start: int | None = None) -> str:
     return _joined(parts, text, _JOINS)
 
 
-def native_literals(text: str, line: int, start: int | None = None, *, rust: bool = False) -> str:
+def native_literals(
+    text: str, line: int, start: int | None = None, end: int | None = None, *, rust: bool = False
+) -> str:
     """The ``"..."`` literals (escapes decoded) of a C++, CUDA or Rust file in the window."""
-    first, last = _window(line, start)
+    first, last = _window(line, start, end)
     lines = text.splitlines(keepends=True)
     chunk = "".join(lines[first - 1 : last])
     return _joined(_cpp_scan(chunk, rust=rust), chunk, _CPP_JOINS)
@@ -446,16 +514,18 @@ class Release:
         code as well: the condition that c10 stringizes into its own message.
         """
         suffixes = NATIVE_SUFFIXES if native else (".py",)
-        words = [w for p in [*pieces, code] for w in re.findall(r"\w+", p)]
-        anchor = max(words, key=len) if words else ""
+        # An implicit concatenation can split a word ("set" "bnb_4bit"): any of the three
+        # longest words lets the file through to the real test.
+        words = sorted({w for p in [*pieces, code] for w in re.findall(r"\w+", p)}, key=len)
+        anchors = words[-3:] or [""]
         for path, texts in self.files.items():
             if not path.endswith(suffixes) or SKIPPED_FOLDERS.intersection(path.split("/")[:-1]):
                 continue
             for i, text in enumerate(texts):
-                if anchor not in text or (code and code not in squeeze(text)):
+                if not any(a in text for a in anchors) or (code and code not in squeeze(text)):
                     continue
                 literals = self.literals(path, i)
-                if all(p in literals for p in pieces):
+                if all(composed(p, literals) for p in pieces):
                     return True
         return False
 
@@ -1156,12 +1226,13 @@ def _answer(release: Release, question: Question) -> Any:
     suffix = Path(path).suffix
     if suffix == ".py":
         literals = python_literals(text, line)
-        wider = python_literals(text, line, function_start(text, line))
+        wider = python_literals(text, line, function_start(text, line), statement_end(text, line))
     else:
         rust = suffix == ".rs"
         literals = _HOLE.join(native_literals(t, line, rust=rust) for t in texts)
         wider = _HOLE.join(
-            native_literals(t, line, function_start(t, line), rust=rust) for t in texts
+            native_literals(t, line, function_start(t, line), statement_end(t, line), rust=rust)
+            for t in texts
         )
     lines = text.splitlines()
     start = min(function_start(text, line), max(1, line - WINDOW_BEFORE))
@@ -1214,17 +1285,17 @@ def _judge_site(
         outcome.wrong("site", version, f"{body[0]} names {found['copies']} files of {version}")
     literals = found["literals"]
     longest = max(pieces or [""], key=len)
-    if longest not in literals and longest in found["function"]:
+    if longest not in literals and composed(longest, found["function"]):
         literals = found["function"]  # assigned to a name above the raise
     if code and code not in found["code"]:
         outcome.wrong("site", version, f"the condition {code!r} is not at line {body[1]}")
-    elif longest in literals and (longest or code):
+    elif composed(longest, literals) and (longest or code):
         outcome.right("site")
     else:
         outcome.wrong("site", version, f"{longest!r} not in the literals at line {body[1]}")
     if pieces_in_order(pieces, literals) or (
         # joined from a name assigned above: source order is not message order
-        literals is found["function"] and all(p in literals for p in pieces)
+        literals is found["function"] and all(composed(p, literals) for p in pieces)
     ):
         outcome.right("template")
     else:

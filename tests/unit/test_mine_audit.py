@@ -125,6 +125,22 @@ def test_native_literals_decode_escapes_and_skip_comments_and_chars() -> None:
     assert "implicit concatenation" in text
 
 
+def test_check_message_arguments_join_and_long_conditions_widen_the_window() -> None:
+    """`TORCH_CHECK(c, "a ", "b")` says "a b"; a condition of 40 lines puts it further down."""
+    lambda_lines = "".join(f"      x{i} &&\n" for i in range(40))
+    text = f'TORCH_CHECK(\n{lambda_lines}      true,\n      "one ",\n      "message");\n'
+    assert "one message" not in native_literals(text, 1)
+    end = _audit.statement_end(text, 1)
+    assert 44 == end
+    assert "one message" in native_literals(text, 1, end=end)
+
+
+def test_a_word_split_by_implicit_concatenation_is_still_found() -> None:
+    """`"... set" "bnb_4bit ..."` reads `setbnb_4bit`, a word no line of the file holds."""
+    release = _audit.Release({"pkg/m.py": ['warn("sharding of weights, set"\n  "bnb_4bit_x")\n']})
+    assert release.has_message(["sharding of weights, setbnb_4bit_x"], native=False)
+
+
 def test_rust_raw_strings_and_format_holes() -> None:
     """Rust: `r#"..."#` is read raw; `format!` holes stay as text between pieces."""
     rust = (
