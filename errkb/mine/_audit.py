@@ -566,10 +566,10 @@ def _parse(text: str) -> ast.Module | None:
 
 
 def _top_statements(body: Iterable[ast.stmt]) -> Iterator[ast.stmt]:
-    """Module-level statements, those inside ``if``/``try``/``with`` blocks included."""
+    """Module-level statements, those in ``if``/``try``/``with``/``for``/``while`` blocks too."""
     for node in body:
         yield node
-        if isinstance(node, (ast.If, ast.Try, ast.With)):
+        if isinstance(node, (ast.If, ast.Try, ast.With, ast.For, ast.While)):
             yield from _top_statements(node.body)
             yield from _top_statements(getattr(node, "orelse", []))
             for handler in getattr(node, "handlers", []):
@@ -587,6 +587,8 @@ def _binds(node: ast.stmt, name: str) -> bool:
         )
     if isinstance(node, (ast.AnnAssign, ast.AugAssign)):
         return isinstance(node.target, ast.Name) and node.target.id == name
+    if isinstance(node, ast.For):
+        return any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(node.target))
     if isinstance(node, (ast.Import, ast.ImportFrom)):
         return any((a.asname or a.name.split(".")[0]) == name for a in node.names)
     return False
@@ -1241,7 +1243,7 @@ def _answer(release: Release, question: Question) -> Any:
         "function": wider,
         "code": squeeze("\n".join(lines[start - 1 : line + WINDOW_AFTER])),
         "condition": site_condition(texts[0], line),
-        "copies": len(texts),
+        "copies": len(set(texts)),  # an sdist may ship one file twice, the same
     }
 
 
@@ -1281,7 +1283,7 @@ def _judge_site(
         outcome.wrong("site", version, f"no file {body[0]} in {version}")
         outcome.unknown("template")
         return
-    if found["copies"] > 1:  # Rust crates' src/ folders dropped: `error.rs` of every crate
+    if found["copies"] > 1:  # src/ dropped from two crates: `lib.rs` of each, two texts
         outcome.wrong("site", version, f"{body[0]} names {found['copies']} files of {version}")
     literals = found["literals"]
     longest = max(pieces or [""], key=len)

@@ -184,6 +184,9 @@ except ImportError:
 
 _import_structure = {"models": ["LazyModel"]}
 
+for mode in ["fwd"]:
+    lens = 1
+
 def helper(a, b=1, *, c, d=None):
     pass
 
@@ -207,6 +210,8 @@ def _files() -> dict[str, list[str]]:
         ("pkg.mod.helper", True),
         ("pkg.mod.fast_path", True),  # bound inside try/except
         ("pkg.mod.LazyModel", True),  # a quoted string of a lazy table
+        ("pkg.mod.lens", True),  # assigned in a module-level loop
+        ("pkg.mod.mode", True),  # the loop's own variable
         ("pkg.mod.gone", False),
         ("pkg.mod.Child.method", True),
         ("pkg.mod.Child.attr", True),  # from a base in the same file
