@@ -373,13 +373,39 @@ def _window(line: int, start: int | None = None, end: int | None = None) -> tupl
     return first, max(line + WINDOW_AFTER, end or 0)
 
 
-def statement_end(text: str, line: int) -> int:
+def _blank_comments(text: str, *, python: bool) -> str:
+    """The text with its comments blanked, newlines kept.
+
+    A ``parameter's`` in a comment would otherwise open a quote.
+    """
+    pattern = _PY_LITERAL if python else _CPP_LITERAL
+
+    def blank(m: re.Match[str]) -> str:
+        if m.group("comment") is None:
+            return m.group(0)
+        return re.sub(r"[^\n]", " ", m.group(0))
+
+    return pattern.sub(blank, text)
+
+
+def _calls_a_helper(text: str, line: int, end: int) -> bool:
+    """Whether the statement at ``line`` calls a function the same module defines.
+
+    The miner takes the message a helper returns (``raise X(self._msg(...))``): its
+    literals lie in the helper, anywhere in the file.
+    """
+    statement = "\n".join(text.splitlines()[line - 1 : end])
+    defined = set(re.findall(r"^\s*(?:async\s+)?def\s+(\w+)", text, re.MULTILINE))
+    return any(name in defined for name in re.findall(r"(\w+)\s*\(", statement))
+
+
+def statement_end(text: str, line: int, *, python: bool = True) -> int:
     """The line where the call opened on a site's line closes.
 
     A check whose condition is a long lambda puts its message further down; with no call
     opened on the line, the line itself.
     """
-    lines = text.splitlines()
+    lines = _blank_comments(text, python=python).splitlines()
     if not 0 < line <= len(lines) or "(" not in lines[line - 1]:
         return line
     chunk = "\n".join(lines[line - 1 : line + 300])[lines[line - 1].index("(") :]
@@ -1228,12 +1254,17 @@ def _answer(release: Release, question: Question) -> Any:
     suffix = Path(path).suffix
     if suffix == ".py":
         literals = python_literals(text, line)
-        wider = python_literals(text, line, function_start(text, line), statement_end(text, line))
+        end = statement_end(text, line)
+        wider = python_literals(text, line, function_start(text, line), end)
+        if _calls_a_helper(text, line, end):
+            wider += _HOLE + file_literals(text, ".py")
     else:
         rust = suffix == ".rs"
         literals = _HOLE.join(native_literals(t, line, rust=rust) for t in texts)
         wider = _HOLE.join(
-            native_literals(t, line, function_start(t, line), statement_end(t, line), rust=rust)
+            native_literals(
+                t, line, function_start(t, line), statement_end(t, line, python=False), rust=rust
+            )
             for t in texts
         )
     lines = text.splitlines()

@@ -99,6 +99,15 @@ def test_python_window_starts_two_lines_above() -> None:
     assert "a message assigned above the raise" in wider
 
 
+def test_a_message_a_helper_returns_is_looked_for_in_the_module() -> None:
+    """`raise X(_summary(e))`: the literals lie in `_summary`, anywhere in the file."""
+    text = 'def _summary(e):\n    return f"## Exception summary {e}"\n' + "\n" * 60
+    text += "def f(e):\n    raise ValueError(_summary(e))\n"
+    line = text.count("\n")
+    assert _audit._calls_a_helper(text, line, line)
+    assert not _audit._calls_a_helper(text, 2, 2)
+
+
 def test_python_literals_survive_a_file_tokenize_refuses() -> None:
     """An unterminated triple quote after the window makes tokenize fail: the scanner reads it."""
     broken = 'x = 1\nraise ValueError("a plain message here")\ny = """never closed\n'
@@ -127,11 +136,13 @@ def test_native_literals_decode_escapes_and_skip_comments_and_chars() -> None:
 
 def test_check_message_arguments_join_and_long_conditions_widen_the_window() -> None:
     """`TORCH_CHECK(c, "a ", "b")` says "a b"; a condition of 40 lines puts it further down."""
-    lambda_lines = "".join(f"      x{i} &&\n" for i in range(40))
+    lambda_lines = "      // the parameter's dtype\n" + "".join(
+        f"      x{i} &&\n" for i in range(40)
+    )
     text = f'TORCH_CHECK(\n{lambda_lines}      true,\n      "one ",\n      "message");\n'
     assert "one message" not in native_literals(text, 1)
-    end = _audit.statement_end(text, 1)
-    assert 44 == end
+    end = _audit.statement_end(text, 1, python=False)
+    assert 45 == end
     assert "one message" in native_literals(text, 1, end=end)
 
 
