@@ -1,7 +1,7 @@
 """Automation for errkb: tests, lint, types, records, docs, ChatTTS's engine and benchmarks.
 
-`nox` alone runs what CI runs (every session but `bench`). Dependencies come from
-pyproject.toml's dependency groups, never repeated here.
+`nox` alone runs what CI runs (every session but `bench`, `mine`, `releases` and `audit`).
+Dependencies come from pyproject.toml's dependency groups, never repeated here.
 """
 
 from __future__ import annotations
@@ -172,6 +172,35 @@ def _download(session: nox.Session, cache: Path, pin: dict[str, str]) -> Path:
             session.error(f"{path.name}: sha256 differs from the pinned one")
         path.write_bytes(data)
     return path
+
+
+@nox.session(python=PYTHON, default=False)
+def audit(session: nox.Session) -> None:
+    """Re-check a fixed-seed sample of the mined packs against the pinned archives.
+
+    Every archive of records/mined/sources.toml and releases.toml that .mine-cache/ lacks is
+    downloaded and checked against its sha256 (about 5 GB the first time); then
+    `python -m errkb.mine._audit` checks each sampled record's site, template, first and last
+    release, skew boundary, pins and condition by reading the archives itself, prints the
+    failures, writes them to build/audit.json and the table into docs/mining.md ("The
+    audit"). Posargs go to the module (`-- --only vllm --per-pack 20`). Not part of CI.
+    """
+    import tomllib
+
+    session.install(".", "packaging")
+    cache = Path(".mine-cache")
+    cache.mkdir(exist_ok=True)
+    for name in ("sources.toml", "releases.toml"):
+        listing = tomllib.loads(Path("records/mined", name).read_text(encoding="utf-8"))
+        for dist in listing["distribution"]:
+            for pin in [*dist.get("file", []), *dist.get("release", [])]:
+                if "url" in pin:
+                    _download(session, cache, pin)
+    Path("build").mkdir(exist_ok=True)
+    session.run(
+        "python", "-m", "errkb.mine._audit", "--packs", "records/mined", "--cache", str(cache),
+        "--write-docs", "docs/mining.md", "--json", "build/audit.json", *session.posargs,
+    )  # fmt: skip
 
 
 @nox.session(python=PYTHON, default=False)
