@@ -372,12 +372,14 @@ def test_sdist_paths_drop_the_top_folder_and_src(tmp_path: Path) -> None:
     )
 
 
-def test_two_crates_give_one_package_path_two_texts(tmp_path: Path) -> None:
-    """`rust/a/src/error.rs` and `rust/b/src/error.rs` are both `error.rs`: a site naming it
-    is ambiguous, and the audit sees both copies."""
+def test_two_crates_stay_two_files(tmp_path: Path) -> None:
+    """`rust/a/src/error.rs` and `rust/b/src/error.rs` keep their crate paths, as the miner
+    writes a native site's path, so a site names one of them."""
     files = {"rust/a/src/error.rs": "a", "rust/b/src/error.rs": "b"}
     _sdist(tmp_path / "pkg-1.0.tar.gz", "pkg-1.0", files)
-    assert {"error.rs": ["a", "b"]} == _audit.read_archive(tmp_path / "pkg-1.0.tar.gz", (".rs",))
+    assert {"rust/a/src/error.rs": ["a"], "rust/b/src/error.rs": ["b"]} == _audit.read_archive(
+        tmp_path / "pkg-1.0.tar.gz", (".rs",)
+    )
 
 
 def _pack(tmp_path: Path, releases: dict[str, dict[str, str]], records: list[dict]) -> None:
