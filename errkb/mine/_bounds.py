@@ -12,9 +12,9 @@ other does not have a boundary in between. For those, the bound's files that the
 raise them from (the files involved) are read with the same readers (Python, C++ and Rust),
 and the bound raises a message when one of those files does. Each record's ``first`` is then
 the oldest release that raises it, and ``last`` the newest when that is not the newest release
-read. A message is known by its text and the short name of its class (the module a class is
-re-exported from may be resolved through a file not read). Sites stay those of the mined
-releases.
+read. A message is known by its text as the user sees it (a hole's expression left out) and the
+short name of its class (the module a class is re-exported from may be resolved through a file
+not read). Sites stay those of the mined releases.
 
 The list of every release on the package index travels with the pack (:func:`release_list`),
 so that a range can be reasoned about at lookup time: a release older than the oldest read,
@@ -27,6 +27,7 @@ import hashlib
 import itertools
 import json
 import os
+import re
 from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -45,6 +46,7 @@ __all__ = [
     "presence",
     "refine",
     "release_list",
+    "visible",
 ]
 
 #: The layout of a pack's release list (``PACK.releases``).
@@ -65,6 +67,18 @@ def message_key(message: str, error_class: str | None) -> str:
     is named from depends on which files were read.
     """
     return f"{message}\0{(error_class or '').rpartition('.')[2]}"
+
+
+_HOLE = re.compile(r"\{[^{}]*\}")
+
+
+def visible(key: str) -> str:
+    """A message key as the user sees the message: each hole's expression left out.
+
+    safetensors 0.8.0 renamed a hole (``{invalid_tensors}`` to ``{sparse_tensors}``) in a
+    message that prints the same text: it is the same message to whoever meets it.
+    """
+    return _HOLE.sub("{}", key)
 
 
 def messages_of(sites: Iterable[Site]) -> Messages:
@@ -219,12 +233,19 @@ def refine(
     """Set each mined record's ``first`` and ``last`` from every release; returns counts.
 
     A bound raises a message when its files involved do (``read``), or, for a message both its
-    neighbours agree on, when they do. Skew records are left alone: their boundaries are a
+    neighbours agree on, when they do. Messages are compared as the user sees them
+    (:func:`visible`): two records of one text whose holes the code named differently share
+    their releases. Skew records are left alone: their boundaries are a
     name's presence, not a message's. Counts: ``first-moved`` and ``last-moved`` (a boundary
     that the releases in between moved), ``records``.
     """
     counts: Counter[str] = Counter()
     releases: dict[str, list[str]] = {}
+    seen = {
+        dist: {version: {visible(k) for k in keys} for version, keys in found.items()}
+        for dist, found in mined.items()
+    }
+    seen_read = {where: {visible(k) for k in keys} for where, keys in read.items()}
     for dist, found in mined.items():
         releases[dist] = sorted(
             {*found, *(b.version for b in bounds if b.distribution == dist)}, key=version_key
@@ -237,8 +258,10 @@ def refine(
         order = releases.get(dist, [])
         if len(order) < 2:  # one release says nothing of a range
             continue
-        message = message_key(record["errorMessage"], record.get("errorClass"))
-        raising = [v for v in order if _raises(message, dist, v, mined[dist], read, version_key)]
+        message = visible(message_key(record["errorMessage"], record.get("errorClass")))
+        raising = [
+            v for v in order if _raises(message, dist, v, seen[dist], seen_read, version_key)
+        ]
         if not raising:
             continue
         counts["records"] += 1
@@ -259,8 +282,8 @@ def _raises(
     message: str,
     dist: str,
     version: str,
-    mined: Mapping[str, Messages],
-    read: Mapping[tuple[str, str], frozenset[str]],
+    mined: Mapping[str, set[str]],
+    read: Mapping[tuple[str, str], set[str]],
     version_key: Callable[[str], Any],
 ) -> bool:
     if version in mined:
@@ -273,7 +296,7 @@ def _raises(
     in_older, in_newer = message in mined[older], message in mined[newer]
     if in_older == in_newer:
         return in_older
-    return message in read.get((dist, version), frozenset())
+    return message in read.get((dist, version), set())
 
 
 def release_list(

@@ -204,3 +204,29 @@ def test_no_excerpt_keeps_no_upstream_code_with_bounds_too(releases):
     assert result.records
     for record in result.records:
         assert not {"sourceCode", "sourceCodeStart", "sourceCodeEnd"} & set(record)
+
+
+def test_a_renamed_hole_is_the_same_message_to_the_user(tmp_path):
+    """A hole renamed in 3.0 prints the same text: both records say 1.0 to the newest."""
+    folders = []
+    for version, hole in (("1.0", "name"), ("2.0", "name"), ("3.0", "who")):
+        folder = tmp_path / f"holepkg-{version}"
+        (folder / "holepkg").mkdir(parents=True)
+        (folder / "pyproject.toml").write_text(
+            f'[project]\nname = "holepkg"\nversion = "{version}"\n', encoding="utf-8"
+        )
+        (folder / "holepkg" / "__init__.py").write_text(
+            f"def f({hole}):\n"
+            f'    raise ValueError(f"the adapter {{{hole}}} was saved for another base model")\n',
+            encoding="utf-8",
+        )
+        folders.append(str(folder))
+    result = mine([folders[0], folders[2]], excerpt_lines=0, bounds=[folders[1]], workers=1)
+    ranges = {
+        r["errorMessage"]: (r["versions"]["first"], r["versions"].get("last"))
+        for r in result.records
+    }
+    assert {
+        "the adapter {name} was saved for another base model": ("1.0", None),
+        "the adapter {who} was saved for another base model": ("1.0", None),
+    } == ranges
