@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import builtins
 import io
 import json
 import random
@@ -47,7 +48,7 @@ from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
-# The one rule of what path a record names (after the last src/, py_src/ or lib/ folder): the
+# The one rule of what path a record names (a Python file's after its last src/, py_src/ or lib/): the
 # audit compares the archive's files with the records' paths, so it must map them the same way.
 from errkb.mine._write import package_path
 
@@ -532,8 +533,12 @@ class Release:
             self._literals[key] = file_literals(self.files[path][index], Path(path).suffix)
         return self._literals[key]
 
-    def has_message(self, pieces: Sequence[str], native: bool, code: str = "") -> bool:
+    def has_message(
+        self, pieces: Sequence[str], native: bool, code: str = "", cls: str = ""
+    ) -> bool:
         """Whether one source file (tests and the like left out) holds every piece.
+
+        ``cls``, when given, must be named in that file as a word: the class raised.
 
         Order is not asked: a message joined from a name assigned earlier (``"Too large. " +
         msg``) has its pieces out of source order. ``code`` (squeezed) must be in the file's
@@ -549,6 +554,8 @@ class Release:
                 continue
             for i, text in enumerate(texts):
                 if not any(a in text for a in anchors) or (code and code not in squeeze(text)):
+                    continue
+                if cls and not re.search(rf"\b{re.escape(cls)}\b", text):
                     continue
                 literals = self.literals(path, i)
                 if all(composed(p, literals) for p in pieces):
@@ -1208,9 +1215,18 @@ class Question:
 
 
 def _message_question(record: Mapping[str, Any]) -> Question:
-    """Does a release raise this record's message: its pieces of 4 characters or more."""
+    """Does a release raise this record's message: its pieces of 4 characters or more.
+
+    A Python record's class is part of what it says (the same text raised by another class
+    is another record: torch 2.6.0 renamed ``CppWrapperCodeGenError``), so the file must name
+    the class's short name too; a builtin's name is too common to tell anything.
+    """
     code, literal = message_parts(record["errorMessage"])
-    return Question("message", (tuple(literal_pieces(literal, 4)), _is_native(record), code))
+    native = _is_native(record)
+    cls = (record.get("errorClass") or "").rpartition(".")[2]
+    if native or not cls or hasattr(builtins, cls):
+        cls = ""
+    return Question("message", (tuple(literal_pieces(literal, 4)), native, code, cls))
 
 
 def _questions(record: Mapping[str, Any], pack: Pack) -> dict[str, set[Question]]:
@@ -1244,8 +1260,8 @@ def _answer(release: Release, question: Question) -> Any:
     if question.kind == "feature":
         return has_feature(release.files, question.args[0])
     if question.kind == "message":
-        pieces, native, code = question.args
-        return release.has_message(pieces, native, code) if pieces or code else None
+        pieces, native, code, cls = question.args
+        return release.has_message(pieces, native, code, cls) if pieces or code else None
     path, line = question.args
     texts = release.files.get(path)
     if not texts:

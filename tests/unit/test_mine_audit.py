@@ -468,3 +468,18 @@ def test_markdown_table_and_docs_markers(tmp_path: Path) -> None:
     assert text.endswith("after\n")
     assert "old" not in text
     assert "| t |" in text
+
+
+def test_a_python_message_is_raised_only_where_its_class_is_named() -> None:
+    """The same text in a docstring of another file, or raised by another class, is not it."""
+    release = _audit.Release(
+        {
+            "pkg/debug.py": ['"""Pickling fails: Can\'t pickle local object \'f.<locals>.g\'"""\n'],
+            "pkg/pickler.py": ['raise PicklingError(f"Can\'t pickle local object {obj!r}")\n'],
+        }
+    )
+    pieces = ("Can't pickle local object ",)
+    assert release.has_message(pieces, False, "", "PicklingError")
+    assert not release.has_message(pieces, False, "", "CppWrapperCodegenError")
+    only_doc = _audit.Release({"pkg/debug.py": release.files["pkg/debug.py"]})
+    assert not only_doc.has_message(pieces, False, "", "PicklingError")
