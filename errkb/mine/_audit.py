@@ -1013,6 +1013,8 @@ def site_condition(text: str, line: int) -> tuple[str, str] | None:
         index = 1 if m["name"].endswith("_check_with") else 0
         if m["name"].endswith(("_EQ", "_NE", "_LT", "_LE", "_GT", "_GE")):
             return None
+        if len(args) > index and args[index].strip() in ("false", "False", "0"):
+            return None  # always fails: the ``if`` around it is the condition, not judged here
         return ("check", args[index]) if len(args) > index else None
     if re.search(r"\bthrow\b|\bpanic!|return Err\b|\braise\b", head):
         for back in range(line - 1, max(0, line - 6), -1):

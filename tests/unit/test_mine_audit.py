@@ -483,3 +483,9 @@ def test_a_python_message_is_raised_only_where_its_class_is_named() -> None:
     assert not release.has_message(pieces, False, "", "CppWrapperCodegenError")
     only_doc = _audit.Release({"pkg/debug.py": release.files["pkg/debug.py"]})
     assert not only_doc.has_message(pieces, False, "", "PicklingError")
+
+
+def test_a_check_that_always_fails_has_no_condition_of_its_own() -> None:
+    """`TORCH_CHECK(false, ...)` under an `if`: the check's own condition is not judged."""
+    text = 'if (t.device().type() != kCUDA) {\n  TORCH_CHECK(false, "expected a CUDA tensor");\n}\n'
+    assert _audit.site_condition(text, 2) is None
