@@ -247,16 +247,18 @@ def test_range_fact_says_what_the_release_list_knows(monkeypatch, installed, whe
 
 def _range_with(record: dict, installed: str) -> str:
     """The "raised by" fact of the range record's diagnosis, with ``installed`` injected."""
+    message = "ValueError: the rope scaling factor must be a float larger than one"
+    return _facts_with(record, message, installed)["raised by"]
+
+
+def _facts_with(record: dict, message: str, installed: str) -> dict[str, str]:
+    """The top finding's facts, by name, with transformers ``installed`` injected."""
     options = Options(
         measurements=FakeMeasurements(readings={"installed": {"transformers": installed}})
     )
-    diagnosis = explain(
-        "ValueError: the rope scaling factor must be a float larger than one",
-        registry=registry_from_dicts([record]),
-        options=options,
-    )
+    diagnosis = explain(message, registry=registry_from_dicts([record]), options=options)
     assert diagnosis is not None
-    return {f.name: f.value for f in diagnosis.top.facts}["raised by"]
+    return {f.name: str(f.value) for f in diagnosis.top.facts}
 
 
 def test_range_fact_marks_the_oldest_release_checked(monkeypatch) -> None:
@@ -277,18 +279,11 @@ def test_a_change_not_placed_exactly_says_between_and_knows_what_it_does_not_kno
         USABLE_RECORD,
         skew=dict(USABLE_RECORD["skew"], lastBefore="4.51.3", exact=False),
     )
-    values = []
-    for installed in ("4.52.4", "4.58.0"):
-        options = Options(
-            measurements=FakeMeasurements(readings={"installed": {"transformers": installed}})
-        )
-        diagnosis = explain(
-            "AttributeError: 'DynamicCache' object has no attribute 'get_usable_length'",
-            registry=registry_from_dicts([record]),
-            options=options,
-        )
-        assert diagnosis is not None
-        values.append({f.name: f.value for f in diagnosis.top.facts}["`get_usable_length`"])
+    message = "AttributeError: 'DynamicCache' object has no attribute 'get_usable_length'"
+    values = [
+        _facts_with(record, message, installed)["`get_usable_length`"]
+        for installed in ("4.52.4", "4.58.0")
+    ]
     assert [
         (
             "removed between 4.51.3 and 4.54.0 (the releases between were not checked); "
