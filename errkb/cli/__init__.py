@@ -185,6 +185,12 @@ def _mine_parser(sub: argparse._SubParsersAction[_Parser]) -> None:
         "read. Writes the pack's release list beside it (PACK with the suffix .releases)",
     )
     mine.add_argument(
+        "--history-from",
+        metavar="PACK",
+        help="with --history: take the skew records of PACK (and the counts of --summary) "
+        "from an earlier run of the same releases instead of diffing their APIs again",
+    )
+    mine.add_argument(
         "--bounds-cache",
         metavar="DIR",
         help="keep what each --bounds release raises in DIR, reused while the file and "

@@ -37,6 +37,7 @@ def run(args: argparse.Namespace) -> int:
         unread=unread,
         yanked=yanked,
         bounds_cache=Path(args.bounds_cache) if args.bounds_cache else None,
+        history_from=_history_from(args.history_from, args.summary) if args.history_from else None,
     )
     try:
         size = write_pack(result.records, output, fmt)
@@ -63,6 +64,23 @@ def run(args: argparse.Namespace) -> int:
             ) from None
     print(_text(summary))
     return EXIT_OK
+
+
+def _history_from(pack: str, summary: str | None) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """``--history-from PACK``: its skew records, and the history counts of ``--summary``."""
+    from errkb.exceptions import UsageError
+
+    try:
+        lines = Path(pack).read_text(encoding="utf-8").splitlines()
+        kept = [r for r in map(json.loads, filter(None, lines)) if "skew" in r]
+        counts = (
+            json.loads(Path(summary).read_text(encoding="utf-8")).get("history", {})
+            if summary
+            else {}
+        )
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"--history-from {pack}: cannot read it or --summary ({exc})") from None
+    return kept, counts
 
 
 def _release_file(name: str) -> tuple[list[str], dict[str, str], list[str]]:

@@ -70,6 +70,7 @@ def mine(
     read: Callable[[str], Path | None] | None = None,
     workers: int | None = None,
     bounds_cache: Path | None = None,
+    history_from: tuple[Sequence[dict[str, Any]], Mapping[str, int]] | None = None,
 ) -> MineResult:
     """Read every source and make the records; a bad source raises ``UsageError``.
 
@@ -91,7 +92,9 @@ def mine(
     yanked; the summary's ``releases`` holds each distribution's list
     (:func:`errkb.mine._bounds.release_list`), which the pack carries. The bounds are read in
     ``workers`` processes (default: one per core); ``bounds_cache`` is a folder that keeps each
-    reading for the next run with the same file and the same code.
+    reading for the next run with the same file and the same code. ``history_from`` is the
+    skew records and counts of an earlier run of the same releases, used instead of diffing
+    their APIs again (the slow part) when only the message readers or the bounds changed.
 
     >>> result = mine(["transformers"])  # doctest: +SKIP
     >>> result.summary["records"], result.records[0]["id"]  # doctest: +SKIP
@@ -123,7 +126,7 @@ def mine(
         for record in records:
             for key in ("sourceCode", "sourceCodeStart", "sourceCodeEnd"):
                 record.pop(key, None)
-    mined = _messages(found)
+    mined = _messages(sources, found)
     between = [
         Bound(b.given, b.distribution, b.version or "unknown") for b in map(open_source, bounds)
     ]
@@ -144,7 +147,11 @@ def mine(
     kinds = Counter(r["tags"][1] for r in records)
     languages = Counter(r["tags"][2] for r in records)
     skew: Counter[str] = Counter()
-    if history:
+    if history and history_from is not None:
+        records.extend(history_from[0])
+        kinds["skew"] += len(history_from[0])
+        skew.update(history_from[1])
+    elif history:
         listed = sorted({*releases, *(b.version for b in between), *order}, key=rank)
         with _unpacked(between) as unpacked:
             for made, counts in _histories(sources, order, listed, read or unpacked):
@@ -177,9 +184,16 @@ def mine(
     return MineResult(records=tuple(records), summary=summary)
 
 
-def _messages(found: Sequence[tuple[Source, Site]]) -> dict[str, dict[str, Messages]]:
-    """Each mined release's messages, with their files: distribution -> release -> messages."""
-    by_release: dict[tuple[str, str], list[Site]] = {}
+def _messages(
+    sources: Sequence[Source], found: Sequence[tuple[Source, Site]]
+) -> dict[str, dict[str, Messages]]:
+    """Each mined release's messages, with their files: distribution -> release -> messages.
+
+    A release that raises nothing is there too, with no message.
+    """
+    by_release: dict[tuple[str, str], list[Site]] = {
+        (s.distribution, s.version or "unknown"): [] for s in sources
+    }
     for source, site in found:
         by_release.setdefault((source.distribution, site.version), []).append(site)
     out: dict[str, dict[str, Messages]] = {}

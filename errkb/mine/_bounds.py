@@ -108,6 +108,9 @@ class Bound:
         self.distribution = distribution
         self.version = version
         self.files: frozenset[str] = frozenset()
+        #: The longest literal run of each changing message: a file of the bound that holds
+        #: one is read too (the message may live in another file between the neighbours).
+        self.anchors: frozenset[str] = frozenset()
 
 
 def involved(
@@ -117,30 +120,46 @@ def involved(
 ) -> Counter[str]:
     """Set each bound's files: those its neighbours raise a message from that only one raises.
 
-    ``mined`` is distribution -> mined release -> its messages. A bound outside the mined
-    range (no neighbour on one side) reads nothing. Returns counts: ``messages`` (messages
-    whose boundary lies between two mined releases), ``files`` (files to read, over all bounds).
+    ``mined`` is distribution -> mined release -> its messages. Each bound also gets the
+    anchors of those messages (:func:`_anchor`): a file of the bound that holds one is read as
+    well, since a message can move to another file and back between two mined releases. A
+    bound outside the mined range (no neighbour on one side) reads nothing. Returns counts:
+    ``messages`` (messages whose boundary lies between two mined releases), ``files`` (files
+    named to read, over all bounds).
     """
     counts: Counter[str] = Counter()
     for dist, releases in mined.items():
         order = sorted(releases, key=version_key)
-        gaps: dict[tuple[str, str], frozenset[str]] = {}
+        gaps: dict[tuple[str, str], tuple[frozenset[str], frozenset[str]]] = {}
         for older, newer in itertools.pairwise(order):
             a, b = releases[older], releases[newer]
             changing = set(a).symmetric_difference(b)
             counts["messages"] += len(changing)
-            gaps[(older, newer)] = frozenset(
+            paths = frozenset(
                 path for message in changing for path in (*a.get(message, ()), *b.get(message, ()))
             )
+            anchors = frozenset(filter(None, map(_anchor, changing)))
+            gaps[(older, newer)] = (paths, anchors)
         for bound in bounds:
             if bound.distribution != dist:
                 continue
             key = version_key(bound.version)
-            for (older, newer), involved_files in gaps.items():
+            for (older, newer), (paths, anchors) in gaps.items():
                 if version_key(older) < key < version_key(newer):
-                    bound.files = involved_files
-                    counts["files"] += len(involved_files)
+                    bound.files, bound.anchors = paths, anchors
+                    counts["files"] += len(paths)
     return counts
+
+
+#: The shortest literal run that picks a file to read on its own (shorter ones are in many).
+_ANCHOR = 12
+
+
+def _anchor(key: str) -> str | None:
+    """The longest literal run of a message key's text, if it is long enough to pick a file."""
+    text = key.partition("\0")[0]
+    longest = max(_HOLE.split(text), key=len, default="")
+    return longest if len(longest) >= _ANCHOR else None
 
 
 def _stamp(bound: Bound, native: bool) -> str:
@@ -152,7 +171,7 @@ def _stamp(bound: Bound, native: bool) -> str:
     with Path(bound.given).open("rb") as file:
         for block in iter(lambda: file.read(1 << 20), b""):
             digest.update(block)
-    digest.update("\0".join([str(native), *sorted(bound.files)]).encode())
+    digest.update("\0".join([str(native), *sorted(bound.files), *sorted(bound.anchors)]).encode())
     return digest.hexdigest()
 
 
@@ -168,7 +187,7 @@ def _read_one(bound: Bound, native: bool, cache: str | None) -> list[str]:
     from errkb.mine._sources import open_source
     from errkb.mine._write import package_path
 
-    if not bound.files:
+    if not bound.files and not bound.anchors:
         return []
     kept = None
     if cache and Path(bound.given).is_file():  # a folder is read afresh: it has no one digest
@@ -180,8 +199,9 @@ def _read_one(bound: Bound, native: bool, cache: str | None) -> list[str]:
     suffixes = (".py", *(CPP_SUFFIXES + RUST_SUFFIXES if native else ()))
     python: list[Site] = []
     others: list[tuple[str, str]] = []
+    holds = _finder(bound.anchors)
     for path, text in source.files(suffixes):
-        if package_path(path) not in bound.files:
+        if package_path(path) not in bound.files and not holds(text):
             continue
         if path.endswith(".py"):
             python += read_python(
@@ -197,6 +217,22 @@ def _read_one(bound: Bound, native: bool, cache: str | None) -> list[str]:
     return found
 
 
+def _finder(anchors: frozenset[str]) -> Callable[[str], bool]:
+    """A test of whether a text holds one of the anchors, in one Aho-Corasick pass.
+
+    ``ahocorasick-rs`` comes with the ``mine`` extra; without it no file is picked by its
+    anchors (the named files are read all the same).
+    """
+    if not anchors:
+        return lambda _text: False
+    try:
+        import ahocorasick_rs
+    except ImportError:
+        return lambda _text: False
+    automaton = ahocorasick_rs.AhoCorasick(sorted(anchors))
+    return lambda text: bool(automaton.find_matches_as_indexes(text))
+
+
 def presence(
     bounds: Sequence[Bound],
     *,
@@ -209,7 +245,7 @@ def presence(
     The bounds are read in ``workers`` processes (default: one per core), each once; with
     ``cache``, a reading made by the same code from the same file is reused.
     """
-    todo = [b for b in bounds if b.files]
+    todo = [b for b in bounds if b.files or b.anchors]
     workers = min(workers or os.cpu_count() or 1, max(len(todo), 1))
     where = str(cache) if cache is not None else None
     if workers == 1:

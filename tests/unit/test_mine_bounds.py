@@ -230,3 +230,54 @@ def test_a_renamed_hole_is_the_same_message_to_the_user(tmp_path):
         "the adapter {name} was saved for another base model": ("1.0", None),
         "the adapter {who} was saved for another base model": ("1.0", None),
     } == ranges
+
+
+def test_a_message_that_moved_to_another_file_between_is_found(tmp_path):
+    """2.0 raises the message from another file than 1.0 does: read through its anchor."""
+    pytest.importorskip("ahocorasick_rs")
+    folders = []
+    text = '    raise RuntimeError("the prefix cache lost a block that a running request holds")\n'
+    for version, where in (("1.0", "a"), ("2.0", "b"), ("3.0", None)):
+        folder = tmp_path / f"movepkg-{version}"
+        (folder / "movepkg").mkdir(parents=True)
+        (folder / "pyproject.toml").write_text(
+            f'[project]\nname = "movepkg"\nversion = "{version}"\n', encoding="utf-8"
+        )
+        (folder / "movepkg" / "__init__.py").write_text("", encoding="utf-8")
+        for name in ("a", "b"):
+            body = "def f():\n" + (text if name == where else "    return 1\n")
+            (folder / "movepkg" / f"{name}.py").write_text(body, encoding="utf-8")
+        folders.append(str(folder))
+    result = mine([folders[0], folders[2]], excerpt_lines=0, bounds=[folders[1]], workers=1)
+    [record] = result.records
+    assert ("1.0", "2.0") == (record["versions"]["first"], record["versions"]["last"])
+
+
+def test_history_from_an_earlier_run_gives_the_same_pack(tmp_path):
+    """`--history-from` reuses the skew records of a run of the same releases: same pack."""
+    pytest.importorskip("griffe")
+    folders = []
+    for version, extra in (("1.0", ""), ("2.0", "\n\ndef added_later():\n    return 2\n")):
+        folder = tmp_path / f"histpkg-{version}"
+        (folder / "histpkg").mkdir(parents=True)
+        (folder / "pyproject.toml").write_text(
+            f'[project]\nname = "histpkg"\nversion = "{version}"\n', encoding="utf-8"
+        )
+        (folder / "histpkg" / "__init__.py").write_text(
+            'def f():\n    raise ValueError("the scheduler refused a request longer than its budget")\n'
+            + extra,
+            encoding="utf-8",
+        )
+        folders.append(str(folder))
+    first, again = tmp_path / "first.jsonl", tmp_path / "again.jsonl"
+    summary = tmp_path / "first.summary"
+    common = ("--history", "--excerpt-lines", "0")
+    done = run_cli("mine", *folders, *common, "--output", str(first), "--summary", str(summary))
+    assert 0 == done.returncode, done.stderr
+    assert any('"skew"' in line for line in first.read_text(encoding="utf-8").splitlines())
+    done = run_cli(
+        "mine", *folders, *common, "--output", str(again), "--history-from", str(first),
+        "--summary", str(summary),
+    )  # fmt: skip
+    assert 0 == done.returncode, done.stderr
+    assert first.read_bytes() == again.read_bytes()
