@@ -163,6 +163,9 @@ _SYNTHESIZED = (
 )
 
 
+_STD_PLACE = re.compile(r"^\{__func__\}, \{__FILE__\}:\{__LINE__\}, ")
+
+
 def squeeze(text: str) -> str:
     """Text with all whitespace (and macro line continuations) removed, to compare code."""
     return re.sub(r"\s+|\\\n", "", text)
@@ -177,13 +180,16 @@ def message_parts(message: str) -> tuple[str, str]:
     >>> message_parts('n > 0 INTERNAL ASSERT FAILED at "{__FILE__}":{__LINE__}, please '
     ...               'report a bug to PyTorch. bad n')
     ('n>0', ' bad n')
+    >>> message_parts("{__func__}, {__FILE__}:{__LINE__}, k_scale must be one fp32 value")
+    ('', 'k_scale must be one fp32 value')
     """
     flat = collapse(message)
     for pattern in _SYNTHESIZED:
         m = pattern.fullmatch(flat)
         if m:
             return squeeze(m["code"]), m["rest"]
-    return "", message
+    # STD_TORCH_CHECK puts the function, file and line before the message the code gives.
+    return "", _STD_PLACE.sub("", message, count=1)
 
 
 def literal_pieces(message: str, minimum: int) -> list[str]:
