@@ -121,11 +121,8 @@ def mine(
             }
         )
     order = _version_order([(s.distribution, s.version or "unknown") for s in sources])
-    records = build_records(found, lambda v: order.get(v, -1), dropped)
-    if excerpt_lines == 0:  # not even the statement itself: no upstream code in the pack
-        for record in records:
-            for key in ("sourceCode", "sourceCodeStart", "sourceCodeEnd"):
-                record.pop(key, None)
+    # excerpt_lines=0: not even the statement itself, no upstream code in the pack.
+    records = build_records(found, lambda v: order.get(v, -1), dropped, excerpts=excerpt_lines > 0)
     mined = _messages(sources, found)
     between = [
         Bound(b.given, b.distribution, b.version or "unknown") for b in map(open_source, bounds)

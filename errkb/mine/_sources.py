@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from errkb.exceptions import UsageError
+from errkb.records._repos import REPOS
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator
@@ -69,22 +70,9 @@ def passed_over(path: str) -> bool:
     return bool(SKIPPED_DIRS.intersection(folders)) or _TEST_FILE.fullmatch(name) is not None
 
 
-#: Known distributions: (GitHub owner/name, release tag form, the repository folder that holds
-#: the importable packages). The tag form and folder are read from each project's releases;
-#: a distribution not listed gets its repository from its metadata, tags ``v{}`` and no folder.
-KNOWN: dict[str, tuple[str, str, str]] = {
-    "vllm": ("vllm-project/vllm", "v{}", ""),
-    "transformers": ("huggingface/transformers", "v{}", "src/"),
-    "torch": ("pytorch/pytorch", "v{}", ""),
-    "chattts": ("2noise/ChatTTS", "v{}", ""),
-    "accelerate": ("huggingface/accelerate", "v{}", "src/"),
-    "huggingface-hub": ("huggingface/huggingface_hub", "v{}", "src/"),
-    "peft": ("huggingface/peft", "v{}", "src/"),
-    "safetensors": ("huggingface/safetensors", "v{}", "bindings/python/py_src/"),
-    "tokenizers": ("huggingface/tokenizers", "v{}", "bindings/python/py_src/"),
-    "bitsandbytes": ("bitsandbytes-foundation/bitsandbytes", "{}", ""),
-    "flash-attn": ("Dao-AILab/flash-attention", "v{}", ""),
-}
+#: Known distributions (:data:`errkb.records._repos.REPOS`): a distribution not listed gets its
+#: repository from its metadata, tags ``v{}`` and no folder.
+KNOWN = REPOS
 
 _GITHUB = re.compile(r"https?://(?:www\.)?github\.com/([\w.-]+)/([\w.-]+?)(?:\.git)?(?:[/#?]|$)")
 _SOURCE_LABELS = ("source", "repository", "code", "github", "homepage", "home")

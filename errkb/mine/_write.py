@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from errkb.mine._template import error_message, message_pattern, why_too_generic
 from errkb.records import MAX_PATTERN, MAX_TEXT, record_from_dict
+from errkb.records._repos import REPOS, mined_link
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
@@ -71,11 +72,15 @@ def build_records(
     sites: Iterable[tuple[Source, Site]],
     version_key: Callable[[str], Any],
     dropped: Counter[str],
+    *,
+    excerpts: bool = True,
 ) -> list[dict[str, Any]]:
     """The records of these sites, one per message per distribution, in a stable order.
 
     ``version_key`` orders the releases; templates the specificity rule refuses, and records
-    the loader would refuse, are counted in ``dropped`` by reason.
+    the loader would refuse, are counted in ``dropped`` by reason. ``excerpts=False`` keeps no
+    source at all, not even the raising statement (no upstream code in the pack), and leaves
+    out what :data:`~errkb.records._repos.REPOS` says (:func:`_slim`).
     """
     groups: dict[str, list[tuple[Source, Site, str, str]]] = {}
     newest: dict[str, str] = {}
@@ -108,6 +113,11 @@ def build_records(
                 per_version[item[1].version] = item
         dist = found[0][1].distribution
         data = _record(rid, list(per_version.values()), newest[dist], len(mined[dist]) > 1)
+        if not excerpts:
+            for key in ("sourceCode", "sourceCodeStart", "sourceCodeEnd"):
+                data.pop(key, None)
+            if "sites" in data["versions"]:
+                _slim(data, list(per_version.values()))
         record, problems = record_from_dict(data, source=rid)
         if record is None or problems:
             dropped["invalid-record"] += 1
@@ -175,6 +185,25 @@ def _record(
         "versions": versions,
     }
     return {k: v for k, v in data.items() if v is not None}
+
+
+def _slim(data: dict[str, Any], found: Sequence[tuple[Source, Site, str, str]]) -> None:
+    """Leave out what :data:`~errkb.records._repos.REPOS` says: the repository, and the link.
+
+    Without an excerpt the link is the line at the tag of the newest site's release (the first
+    release of the newest run of releases that raise it there: the same file and line); the
+    loader makes it again from the table (:func:`~errkb.records._repos.mined_link`), so a
+    record keeps it only when the table cannot say it.
+    """
+    dist = data["versions"]["distribution"]
+    release = list(data["versions"]["sites"])[-1]
+    source, site = next((src, s) for src, s, _, _ in found if s.version == release)
+    link = source.github_url(site.path, site.line, site.line)
+    data["githubUrl"] = link
+    if link is None or link == mined_link(dist, release, data["filePath"], data["lineNumber"]):
+        del data["githubUrl"]
+    if "repo" in data and REPOS.get(dist, (None,))[0] == data["repo"]:
+        del data["repo"]
 
 
 def _severity(site: Site) -> str:

@@ -19,6 +19,7 @@ from errkb._patterns import (
     template_names,
 )
 from errkb.exceptions import RecordError
+from errkb.records._repos import REPOS, mined_link
 from errkb.records._schema import (
     FIELDS,
     KEYS,
@@ -28,6 +29,7 @@ from errkb.records._schema import (
     Skew,
     Versions,
     camel,
+    release_key,
 )
 
 #: The longest any one text field may be; a record is data to read, not a payload.
@@ -110,6 +112,7 @@ def record_from_dict(  # noqa: PLR0915 - one pass over the schema reads best in 
         values[name] = value
     for key in sorted(set(data) - set(KEYS)):
         problem(key, "unknown field (not in schema version 2 or errkb's extensions)")
+    _said_by_repos(values)
     fatal = _check_shape(values, problem) or fatal
     version = values.get("schema_version")
     if version is not None and version != SCHEMA_VERSION:
@@ -271,6 +274,25 @@ def _check_shape(values: dict[str, Any], problem: Any) -> bool:
         problem("severity", f"expected one of {', '.join(SEVERITIES)}, got {_short(severity)!r}")
         values.pop("severity")
     return fatal
+
+
+def _said_by_repos(values: dict[str, Any]) -> None:
+    """A mined record's repository and link, left out where :data:`REPOS` says them, put back.
+
+    The link is the line at the tag of the newest release its ``versions.sites`` lists
+    (:func:`errkb.records._repos.mined_link`).
+    """
+    versions = values.get("versions")
+    if "mined" not in values.get("tags", ()) or not isinstance(versions, Versions):
+        return
+    known = REPOS.get(versions.distribution)
+    if known is None:
+        return
+    values.setdefault("repo", known[0])
+    path, line = values.get("file_path"), values.get("line_number")
+    keys = [(k, r) for r in dict(versions.sites) if (k := release_key(r)) is not None]
+    if "github_url" not in values and path and isinstance(line, int) and keys:
+        values["github_url"] = mined_link(versions.distribution, max(keys)[1], path, line)
 
 
 def _too_loose(pattern: str) -> bool:

@@ -351,3 +351,35 @@ def test_a_condition_too_long_to_show_is_left_out_of_the_sentence_not_cut(tmp_pa
     )
     docs = sorted(r["documentation"] for r in mine([str(tmp_path)]).records)
     assert ["Raised by f when n > 3.", "Raised by f."] == docs
+
+
+def test_without_excerpt_a_known_distribution_s_repo_and_link_are_left_to_the_loader(tmp_path):
+    """No excerpt: the pack line carries no repo and no link; the loaded record has both."""
+    import zipfile
+
+    from errkb.records import record_from_dict
+
+    wheels = []
+    for version, blank in (("4.0.0", ""), ("4.1.0", "\n\n")):
+        wheel = tmp_path / f"transformers-{version}-py3-none-any.whl"
+        with zipfile.ZipFile(wheel, "w") as zf:
+            zf.writestr(
+                "transformers/x.py",
+                f"{blank}def f():\n    raise ValueError('the known wheel raises this one')\n",
+            )
+            zf.writestr(
+                f"transformers-{version}.dist-info/METADATA",
+                f"Metadata-Version: 2.1\nName: transformers\nVersion: {version}\n",
+            )
+        wheels.append(str(wheel))
+    (data,) = mine(wheels, excerpt_lines=0).records
+    assert not {"repo", "githubUrl"} & set(data)
+    record, problems = record_from_dict(data)
+    assert [] == problems
+    assert record is not None
+    assert "huggingface/transformers" == record.repo
+    # The newest site's release: 4.1.0 raises it on line 4.
+    assert (
+        "https://github.com/huggingface/transformers/blob/v4.1.0/src/transformers/x.py#L4"
+        == record.github_url
+    )
