@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-import builtins
 import io
 import json
 import random
@@ -544,7 +543,10 @@ class Release:
     ) -> bool:
         """Whether one source file (tests and the like left out) holds every piece.
 
-        ``cls``, when given, must be named in that file as a word: the class raised.
+        ``cls``, when given, must be named in that file as a word: the class raised; and where
+        the longest piece's start is found as written, within the lines just above it (the
+        statement that raises it: another class, or a message returned rather than raised, is
+        another record's).
 
         Order is not asked: a message joined from a name assigned earlier (``"Too large. " +
         msg``) has its pieces out of source order. ``code`` (squeezed) must be in the file's
@@ -564,9 +566,30 @@ class Release:
                 if cls and not re.search(rf"\b{re.escape(cls)}\b", text):
                     continue
                 literals = self.literals(path, i)
-                if all(composed(p, literals) for p in pieces):
+                if all(composed(p, literals) for p in pieces) and _raised_as(text, pieces, cls):
                     return True
         return False
+
+
+#: How far above a message's first line the statement that raises it may start.
+_RAISE_REACH = 4
+
+
+def _raised_as(text: str, pieces: Sequence[str], cls: str) -> bool:
+    """Whether ``cls`` is named in the lines just above a place where the message's text is.
+
+    Only the start of the longest piece is looked for as written (a piece with an escape or
+    split by a concatenation is not found so: then the file's naming of the class stands).
+    """
+    if not cls or not pieces:
+        return True
+    head = max(pieces, key=len)[:16]
+    lines = text.splitlines()
+    starts = [i for i, line in enumerate(lines) if head in line]
+    if not starts:
+        return True
+    word = re.compile(rf"\b{re.escape(cls)}\b")
+    return any(word.search("\n".join(lines[max(0, i - _RAISE_REACH) : i + 1])) for i in starts)
 
 
 # ---------------------------------------------------------------------------- skew: names
@@ -1226,14 +1249,13 @@ def _message_question(record: Mapping[str, Any]) -> Question:
     """Does a release raise this record's message: its pieces of 4 characters or more.
 
     A Python record's class is part of what it says (the same text raised by another class
-    is another record: torch 2.6.0 renamed ``CppWrapperCodeGenError``), so the file must name
-    the class's short name too; a builtin's name is too common to tell anything.
+    is another record: torch 2.6.0 renamed ``CppWrapperCodeGenError``; vLLM 0.28.0 raises
+    another class than ``ValueError`` with a message 0.27.1 raised), so the statement that
+    raises the text must name the class's short name (:func:`_raised_as`).
     """
     code, literal = message_parts(record["errorMessage"])
     native = _is_native(record)
-    cls = (record.get("errorClass") or "").rpartition(".")[2]
-    if native or not cls or hasattr(builtins, cls):
-        cls = ""
+    cls = "" if native else (record.get("errorClass") or "").rpartition(".")[2]
     return Question("message", (tuple(literal_pieces(literal, 4)), native, code, cls))
 
 

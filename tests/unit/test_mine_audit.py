@@ -489,3 +489,15 @@ def test_a_check_that_always_fails_has_no_condition_of_its_own() -> None:
     """`TORCH_CHECK(false, ...)` under an `if`: the check's own condition is not judged."""
     text = 'if (t.device().type() != kCUDA) {\n  TORCH_CHECK(false, "expected a CUDA tensor");\n}\n'
     assert _audit.site_condition(text, 2) is None
+
+
+def test_a_message_returned_or_raised_by_another_class_is_not_the_record_s() -> None:
+    """The statement just above the text names the class: a returned message does not."""
+    returned = 'def check(n):\n    return (False, f"Marlin does not support weight_bits = {n}. ")\n'
+    other = 'def f(a):\n    raise NotImplementedError(\n        f"MultiModalParam is not supported for {a}"\n    )\n'
+    same = 'def f(a):\n    raise ValueError(\n        f"MultiModalParam is not supported for {a}"\n    )\n'
+    marlin = ("Marlin does not support weight_bits = ",)
+    modal = ("MultiModalParam is not supported for ",)
+    assert not _audit.Release({"m.py": [returned]}).has_message(marlin, False, "", "ValueError")
+    assert not _audit.Release({"m.py": [other]}).has_message(modal, False, "", "ValueError")
+    assert _audit.Release({"m.py": [same]}).has_message(modal, False, "", "ValueError")
