@@ -1245,17 +1245,18 @@ class Question:
     args: tuple[Any, ...]
 
 
-def _message_question(record: Mapping[str, Any]) -> Question:
+def _message_question(record: Mapping[str, Any], *, strict: bool = False) -> Question:
     """Does a release raise this record's message: its pieces of 4 characters or more.
 
-    A Python record's class is part of what it says (the same text raised by another class
+    ``strict`` (asked of the releases just outside a record's range, to say they raise it):
+    a Python record's class is part of what it says (the same text raised by another class
     is another record: torch 2.6.0 renamed ``CppWrapperCodeGenError``; vLLM 0.28.0 raises
     another class than ``ValueError`` with a message 0.27.1 raised), so the statement that
     raises the text must name the class's short name (:func:`_raised_as`).
     """
     code, literal = message_parts(record["errorMessage"])
     native = _is_native(record)
-    cls = "" if native else (record.get("errorClass") or "").rpartition(".")[2]
+    cls = "" if native or not strict else (record.get("errorClass") or "").rpartition(".")[2]
     return Question("message", (tuple(literal_pieces(literal, 4)), native, code, cls))
 
 
@@ -1277,12 +1278,14 @@ def _questions(record: Mapping[str, Any], pack: Pack) -> dict[str, set[Question]
     site = _newest_site(record)
     if site:
         ask(site[0], Question("site", (site[1], int(record.get("lineNumber", site[2])))))
-    message = _message_question(record)
+    message, strict = _message_question(record), _message_question(record, strict=True)
     versions = record.get("versions", {})
     read = pack.read()
     first, last = versions.get("first"), versions.get("last") or (read[-1] if read else None)
-    for version in (first, pack.neighbour(first or "", -1), last, pack.neighbour(last or "", 1)):
-        ask(version, Question("message", message.args))
+    for version in (first, last):
+        ask(version, message)
+    for version in (pack.neighbour(first or "", -1), pack.neighbour(last or "", 1)):
+        ask(version, strict)
     return out
 
 
@@ -1390,7 +1393,7 @@ def _judge_bounds(
     answer: Callable[[str | None, Question], Any],
 ) -> None:
     """``first`` raises the message and the release before does not; ``last`` likewise."""
-    message = _message_question(record)
+    message, strict = _message_question(record), _message_question(record, strict=True)
     versions = record.get("versions", {})
     read = pack.read()
     first = versions.get("first")
@@ -1404,7 +1407,7 @@ def _judge_bounds(
         if not edge or has is None or (outside is None and step < 0):
             outcome.unknown(check)
             continue
-        beyond = answer(outside, message) if outside else False
+        beyond = answer(outside, strict) if outside else False
         if beyond is None:
             outcome.unknown(check)
         elif beyond:
