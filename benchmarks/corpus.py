@@ -10,7 +10,8 @@ text alone:
 
 - recognised: the top record's library is the distribution that raised the error
   (``raisedBy``) or, for an error Python raises itself, the distribution the message names
-  (``subject``), and the record's ``messagePattern`` matches inside the entry's ``errorLine``;
+  (``subject``), and the record matches the entry's ``errorLine`` on its own, as errkb's
+  matcher matches any message (whole, or cut short after the pattern's head);
 - false match: there is a top finding, but it fails that test;
 - unknown: no finding at all.
 
@@ -60,8 +61,16 @@ def load(path: Path) -> list[dict[str, Any]]:
 
 
 def judge(entry: dict[str, Any], diagnosis: Any) -> dict[str, Any]:
-    """The outcome of one entry: recognised, false match or unknown, with what was found."""
+    """The outcome of one entry: recognised, false match or unknown, with what was found.
+
+    The top record must be of the distribution that raised the error (or that a Python error
+    names) and must match the error line on its own, as errkb matches any message: the whole
+    message, or the message cut short after the pattern's head (a label or an excerpt cut the
+    line; a paste joined a message's lines). ``pattern_in_error_line`` keeps the stricter test
+    of the first measurements, a plain search of the whole pattern in the line.
+    """
     from errkb._patterns import compile_pattern, search
+    from errkb.match import Matcher
 
     if diagnosis is None or not diagnosis.findings:
         return {"outcome": "unknown", "record": None, "library": None}
@@ -72,13 +81,15 @@ def judge(entry: dict[str, Any], diagnosis: Any) -> dict[str, Any]:
         in_line = search(compile_pattern(record.message_pattern), entry["errorLine"]) is not None
     except Exception:  # a pattern that does not compile or times out does not match
         in_line = False
-    outcome = "recognised" if library in wanted and in_line else "false match"
+    matches_line = bool(Matcher([record]).match(entry["errorLine"]))
+    outcome = "recognised" if library in wanted and matches_line else "false match"
     return {
         "outcome": outcome,
         "record": record.slug,
         "library": library,
         "library_ok": library in wanted,
         "pattern_in_error_line": in_line,
+        "matches_error_line": matches_line,
     }
 
 
