@@ -510,6 +510,7 @@ _CLASS_LIST = re.compile(
     r"`[A-Za-z_]\w*`(?:(?:, |,? and )`[A-Za-z_]\w*`)*(?:,? and \d+ more)?( no longer have\b)?"
 )
 _CLASS_DOT = re.compile(r"(?<=`)([A-Za-z_]\w*)(?=\.\w)")
+_INHERITORS = re.compile(r" \(and the [\d,]+ classes? that inherits? it\)")
 # The miner's words about a list of classes, and how they read for the one in the message.
 _PLURAL = (
     (": they stopped inheriting it", ": it stopped inheriting it"),
@@ -677,8 +678,11 @@ def _shown(record: Record, classes: frozenset[str], named: str) -> Record:
         return f"`{named}`" + (" no longer has" if m.group(1) else "")
 
     def put(text: str) -> str:
-        text = _CLASS_LIST.sub(one, text)
-        return _CLASS_DOT.sub(lambda m: named if m.group(1) in classes else m.group(1), text)
+        shown = _CLASS_LIST.sub(one, text)
+        shown = _CLASS_DOT.sub(lambda m: named if m.group(1) in classes else m.group(1), shown)
+        # "from `Cache` (and the 14 classes that inherit it)" said of the message's class: the
+        # count was the base class's, not this one's.
+        return _INHERITORS.sub("", shown) if shown != text else shown
 
     def singular(text: str) -> str:
         for many, single in _PLURAL:
