@@ -28,7 +28,7 @@ from errkb.records._repos import REPOS
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator
 
-__all__ = ["KNOWN", "Source", "normalize", "open_source", "passed_over"]
+__all__ = ["Source", "normalize", "open_source", "passed_over"]
 
 #: Python source suffixes.
 PYTHON = (".py",)
@@ -69,10 +69,6 @@ def passed_over(path: str) -> bool:
     *folders, name = PurePosixPath(path).parts
     return bool(SKIPPED_DIRS.intersection(folders)) or _TEST_FILE.fullmatch(name) is not None
 
-
-#: Known distributions (:data:`errkb.records._repos.REPOS`): a distribution not listed gets its
-#: repository from its metadata, tags ``v{}`` and no folder.
-KNOWN = REPOS
 
 _GITHUB = re.compile(r"https?://(?:www\.)?github\.com/([\w.-]+)/([\w.-]+?)(?:\.git)?(?:[/#?]|$)")
 _SOURCE_LABELS = ("source", "repository", "code", "github", "homepage", "home")
@@ -185,7 +181,9 @@ def _make(
     walk: Callable[[tuple[str, ...]], Iterator[tuple[str, bytes]]],
 ) -> Source:
     dist = normalize(name)
-    repo, tag, prefix = KNOWN.get(dist, (None, "v{}", ""))
+    # A distribution errkb.records._repos.REPOS does not list gets its repository from its
+    # metadata, tags ``v{}`` and no folder.
+    repo, tag, prefix = REPOS.get(dist, (None, "v{}", ""))
     if repo is None:
         repo = _github_repo(urls)
     return Source(
