@@ -120,10 +120,11 @@ def mine(session: nox.Session) -> None:
     release in their range, read only for exact first and last releases) is downloaded once
     into .mine-cache/ and checked against its sha256; `errkb mine` reads all releases of a
     distribution together (archives, never installed or built) and writes
-    records/mined/<pack>.jsonl, its index and its release list, without source excerpts (no
+    records/mined/<pack>.jsonl and its release list, without source excerpts (no
     upstream code is shipped: each record links to its line at the tag), with the records of
     version skew where the list says `history = true`. Posargs name the packs to rebuild (all
-    by default). Not part of CI: it downloads about 5 GB.
+    by default); then the folder's one index, records/mined/packs.index, and its listing. Not
+    part of CI: it downloads about 5 GB.
     """
     import tomllib
 
@@ -151,11 +152,18 @@ def mine(session: nox.Session) -> None:
         history = ["--history"] if dist.get("history") else []
         summary = f"records/mined/{dist['pack']}.summary"
         session.run(
-            "errkb", "mine", *files, *history, "--excerpt-lines", "0", "--index",
+            "errkb", "mine", *files, *history, "--excerpt-lines", "0",
             "--output", out, "--summary", summary, "--releases", str(listed),
             "--bounds-cache", str(cache / "bounds"),
             *(["--bounds", *bounds] if bounds else []),
         )  # fmt: skip
+    # One index for every pack of the folder (and its listing): a lookup costs the same
+    # whatever the number of packs (errkb/packs.py, docs/performance.md).
+    session.run(
+        "python", "-c",
+        "from pathlib import Path; from errkb.packs import write_folder_index; "
+        "write_folder_index(Path('records/mined'))",
+    )  # fmt: skip
 
 
 def _download(session: nox.Session, cache: Path, pin: dict[str, str]) -> Path:

@@ -23,15 +23,31 @@ from collections import Counter
 from operator import itemgetter
 from typing import TYPE_CHECKING, Generic, TypeVar
 
+from errkb._patterns import EDGE
+
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
 
-__all__ = ["AFFIX", "LiteralIndex", "literal_keys", "plan_keys", "requirements", "words_of"]
+__all__ = [
+    "AFFIX",
+    "KINDS",
+    "LONG_AFFIX",
+    "LiteralIndex",
+    "literal_keys",
+    "message_keys",
+    "plan_keys",
+    "requirements",
+    "words_of",
+]
 
 #: Literals and words shorter than this are too common to narrow anything.
 MIN_LITERAL = 3
-#: How many characters of a word at a literal's edge key it.
+#: How many characters of a word at a literal's edge key it...
 AFFIX = 3
+#: ...or, for a word this long or longer, this many: nearly as rare as the whole word.
+LONG_AFFIX = 8
+#: The kinds of the second level's keys end with this (see :func:`plan_keys`).
+SECOND = "2"
 #: How much commoner in messages a three-character affix is than a whole word, roughly.
 _AFFIX_PENALTY = 32
 #: Words so frequent in messages and logs that a key made of one narrows little.
@@ -46,6 +62,9 @@ _WORD = re.compile(r"\w+")
 
 T = TypeVar("T")
 Key = tuple[str, str]  # ("word" | "prefix" | "suffix", text)
+MessageKeys = tuple[set[str], set[str], set[str]]  # words, prefix keys, suffix keys
+#: The kinds of key, first level then second: each level's in the order of :data:`MessageKeys`.
+KINDS = ("word", "prefix", "suffix", "word2", "prefix2", "suffix2")
 Requirement = tuple[str, ...]  # an any-of set
 Sets = tuple[Requirement, ...]  # every one must be met
 # (order, item, literals that must all be there, any-of sets that must each have one there)
@@ -69,9 +88,9 @@ def literal_keys(literal: str) -> tuple[Key, ...]:
         elif len(word) < AFFIX or (at_start and at_end):
             continue
         elif at_end:  # runs on past the literal's end
-            keys.append(("prefix", word[:AFFIX]))
+            keys.append(("prefix", word[: LONG_AFFIX if len(word) >= LONG_AFFIX else AFFIX]))
         else:  # may start before the literal
-            keys.append(("suffix", word[-AFFIX:]))
+            keys.append(("suffix", word[-LONG_AFFIX if len(word) >= LONG_AFFIX else -AFFIX :]))
     return tuple(keys)
 
 
@@ -84,11 +103,12 @@ def _usable(sets: Sets | None) -> tuple[Requirement, ...]:
     """The requirements whose every literal is long enough to narrow anything."""
     if not sets:
         return ()
-    return tuple(
-        s
-        for s in sets
-        if (len(s[0]) >= MIN_LITERAL if len(s) == 1 else s and min(map(len, s)) >= MIN_LITERAL)
-    )
+    return tuple(s for s in sets if s and min(map(_length, s)) >= MIN_LITERAL)
+
+
+def _length(literal: str) -> int:
+    """A literal's length, without the :data:`~errkb._patterns.EDGE` marks of key sets."""
+    return len(literal) - literal.count(EDGE)
 
 
 def requirements(sets: Sets | None) -> tuple[tuple[str, ...], tuple[Requirement, ...]]:
@@ -103,13 +123,16 @@ def requirements(sets: Sets | None) -> tuple[tuple[str, ...], tuple[Requirement,
 def plan_keys(all_sets: Sequence[Sets | None], counted: Iterable[Key] = ()) -> list[list[Key]]:
     """For each item's requirements, the keys to file it under; ``[]``: none, check it always.
 
-    Keys are chosen by how many items share them (``counted`` adds keys chosen before, such as
-    those of a cached pack), so the choice is the same wherever the items are planned; any
-    choice is exact, a rarer key only makes lookups cheaper. Two passes (count, then choose)
-    derive each item's keys twice rather than hold them all: for 100k items that saves more
-    memory than the index itself takes.
+    An item is filed at two levels, and is a candidate only when a message meets a key of each:
+    the first level holds a key for each member of its most selective requirement (any one will
+    do), the second (kinds ending in ``2``) the rarest other key its literals all require, or
+    the first level's keys again when there is none. Keys are chosen by how many items share
+    them (``counted`` adds keys chosen before, such as those of a cached pack), so the choice is
+    the same wherever the items are planned; any choice is exact, a rarer key only makes
+    lookups cheaper. Two passes (count, then choose) derive each item's keys twice rather than
+    hold them all: for 100k items that saves more memory than the index itself takes.
     """
-    frequency: Counter[Key] = Counter(counted)
+    frequency: Counter[Key] = Counter(k for k in counted if not k[0].endswith(SECOND))
     for sets in all_sets:
         for member_keys in _keyable(sets):
             if all(member_keys):
@@ -124,15 +147,17 @@ def _keyable(sets: Sets | None) -> list[list[tuple[Key, ...]]]:
 
 
 def _choose(keyable: list[list[tuple[Key, ...]]], frequency: Counter[Key]) -> list[Key]:
-    """For the most selective requirement, the cheapest key of each of its members.
+    """The first level's keys and the second's (see :func:`plan_keys`).
 
+    The first level: for the most selective requirement, the cheapest key of each member.
     ``keyable`` holds, for each requirement, the keys of each of its members. A key's cost is
     how many items share it, times how often such a key turns up in messages: a three-letter
     affix (``ces`` of "devices") is far commoner than a word.
     """
 
     def rank(key: Key) -> tuple[int, int, Key]:
-        common = key[0] != "word" or key[1].lower() in _COMMON_WORDS
+        short = key[0] != "word" and len(key[1]) < LONG_AFFIX
+        common = short or key[1].lower() in _COMMON_WORDS
         return (frequency[key] * (_AFFIX_PENALTY if common else 1), -len(key[1]), key)
 
     best: list[Key] = []
@@ -144,29 +169,32 @@ def _choose(keyable: list[list[tuple[Key, ...]]], frequency: Counter[Key]) -> li
         total = sum(r[0] for r in ranked)
         if not best or total < best_cost:
             best, best_cost = [r[2] for r in ranked], total
-    return best
+    # Every key of a literal that must be there is needed: the rarest one not chosen already.
+    needed = {k for member_keys in keyable if len(member_keys) == 1 for k in member_keys[0]}
+    second = min(map(rank, needed - set(best)), default=None)
+    again = best if second is None else [second[2]]
+    return [*best, *((kind + SECOND, text) for kind, text in again)] if best else []
 
 
 class LiteralIndex(Generic[T]):
     """Candidates for a message, from items paired with what their matches must contain.
 
-    Each item comes with its literal requirements and, optionally, the keys already planned
-    for it by :func:`plan_keys` (a cached pack's); the others are planned here.
+    Each item comes with its literal requirements (:func:`errkb._patterns.literal_sets`, for the
+    substring tests), and either the keys already planned for it by :func:`plan_keys` (a cached
+    pack's) or, to be planned here, its key sets (:func:`errkb._patterns.key_sets`).
     """
 
-    def __init__(self, items: Iterable[tuple[T, Sets | None, Sequence[Key] | None]]) -> None:
+    def __init__(
+        self, items: Iterable[tuple[T, Sets | None, Sequence[Key] | None, Sets | None]]
+    ) -> None:
         given = list(items)
-        todo = [i for i, (_, _, keys) in enumerate(given) if keys is None]
+        todo = [i for i, (_, _, keys, _) in enumerate(given) if keys is None]
         # Keys from a cache file are JSON lists; the count needs them as tuples.
-        counted = ((k[0], k[1]) for _, _, keys in given if keys is not None for k in keys)
-        planned = dict(zip(todo, plan_keys([given[i][1] for i in todo], counted), strict=True))
+        counted = ((k[0], k[1]) for _, _, keys, _ in given if keys is not None for k in keys)
+        planned = dict(zip(todo, plan_keys([given[i][3] for i in todo], counted), strict=True))
         self.always: list[tuple[int, T]] = []
-        self._tables: dict[str, dict[str, list[_Entry[T]]]] = {
-            "word": {},
-            "prefix": {},
-            "suffix": {},
-        }
-        for order, (item, sets, known) in enumerate(given):
+        self._tables: dict[str, dict[str, list[_Entry[T]]]] = {kind: {} for kind in KINDS}
+        for order, (item, sets, known, _) in enumerate(given):
             keys = planned[order] if known is None else known
             if not keys:
                 self.always.append((order, item))
@@ -175,33 +203,57 @@ class LiteralIndex(Generic[T]):
             for kind, text in keys:
                 self._tables[kind].setdefault(text, []).append(entry)
 
-    def candidates(self, message: str) -> list[T]:
-        """The items that may match ``message``, in the order they were given."""
+    def candidates(self, message: str, keys: MessageKeys | None = None) -> list[T]:
+        """The items that may match ``message``, in the order they were given.
+
+        ``keys``: the message's :func:`message_keys`, when the caller has them already.
+        """
         found: dict[int, T] = dict(self.always)
-        tokens = set(words_of(message))
-        words, prefixes, suffixes = (
-            self._tables["word"],
-            self._tables["prefix"],
-            self._tables["suffix"],
-        )
-        buckets = [words[t] for t in tokens & words.keys()]
-        if prefixes:
-            buckets += [prefixes[k] for k in set(map(_PREFIX, tokens)) & prefixes.keys()]
-        if suffixes:
-            buckets += [suffixes[k] for k in set(map(_SUFFIX, tokens)) & suffixes.keys()]
+        met = keys or message_keys(message)
+        tables = self._tables
+        second = {
+            entry[0]
+            for kind, have in zip(KINDS[3:], met, strict=True)
+            for key in have & tables[kind].keys()
+            for entry in tables[kind][key]
+        }
+        if not second:
+            return [found[k] for k in sorted(found)]
         contains = message.__contains__
-        for bucket in buckets:
-            for order, item, singles, alternatives in bucket:
-                if (
-                    order not in found
-                    and all(map(contains, singles))
-                    and (not alternatives or all(any(map(contains, a)) for a in alternatives))
-                ):
-                    found[order] = item
+        for kind, have in zip(KINDS[:3], met, strict=True):
+            table = tables[kind]
+            for key in have & table.keys():
+                for order, item, singles, alternatives in table[key]:
+                    if (
+                        order in second
+                        and order not in found
+                        and all(map(contains, singles))
+                        and (not alternatives or all(any(map(contains, a)) for a in alternatives))
+                    ):
+                        found[order] = item
         return [found[k] for k in sorted(found)]
 
 
 _PREFIX, _SUFFIX = itemgetter(slice(AFFIX)), itemgetter(slice(-AFFIX, None))
+_LONG_PREFIX = itemgetter(slice(LONG_AFFIX))
+_LONG_SUFFIX = itemgetter(slice(-LONG_AFFIX, None))
+
+
+def message_keys(message: str) -> MessageKeys:
+    """The keys a message can meet, worked out once for every index it is looked up in.
+
+    Its words, and the prefix and suffix keys of its words (each word's first and last
+    :data:`AFFIX` and :data:`LONG_AFFIX` characters; a shorter word gives itself, which no key
+    of those lengths equals).
+    """
+    tokens = set(words_of(message))
+    starts = set(map(_PREFIX, tokens))
+    starts.update(map(_LONG_PREFIX, tokens))
+    ends = set(map(_SUFFIX, tokens))
+    ends.update(map(_LONG_SUFFIX, tokens))
+    return tokens, starts, ends
+
+
 # Every ASCII character that \w does not match, as a space: an ASCII message splits into its
 # words with str.translate and str.split, a little faster than a regex.
 _ASCII_NON_WORD = str.maketrans(

@@ -17,11 +17,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_TIMEOUT",
+    "EDGE",
     "PatternTimeoutError",
     "best_set",
     "compile_pattern",
     "fill_template",
     "head_pattern",
+    "key_sets",
     "required_literals",
     "search",
     "search_prefix",
@@ -215,6 +217,56 @@ def literal_sets(pattern: str) -> tuple[tuple[str, ...], ...] | None:
         return None
 
 
+#: In the literals of :func:`key_sets`, a place where a word cannot run on: ``\b`` beside a
+#: word character, or the end of a pattern's head where the pattern goes on with a non-word
+#: character. Never in a message; the index's keys read it as a non-word character.
+EDGE = "\x00"
+# An alternation of plain literals is joined to the literals around it while the joined set
+# stays this small: ``has no attribute (?:'X'|X\b)`` becomes two literals that both key on X.
+_JOINED = 16
+
+
+def key_sets(pattern: str) -> tuple[tuple[str, ...], ...] | None:
+    r"""What every match of ``pattern``, whole or cut after its head, holds: for index keys.
+
+    As :func:`literal_sets` of the head, but each literal keeps what is known of its edges.
+
+    ``\b`` beside a literal is kept as :data:`EDGE`, and a small alternation of plain literals
+    is joined to the literal runs beside it; so a literal says where a message's word must begin
+    or end, and a lone name such as ``'X'|X\b`` after ``has no attribute`` becomes a whole word
+    of the message. A head (:func:`head_pattern`) cut where the pattern goes on with a non-word
+    character ends a word there, in a whole match and in a cut one alike. Only for choosing
+    keys; a candidate's substring tests use :func:`literal_sets`.
+    """
+    head = head_pattern(pattern)
+    try:
+        branches = _parse(pattern if head is None else head)
+    except _UnreadableError:
+        return None
+    if head is not None and len(branches) == 1 and _closed_after(pattern, len(head)):
+        branches[0].append(("edge",))
+    return tuple(_requirements(branches, joined=True))
+
+
+def _closed_after(pattern: str, at: int) -> bool:
+    """Whether a non-word character (or the end) follows what the part before ``at`` matched.
+
+    So it is when the next item is one literal non-word character, required once.
+    """
+    tokens = [(m.lastgroup, m.group()) for m in _TOKEN.finditer(pattern, at)]
+    if not tokens:
+        return True
+    kind, text = tokens[0]
+    if kind == "esc" and len(text) == 2 and not (text[1] in _CLASS_ESCAPES or text[1].isdigit()):
+        char, alone = _LITERAL_ESCAPES.get(text[1], text[1]), True
+    elif kind == "lit":
+        char, alone = text[0], len(text) == 1
+    else:
+        return False
+    quantified = alone and len(tokens) > 1 and tokens[1][0] == "quant"
+    return not quantified and not (char.isalnum() or char == "_")
+
+
 class _UnreadableError(Exception):
     """The pattern uses a construct the literal analysis does not follow."""
 
@@ -272,7 +324,9 @@ def _parse_branches(tokens: list[tuple[str | None, str]], i: int) -> tuple[list[
             branch.append(("lit", text))
         elif kind == "esc":
             letter = text[1]
-            if (
+            if letter == "b" and len(text) == 2:
+                branch.append(("edge",))
+            elif (
                 letter in _CLASS_ESCAPES
                 or letter.isdigit()
                 or (len(text) > 2 and letter in "xuUNpPg")
@@ -300,10 +354,10 @@ def _parse_branches(tokens: list[tuple[str | None, str]], i: int) -> tuple[list[
     return branches, i
 
 
-def _requirements(branches: list[list[_Item]]) -> list[tuple[str, ...]]:
+def _requirements(branches: list[list[_Item]], *, joined: bool = False) -> list[tuple[str, ...]]:
     if len(branches) == 1:
-        return _branch_requirements(branches[0])
-    best = [best_set(_branch_requirements(b)) for b in branches]
+        return _branch_requirements(branches[0], joined=joined)
+    best = [best_set(_branch_requirements(b, joined=joined)) for b in branches]
     if any(b is None for b in best):
         return []
     return [tuple(sorted({lit for b in best if b is not None for lit in b}))]
@@ -319,24 +373,33 @@ def best_set(sets: list[tuple[str, ...]]) -> tuple[str, ...] | None:
     return max(sets, key=lambda s: (min(len(x) for x in s), -len(s))) if sets else None
 
 
-def _branch_requirements(items: list[_Item]) -> list[tuple[str, ...]]:
+def _branch_requirements(items: list[_Item], *, joined: bool = False) -> list[tuple[str, ...]]:
+    """The any-of sets a branch requires; ``joined``: read for keys (see :func:`key_sets`)."""
     sets: list[tuple[str, ...]] = []
-    run: list[str] = []
+    run = [""]  # the literal run being read: more than one text once an alternation is joined
 
     def flush() -> None:
-        if run:
-            sets.append(("".join(run),))
-            run.clear()
+        if any(t.replace(EDGE, "") for t in run):
+            sets.append(tuple(sorted(set(run))))
+        run[:] = [""]
 
     for item in items:
         if item[0] == "lit":
-            run.append(str(item[1]))
+            run[:] = [t + str(item[1]) for t in run]
             continue
+        if item[0] == "edge" and joined:
+            run[:] = [t + EDGE for t in run]
+            continue
+        if item[0] == "group" and joined:
+            texts = _plain(item)
+            if texts is not None and len(run) * len(texts) <= _JOINED:
+                run[:] = [t + x for t in run for x in texts]
+                continue
         flush()
         if item[0] == "rep":
             inner, minimum = item[1], item[2]
             if minimum and isinstance(inner, tuple):
-                sets.extend(_branch_requirements([inner]))
+                sets.extend(_branch_requirements([inner], joined=joined))
         elif item[0] == "group":
             opener, inner_branches = str(item[1]), item[2]
             if opener.startswith(_NON_CONSUMING):
@@ -344,9 +407,26 @@ def _branch_requirements(items: list[_Item]) -> list[tuple[str, ...]]:
             if opener.endswith(":") and set(opener[2:-1]) & set("ixX"):
                 continue  # a scoped (?i:...) group: its literals are not exact
             if isinstance(inner_branches, list):
-                sets.extend(_requirements(inner_branches))
+                sets.extend(_requirements(inner_branches, joined=joined))
     flush()
-    return [s for s in sets if all(s)]
+    return [s for s in sets if all(x.replace(EDGE, "") for x in s)]
+
+
+def _plain(item: _Item) -> list[str] | None:
+    r"""The texts of a consuming group whose every branch is plain literals (and ``\b``)."""
+    opener, branches = str(item[1]), item[2]
+    if opener.startswith(_NON_CONSUMING) or (
+        opener.endswith(":") and set(opener[2:-1]) & set("ixX")
+    ):
+        return None
+    if opener.startswith("(?") and not opener.startswith(("(?:", "(?P<", "(?<")):
+        return None  # an atomic group, a branch reset...: read as usual
+    texts = []
+    for branch in branches if isinstance(branches, list) else ():
+        if not all(part[0] in ("lit", "edge") for part in branch):
+            return None
+        texts.append("".join(EDGE if part[0] == "edge" else str(part[1]) for part in branch))
+    return texts or None
 
 
 @functools.lru_cache(maxsize=4096)

@@ -12,7 +12,7 @@ import regex
 
 from errkb._redact import redact
 
-__all__ = ["clean"]
+__all__ = ["clean", "escaped"]
 
 # C0 controls but newline, DEL, C1 controls, bidirectional and zero-width direction marks,
 # line/paragraph separators, and lone surrogates (which cannot be written to a stream).
@@ -30,4 +30,12 @@ def _escape(m: regex.Match[str]) -> str:
 def clean(text: object) -> str:
     """``text`` as a string, secrets masked, every unsafe character shown escaped."""
     s = text if isinstance(text, str) else str(text)
-    return _UNSAFE.sub(_escape, redact(s).replace("\t", "    "))
+    return escaped(redact(s))
+
+
+def escaped(text: str) -> str:
+    """``text`` with every unsafe character shown escaped, and no secrets masked.
+
+    For record data (ids, titles), never for what a program printed.
+    """
+    return _UNSAFE.sub(_escape, text.replace("\t", "    "))

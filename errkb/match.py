@@ -68,7 +68,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 import attrs
 import regex
 
-from errkb._index import LiteralIndex
+from errkb._index import LiteralIndex, message_keys
 from errkb._patterns import (
     DEFAULT_TIMEOUT,
     PatternTimeoutError,
@@ -86,7 +86,8 @@ from errkb.records import RecordRef
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping, Sequence
 
-    from errkb.records import Record
+    from errkb._index import MessageKeys
+    from errkb.records import Listed, Record
 
 __all__ = [
     "LITERAL_RUN",
@@ -324,12 +325,19 @@ class LazyRefs(Protocol):
 
     def __len__(self) -> int: ...
 
-    def candidates(self, message: str) -> list[RecordRef]:
-        """The refs of the records that may match ``message`` (see :mod:`errkb._index`)."""
+    def candidates(self, message: str, keys: MessageKeys | None = None) -> list[RecordRef]:
+        """The refs of the records that may match ``message`` (see :mod:`errkb._index`).
+
+        ``keys`` are its :func:`errkb._index.message_keys`, worked out once for every pack.
+        """
         ...
 
     def refs(self) -> list[RecordRef]:
         """Every ref."""
+        ...
+
+    def listed(self, *, mined: bool = True) -> list[Listed]:
+        """What a listing shows of every record (``mined=False``: of those not mined)."""
         ...
 
 
@@ -366,18 +374,27 @@ class Matcher:
         self._lazy_entries: dict[int, _Entry] = {}
         self._index: LiteralIndex[_Entry] | None = None
         if indexed:
-            self._index = LiteralIndex((e, e.ref.literal_sets(), e.ref.keys) for e in self._entries)
+            self._index = LiteralIndex(
+                (
+                    e,
+                    e.ref.literal_sets(),
+                    e.ref.keys,
+                    e.ref.key_sets() if e.ref.keys is None else None,
+                )
+                for e in self._entries
+            )
             for entry in self._entries:
                 entry.ref.keys = None  # a cached pack's plan, now in the index
 
     def candidates(self, message: str) -> Sequence[_Entry]:
         """The entries worth a regex search for ``message``."""
-        found = self._entries if self._index is None else self._index.candidates(message)
+        keys = message_keys(message)
+        found = self._entries if self._index is None else self._index.candidates(message, keys)
         if not self._lazy:
             return found
         more = []
         for pack in self._lazy:
-            for ref in pack.candidates(message):
+            for ref in pack.candidates(message, keys):
                 entry = self._lazy_entries.get(id(ref))
                 if entry is None:  # the pack makes each ref once, so its id stays its own
                     entry = self._lazy_entries.setdefault(id(ref), _Entry(ref))

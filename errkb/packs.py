@@ -38,24 +38,29 @@ from typing import TYPE_CHECKING, Any
 from errkb._env import flag, text
 from errkb._version import __version__
 from errkb.exceptions import RecordError, RegistryError
-from errkb.records import RecordRef, jsonl_values, open_pack, record_from_dict
+from errkb.records import Listed, RecordRef, jsonl_values, open_pack, record_from_dict
 
 if TYPE_CHECKING:
     import array
-    from collections.abc import Iterator, Sequence
+    from collections.abc import Callable, Iterator, Sequence
 
+    from errkb._index import MessageKeys
     from errkb.records import Record
 
 __all__ = [
     "CACHE_FORMAT",
+    "FOLDER_INDEX",
     "INDEX_SUFFIX",
+    "LISTING_SUFFIX",
     "MIN_CACHED",
     "LazyPack",
     "cache_dir",
+    "lazy_folder",
     "lazy_pack",
     "load_pack",
     "read_releases",
     "releases_path",
+    "write_folder_index",
     "write_index",
 ]
 
@@ -64,9 +69,13 @@ CACHE_FORMAT = "errkb.pack-cache/1"
 #: Packs smaller than this many bytes load fast enough without a cache.
 MIN_CACHED = 1 << 20
 #: The version of a shipped index's layout: header, problems, literal table, record lines.
-INDEX_FORMAT = "errkb.pack-index/2"
+INDEX_FORMAT = "errkb.pack-index/3"
 #: The suffix of a pack's shipped index, added to the pack's file name.
 INDEX_SUFFIX = ".index"
+#: The name of the one index of every pack of a folder (the wheel's mined packs have one).
+FOLDER_INDEX = "packs.index"
+#: The suffix of an index's listing (ids, titles, tags; gzip), added to the index's name.
+LISTING_SUFFIX = ".listing.gz"
 # A shipped index names its pack by size and a digest of this many bytes at each end: read-only
 # data that ships together, where hashing all of a large pack at each start would cost more.
 _EDGE = 1 << 16
@@ -157,40 +166,53 @@ def load_pack(path: Path, label: str, problems: list[RecordError]) -> Iterator[R
 
 
 class LazyPack:
-    """A pack loaded from its shipped index: refs made only for the records a message may match.
+    """Packs loaded from a shipped index: refs made only for the records a message may match.
 
-    The index's table files each record under its literal index keys (see :mod:`errkb._index`);
-    :meth:`candidates` looks a message's words up there, reads the few refs filed under them, and
-    keeps those whose required literals the message holds: the answer a
-    :class:`~errkb._index.LiteralIndex` over the whole pack gives. :meth:`refs` reads them all,
-    for listing and scanning. Thread-safe: a ref is made once, under a lock.
+    One index may cover several packs (the folder index, :func:`write_folder_index`); its rows
+    are their records in order. The index files each row at the literal index's two levels
+    (see :func:`errkb._index.plan_keys`); :meth:`candidates` looks a message's keys up there,
+    reads the few rows met at both, and keeps those whose required literals the message holds:
+    the answer a :class:`~errkb._index.LiteralIndex` over the whole packs gives. :meth:`refs`
+    reads them all; :meth:`listed` what a listing shows, from the index. Thread-safe: a ref is
+    made once, under a lock.
     """
 
-    def __init__(self, pack: _Pack, lines: Sequence[int], table: dict[str, Any]) -> None:
+    def __init__(
+        self, packs: Sequence[_Pack], table: dict[str, Any], lines: Sequence[int], rows: Any
+    ) -> None:
         import threading
 
-        # Line number, offset and length of each record's line in the pack, flat.
-        self._pack, self._lines = pack, lines
-        self._data: Any = None  # the pack, mapped on first read
-        self._words: dict[str, list[int]] = table["word"]
-        self._prefixes: dict[str, list[int]] = table["prefix"]
-        self._suffixes: dict[str, list[int]] = table["suffix"]
+        from errkb._index import KINDS
+
+        self._packs = packs
+        # Pack, line number, offset and length of each record's line, and its second-level
+        # key (its number in the second-level tables; -1: the first level's keys again), flat.
+        self._lines = lines
+        self._maps: list[Any] = [None] * len(packs)  # each pack, mapped on first read
+        # The first level's tables: key -> start * _SPAN + count of its rows in ``rows``; the
+        # second level's: key -> its number.
+        self._first: list[dict[str, int]] = [table[kind] for kind in KINDS[:3]]
+        self._second: list[dict[str, int]] = [table[kind] for kind in KINDS[3:]]
+        self._rows = rows
         self._always: list[int] = table["always"]
+        self._written: list[int] = table["written"]  # the rows not tagged mined
+        self._listing: Path | None = None
+        self._listed: list[Listed] | None = None
         self._made: dict[int, tuple[RecordRef, tuple[str, ...], tuple[tuple[str, ...], ...]]] = {}
         self._needs_of: dict[int, tuple[tuple[str, ...], tuple[tuple[str, ...], ...], Any]] = {}
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
-        return len(self._lines) // 3
+        return len(self._lines) // _PER_ROW
 
-    def _where(self, row: int) -> tuple[int, int, int]:
-        at = 3 * row
-        return self._lines[at], self._lines[at + 1], self._lines[at + 2]
+    def _where(self, row: int) -> tuple[int, int, int, int]:
+        at = _PER_ROW * row
+        return self._lines[at], self._lines[at + 1], self._lines[at + 2], self._lines[at + 3]
 
     @property
     def label(self) -> str:
-        """The pack's label, as its records' sources begin."""
-        return self._pack.label
+        """The label of the packs, as their records' sources begin (the first pack's)."""
+        return self._packs[0].label
 
     def _needs(self, row: int) -> tuple[tuple[str, ...], tuple[tuple[str, ...], ...], Any]:
         """What a message must hold for the row's record to be a candidate, and its JSON.
@@ -203,8 +225,8 @@ class LazyPack:
             from errkb._index import requirements
             from errkb._patterns import head_pattern, literal_sets
 
-            _, offset, length = self._where(row)
-            data = json.loads(self._read(offset, length))
+            pack, _, offset, length = self._where(row)
+            data = json.loads(self._read(pack, offset, length))
             pattern = data.get("messagePattern") if isinstance(data, dict) else None
             if not isinstance(pattern, str):  # the pack changed under the index
                 raise RegistryError(f"{self.label}: the pack changed since it was loaded")
@@ -216,8 +238,8 @@ class LazyPack:
         made = self._made.get(row)
         if made is None:
             singles, alternatives, data = self._needs(row)
-            number, offset, length = self._where(row)
-            line = _Line(self._pack, number, offset, length)
+            pack, number, offset, length = self._where(row)
+            line = _Line(self._packs[pack], number, offset, length)
             record, _ = record_from_dict(data, source=line.source, validate=False)
             if record is None:  # the pack changed under the index: an empty pattern never runs
                 raise RegistryError(f"{line.source}: the pack changed since it was loaded")
@@ -227,28 +249,41 @@ class LazyPack:
                 self._needs_of.pop(row, None)  # the record holds what the JSON held
         return made
 
-    def _read(self, offset: int, length: int) -> bytes:
-        if self._data is None:
+    def _read(self, pack: int, offset: int, length: int) -> bytes:
+        if self._maps[pack] is None:
             import mmap
 
-            with self._pack.path.open("rb") as file, self._lock:
-                if self._data is None:
-                    self._data = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
-        return bytes(self._data[offset : offset + length])
+            with self._packs[pack].path.open("rb") as file, self._lock:
+                if self._maps[pack] is None:
+                    self._maps[pack] = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
+        return bytes(self._maps[pack][offset : offset + length])
 
-    def candidates(self, message: str) -> list[RecordRef]:
-        """The refs of the records that may match ``message``, in pack order."""
-        from errkb._index import AFFIX, words_of
+    def _met(self, tables: list[dict[str, int]], met: MessageKeys) -> set[int]:
+        """The rows filed under the keys a message meets, at one level."""
+        rows, found = self._rows, set()
+        for table, have in zip(tables, met, strict=True):
+            for key in have & table.keys():
+                start, count = divmod(table[key], _SPAN)
+                found.update(rows[start : start + count])
+        return found
 
-        tokens = set(words_of(message))
+    def candidates(self, message: str, keys: MessageKeys | None = None) -> list[RecordRef]:
+        """The refs of the records that may match ``message``, in pack order.
+
+        ``keys``: the message's :func:`errkb._index.message_keys`, when the caller has them.
+        """
+        if keys is None:
+            from errkb._index import message_keys
+
+            keys = message_keys(message)
         rows: set[int] = set(self._always)
-        for table, keys in (
-            (self._words, tokens),
-            (self._prefixes, {t[:AFFIX] for t in tokens}),
-            (self._suffixes, {t[-AFFIX:] for t in tokens}),
-        ):
-            for key in keys & table.keys():
-                rows.update(table[key])
+        first = self._met(self._first, keys)
+        if first:  # those whose second-level key the message meets too
+            met = {-1}
+            for table, have in zip(self._second, keys, strict=True):
+                met.update(map(table.__getitem__, have & table.keys()))
+            lines = self._lines
+            rows.update(row for row in first if lines[_PER_ROW * row + 4] in met)
         contains = message.__contains__
         found = []
         for row in sorted(rows):
@@ -259,8 +294,43 @@ class LazyPack:
         return found
 
     def refs(self) -> list[RecordRef]:
-        """Every ref of the pack, in pack order (read once, then kept)."""
+        """Every ref of the packs, in order (read once, then kept)."""
         return [self._entry(row)[0] for row in range(len(self))]
+
+    def listed(self, *, mined: bool = True) -> list[Listed]:
+        """What a listing shows of every record, in order, from the index's listing.
+
+        No record is read (they are, when the index has no listing). ``mined=False`` leaves
+        the mined records out, without reading the listing when all are mined.
+        """
+        if not mined and not self._written:
+            return []
+        if self._listed is None:
+            if self._listing is None:
+                listed = [ref.listed() for ref in self.refs()]
+            else:
+                import gzip
+
+                with gzip.open(self._listing, "rt", encoding="utf-8") as file:
+                    data = json.load(file)
+                words = data["words"]
+                tag_sets = [tuple(words[i] for i in t) for t in data["tags"]]
+                listed = [
+                    Listed(rid, slug, title, words[severity] if severity >= 0 else None,
+                           words[library], tag_sets[tags])
+                    for rid, slug, title, severity, library, tags in data["rows"]
+                ]  # fmt: skip
+            with self._lock:
+                self._listed = self._listed or listed
+        if mined:
+            return self._listed
+        return [self._listed[row] for row in self._written]
+
+
+# A first-level table's value is start * _SPAN + count: no key has that many rows.
+_SPAN = 1 << 24
+# The numbers kept for each row: pack, line number, offset, length, second-level key.
+_PER_ROW = 5
 
 
 def lazy_pack(path: Path, label: str, problems: list[RecordError]) -> LazyPack | None:
@@ -269,23 +339,57 @@ def lazy_pack(path: Path, label: str, problems: list[RecordError]) -> LazyPack |
     ``None`` when it has no index, or one that another pack or other code wrote: the pack is
     then read as usual (:func:`load_pack`). The index's problems are appended to ``problems``.
     """
-    where = path.with_name(path.name + INDEX_SUFFIX)
+    return _lazy(
+        path.with_name(path.name + INDEX_SUFFIX), path.parent, {path.name: label}, problems
+    )
+
+
+def lazy_folder(
+    folder: Path, label_of: Callable[[str], str], problems: list[RecordError]
+) -> tuple[LazyPack | None, frozenset[str]]:
+    """The packs of ``folder`` as one :class:`LazyPack`, from its current folder index.
+
+    ``label_of`` gives a pack's label from its file name. Returns the loaded packs and the
+    names of the pack files the index covers (none when there is no current index).
+    """
+    where = folder / FOLDER_INDEX
+    if not where.is_file():
+        return None, frozenset()
     try:
-        st = path.stat()
-        pack = _Pack(path, label, (st.st_size, st.st_mtime_ns, st.st_ino))
         with where.open("rb") as file:
-            if json.loads(file.readline()) != _index_header(pack):
+            names = [entry[0] for entry in json.loads(file.readline())["packs"]]
+    except (OSError, ValueError, TypeError, KeyError, IndexError):
+        return None, frozenset()
+    loaded = _lazy(where, folder, {name: label_of(name) for name in names}, problems)
+    return loaded, frozenset(names) if loaded is not None else frozenset()
+
+
+def _lazy(
+    where: Path, folder: Path, labels: dict[str, str], problems: list[RecordError]
+) -> LazyPack | None:
+    try:
+        packs = []
+        for name, label in labels.items():
+            st = (folder / name).stat()
+            packs.append(_Pack(folder / name, label, (st.st_size, st.st_mtime_ns, st.st_ino)))
+        with where.open("rb") as file:
+            if json.loads(file.readline()) != _index_header(packs):
                 return None
             found = [
-                RecordError(label + suffix, text, record_id=rid, field=field)
-                for suffix, text, rid, field in json.loads(file.readline())
+                RecordError(packs[n].label + suffix, text, record_id=rid, field=field)
+                for n, suffix, text, rid, field in json.loads(file.readline())
             ]
             table = json.loads(file.readline())
+            rows = _unpack(json.loads(file.readline()))
             lines = _unpack(json.loads(file.readline()))
     except (OSError, ValueError, TypeError, RecursionError):
         return None
     problems.extend(found)
-    return LazyPack(pack, lines, table)
+    loaded = LazyPack(packs, table, lines, rows)
+    listing = where.with_name(where.name + LISTING_SUFFIX)
+    if listing.is_file():
+        loaded._listing = listing  # noqa: SLF001 - set where it is found
+    return loaded
 
 
 def write_index(path: Path, label: str | None = None) -> Path:
@@ -296,25 +400,123 @@ def write_index(path: Path, label: str | None = None) -> Path:
     ends instead of its inode and time, so it stays valid wherever the pack is installed.
     ``RegistryError`` if it cannot be written.
     """
-    label = label or str(path)
-    st = path.stat()
-    pack = _Pack(path, label, (st.st_size, st.st_mtime_ns, st.st_ino))
-    problems: list[RecordError] = []
-    refs = list(_read(pack, problems))
+    return _write_index(path.with_name(path.name + INDEX_SUFFIX), [path], label or str(path))
+
+
+def write_folder_index(folder: Path) -> Path:
+    """Write one index, and its listing, for every ``.jsonl`` pack in ``folder``.
+
+    The index is ``folder/FOLDER_INDEX``; a lookup then costs the same whatever the number of
+    packs. Returns its path.
+    """
+    packs = sorted(folder.glob("*.jsonl"))
+    if not packs:
+        raise RegistryError(f"{folder}: no .jsonl pack to index")
+    return _write_index(folder / FOLDER_INDEX, packs, str(folder), listing=True)
+
+
+def _write_index(where: Path, paths: list[Path], label: str, *, listing: bool = False) -> Path:
+    from errkb._index import KINDS
+
+    packs: list[_Pack] = []
+    refs: list[RecordRef] = []
+    problems: list[tuple[int, RecordError]] = []
+    for path in paths:
+        st = path.stat()
+        pack = _Pack(path, f"{label}/{path.name}" if len(paths) > 1 else label,
+                     (st.st_size, st.st_mtime_ns, st.st_ino))  # fmt: skip
+        packs.append(pack)
+        found: list[RecordError] = []
+        refs.extend(_read(pack, found))
+        problems.extend((len(packs) - 1, p) for p in found)
     _plan(refs)
-    table: dict[str, Any] = {"word": {}, "prefix": {}, "suffix": {}, "always": []}
+    filed: dict[str, dict[str, list[int]]] = {kind: {} for kind in KINDS[:3]}
+    second: dict[str, dict[str, int]] = {kind: {} for kind in KINDS[3:]}
+    always: list[int] = []
+    seconds: list[int] = []
     for row, ref in enumerate(refs):
-        if not ref.keys:
-            table["always"].append(row)
-        for kind, key in ref.keys or ():
-            table[kind].setdefault(key, []).append(row)
-    where = path.with_name(path.name + INDEX_SUFFIX)
-    header = _index_header(pack)
-    flat = [n for r in refs for n in (r._body.number, r._body.offset, r._body.length)]  # type: ignore[attr-defined]  # noqa: SLF001 - our own refs
-    if not _write_cache(where, header, label, [], problems, table=table, lines=_pack_ints(flat)):
-        raise RegistryError(f"{where}: cannot write the pack's index")
-    where.chmod(0o644)  # shipped data, readable as the pack is (a cache file is private)
+        keys = ref.keys or []
+        if not keys:
+            always.append(row)
+        for kind, key in keys:
+            if kind in filed:
+                filed[kind].setdefault(key, []).append(row)
+        # One second-level key, or the first level's again (-1: met when the first is).
+        again = [(kind, key) for kind, key in keys if kind in second]
+        if len(again) == 1 and (again[0][0][:-1], again[0][1]) not in keys:
+            kind, key = again[0]
+            seconds.append(second[kind].setdefault(key, sum(map(len, second.values()))))
+        else:
+            seconds.append(-1)
+    flat: list[int] = []
+    table: dict[str, Any] = {**second}
+    for kind, filed_rows in filed.items():
+        table[kind] = {}
+        for key, rows in filed_rows.items():
+            table[kind][key] = len(flat) * _SPAN + len(rows)
+            flat.extend(rows)
+    table["always"] = always
+    table["written"] = [row for row, ref in enumerate(refs) if "mined" not in ref.tags]
+    number = {id(pack): n for n, pack in enumerate(packs)}
+    lines: list[int] = []
+    for ref, key_number in zip(refs, seconds, strict=True):
+        body: _Line = ref._body  # type: ignore[assignment]  # noqa: SLF001 - our own refs
+        lines += (number[id(body.pack)], body.number, body.offset, body.length, key_number)
+    bad = [
+        [n, p.source[len(packs[n].label) :], p.problem, p.record_id, p.field]
+        for n, p in problems
+        if p.source.startswith(packs[n].label)
+    ]
+    body_lines = [_index_header(packs), bad, table, _pack_ints(flat), _pack_ints(lines)]
+    if not _replace(
+        where, "".join(json.dumps(x, separators=(",", ":")) + "\n" for x in body_lines)
+    ):
+        raise RegistryError(f"{where}: cannot write the index")
+    if listing:
+        _write_listing(where.with_name(where.name + LISTING_SUFFIX), refs)
     return where
+
+
+def _write_listing(where: Path, refs: list[RecordRef]) -> None:
+    """Write what a listing shows of each ref (gzip JSON: repeated words kept once)."""
+    import gzip
+
+    words: dict[str, int] = {}
+    tag_sets: dict[tuple[int, ...], int] = {}
+
+    def word(text: str) -> int:
+        return words.setdefault(text, len(words))
+
+    rows = []
+    for ref in refs:
+        tags = tuple(word(t) for t in ref.tags)
+        severity = word(ref.severity) if ref.severity else -1
+        tag_set = tag_sets.setdefault(tags, len(tag_sets))
+        rows.append([ref.id, ref.slug, ref.title, severity, word(ref.library), tag_set])
+    data = {"words": list(words), "tags": [list(t) for t in tag_sets], "rows": rows}
+    text = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+    where.write_bytes(gzip.compress(text.encode("utf-8"), 9, mtime=0))
+    where.chmod(0o644)
+
+
+def _replace(where: Path, text: str) -> bool:
+    """Write ``text`` to ``where`` whole: a reader never sees half a file.
+
+    Shipped data, readable as the packs are. Returns whether it was written.
+    """
+    import tempfile
+
+    try:
+        where.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(
+            "w", dir=where.parent, suffix=".tmp", delete=False, encoding="utf-8"
+        ) as out:
+            out.write(text)
+        Path(out.name).chmod(0o644)
+        Path(out.name).replace(where)
+    except OSError:
+        return False
+    return True
 
 
 def releases_path(pack: Path) -> Path:
@@ -353,14 +555,14 @@ def read_releases(folder: Path) -> dict[str, dict[str, Any]]:
 
 
 def _pack_ints(values: list[int]) -> str:
-    """Integers as base64 of little-endian 64-bit words.
+    """Integers (below 2**31) as base64 of little-endian 32-bit words.
 
     Read back in a millisecond, where a JSON list of 150,000 numbers takes twenty.
     """
     import array
     import base64
 
-    packed = array.array("q", values)
+    packed = array.array("i", values)
     if sys.byteorder == "big":
         packed.byteswap()
     return base64.b64encode(packed.tobytes()).decode("ascii")
@@ -371,7 +573,7 @@ def _unpack(text: str) -> array.array[int]:
     import array
     import base64
 
-    packed = array.array("q")
+    packed = array.array("i")
     packed.frombytes(base64.b64decode(text))
     if sys.byteorder == "big":
         packed.byteswap()
@@ -382,8 +584,9 @@ def _plan(refs: list[RecordRef]) -> None:
     """Give each ref its index keys, planned over the whole pack."""
     from errkb._index import plan_keys
 
-    for ref, keys in zip(refs, plan_keys([r.literal_sets() for r in refs]), strict=True):
+    for ref, keys in zip(refs, plan_keys([r.key_sets() for r in refs]), strict=True):
         ref.keys = keys
+        ref.literal_sets()  # read now: the cache keeps the substring tests beside the keys
 
 
 def _read(pack: _Pack, problems: list[RecordError]) -> Iterator[RecordRef]:
@@ -486,20 +689,18 @@ def _header(pack: _Pack) -> dict[str, object]:
     }
 
 
-def _index_header(pack: _Pack) -> dict[str, object]:
-    """The header of a shipped index: the pack by its size and the digest of its ends."""
-    digest = hashlib.sha256()
-    with pack.path.open("rb") as file:
-        digest.update(file.read(_EDGE))
-        if pack.stamp[0] > _EDGE:
-            file.seek(max(_EDGE, pack.stamp[0] - _EDGE))
+def _index_header(packs: Sequence[_Pack]) -> dict[str, object]:
+    """The header of a shipped index: each pack by its name, size and the digest of its ends."""
+    named = []
+    for pack in packs:
+        digest = hashlib.sha256()
+        with pack.path.open("rb") as file:
             digest.update(file.read(_EDGE))
-    return {
-        "format": INDEX_FORMAT,
-        "code": _code_stamp(),
-        "size": pack.stamp[0],
-        "edges": digest.hexdigest(),
-    }
+            if pack.stamp[0] > _EDGE:
+                file.seek(max(_EDGE, pack.stamp[0] - _EDGE))
+                digest.update(file.read(_EDGE))
+        named.append([pack.path.name, pack.stamp[0], digest.hexdigest()])
+    return {"format": INDEX_FORMAT, "code": _code_stamp(), "packs": named}
 
 
 def _read_cache(where: Path, pack: _Pack, problems: list[RecordError]) -> list[RecordRef] | None:
@@ -529,9 +730,6 @@ def _write_cache(
     label: str,
     refs: list[RecordRef],
     problems: list[RecordError],
-    *,
-    table: dict[str, Any] | None = None,
-    lines: str | None = None,
 ) -> bool:
     """Write a cache file; one that cannot be written is skipped (it only saves time).
 
@@ -555,10 +753,6 @@ def _write_cache(
         with out:
             out.write(json.dumps(header) + "\n")
             out.write(json.dumps(found) + "\n")
-            if table is not None:
-                out.write(json.dumps(table, separators=(",", ":")) + "\n")
-            if lines is not None:
-                out.write(json.dumps(lines, separators=(",", ":")) + "\n")
             for ref in refs:
                 out.write(json.dumps(_row(ref), separators=(",", ":")) + "\n")
         # Moved into place whole, so a reader never sees half a file.

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator
 
     from errkb.match import LazyRefs, Matcher
+    from errkb.records import Listed
 
 __all__ = [
     "ENTRY_POINT_GROUP",
@@ -75,6 +76,7 @@ class Registry:
         self._index(self._eager)
         self._matcher: Matcher | None = None
         self._written: Registry | None = None
+        self._listed: tuple[Listed, ...] | None = None
         self._lock = threading.Lock()
 
     def _index(self, refs: Iterable[RecordRef]) -> None:
@@ -127,6 +129,32 @@ class Registry:
         """The refs of the records carrying ``tag`` (case-insensitive); no body is read."""
         want = tag.lower()
         return tuple(r for r in self.refs if want in (t.lower() for t in r.tags))
+
+    def listed(
+        self, *, tag: str | None = None, library: str | None = None, mined: bool = True
+    ) -> tuple[Listed, ...]:
+        """What a listing shows of the records, in load order; no record is read.
+
+        The packs loaded from an index list from it. ``tag`` (case-insensitive) and ``library``
+        narrow it; ``mined=False`` leaves the mined records out.
+        """
+        if mined:
+            with self._lock:
+                if self._listed is None:
+                    lazy = [item for pack in self._lazy for item in pack.listed()]
+                    self._listed = (*(r.listed() for r in self._eager), *lazy)
+            found: Iterable[Listed] = self._listed
+        else:
+            found = (
+                *(r.listed() for r in self._eager if "mined" not in r.tags),
+                *(item for pack in self._lazy for item in pack.listed(mined=False)),
+            )
+        if library is not None:
+            found = (item for item in found if item.library == library)
+        if tag is not None:
+            want = tag.lower()
+            found = (item for item in found if want in (t.lower() for t in item.tags))
+        return tuple(found)
 
     def hand_written(self) -> Registry:
         """These records without the ones mined from source (tag ``mined``), made once.
@@ -192,15 +220,28 @@ class Registry:
         if not (validate or strict):
             trusted = list(sources)
         lazy: list[LazyRefs] = []
+        # Folder -> the pack files its folder index covers (read once, with the first pack).
+        indexed: dict[Path, frozenset[str]] = {}
 
         def read_pack(path: Path, label: str, found: list[RecordError]) -> Iterator[RecordRef]:
-            """A trusted ``.jsonl`` pack: lazily from its shipped index, else read (bodies on demand).
+            """A trusted ``.jsonl`` pack: lazily from an index, else read (bodies on demand).
+
+            The index is the folder's (one for all its packs) or the pack's own.
 
             The registry is where a trusted pack is read as one; :mod:`errkb.packs` is imported
             only when a pack is there to read.
             """
-            from errkb.packs import lazy_pack, load_pack
+            from errkb.packs import lazy_folder, lazy_pack, load_pack
 
+            covered = indexed.get(path.parent)
+            if covered is None:
+                base = label[: len(label) - len(path.name)]  # a label ends with the file name
+                folder, covered = lazy_folder(path.parent, lambda name: base + name, found)
+                indexed[path.parent] = covered
+                if folder is not None:
+                    lazy.append(folder)
+            if path.name in covered:
+                return iter(())
             pack = lazy_pack(path, label, found)
             if pack is None:
                 return load_pack(path, label, found)

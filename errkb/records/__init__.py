@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from errkb.records._files import MAX_FILE, MAX_LINE, jsonl_values, open_pack
 from errkb.records._load import LoadResult, ReadPack, load_paths, load_refs
-from errkb.records._refs import Body, RecordRef
+from errkb.records._refs import Body, Listed, RecordRef
 from errkb.records._schema import (
     SCHEMA_VERSION,
     SKEW_CHANGES,
@@ -37,6 +37,7 @@ __all__ = [
     "SEVERITIES",
     "SKEW_CHANGES",
     "Body",
+    "Listed",
     "LoadResult",
     "ReadPack",
     "Record",

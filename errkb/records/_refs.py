@@ -7,9 +7,9 @@ a large pack (:mod:`errkb.packs`).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
-from errkb._patterns import head_pattern, literal_sets
+from errkb._patterns import head_pattern, key_sets, literal_sets
 from errkb.records._schema import Record, brief, library_of
 
 if TYPE_CHECKING:
@@ -45,6 +45,25 @@ class _Kept:
 
     def read(self, record_id: str) -> Record:  # noqa: ARG002 - the Body protocol
         return self.record
+
+
+class Listed(NamedTuple):
+    """What a listing shows of a record (``errkb list``, the console's record list).
+
+    Read from a pack's index, so that listing tens of thousands of records reads none of them.
+    """
+
+    id: str
+    slug: str
+    title: str | None
+    severity: str | None
+    library: str
+    tags: tuple[str, ...]
+
+    @property
+    def heading(self) -> str:
+        """As :attr:`~errkb.records.Record.heading`: the title, else the slug."""
+        return self.title or self.slug
 
 
 class RecordRef:
@@ -167,6 +186,17 @@ class RecordRef:
         if self.sets is _UNREAD:
             self.sets = literal_sets(head_pattern(self.message_pattern) or self.message_pattern)
         return self.sets
+
+    def listed(self) -> Listed:
+        """What a listing shows of the record."""
+        return Listed(self.id, self.slug, self.title, self.severity, self.library, tuple(self.tags))
+
+    def key_sets(self) -> tuple[tuple[str, ...], ...] | None:
+        """What every match must contain, read for the index's keys.
+
+        See :func:`errkb._patterns.key_sets`; computed when keys are planned, not kept.
+        """
+        return key_sets(self.message_pattern)
 
     def load(self) -> Record:
         """The whole record, read from its file the first time it is needed."""

@@ -8,7 +8,7 @@ all of its work from :func:`attrs.fields`.
 
 from __future__ import annotations
 
-from pathlib import Path
+import functools
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -244,17 +244,20 @@ def brief(r: Record | RecordRef) -> dict[str, object]:
     return {"id": r.id, "slug": r.slug, "title": r.title, "severity": r.severity}
 
 
+@functools.lru_cache(maxsize=1 << 14)  # a match asks for its record's library several times
 def library_of(source: str, repo: str | None) -> str:
     """What :attr:`Record.library` and :attr:`RecordRef.library` give, from the two fields.
 
     A mined pack (``records/mined/vllm.jsonl``) belongs to the distribution its name gives.
     """
-    file = Path(_PLACE_SUFFIX.sub("", source))
-    folder = file.parent
-    if folder.name == "mined" and folder.parent.name in ("records", "_records"):
-        return file.name.partition(".")[0]
-    if folder.parent.name in ("records", "_records"):
-        return folder.name
+    # Plain string work (as pathlib would split it): this runs for every match.
+    file = _PLACE_SUFFIX.sub("", source) if source[-1:].isdigit() or source[-1:] == "]" else source
+    parts = ["", "", *(p for p in file.replace("\\", "/").split("/") if p not in ("", "."))]
+    top, folder, name = parts[-3:]
+    if folder == "mined" and top in ("records", "_records"):
+        return name.partition(".")[0]
+    if top in ("records", "_records"):
+        return folder
     return (repo or "unknown").rsplit("/", 1)[-1].lower()
 
 

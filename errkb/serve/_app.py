@@ -226,9 +226,8 @@ class _Server:
         tag, library = query.get("tag"), query.get("library")
 
         def work() -> dict[str, object]:
-            refs = self.registry.refs_with_tag(tag) if tag else self.registry.refs
-            if library:
-                refs = tuple(r for r in refs if r.library == library)
+            # From what a listing shows: the mined packs list from their index, no body read.
+            refs = self.registry.listed(tag=tag or None, library=library or None)
             page = refs[offset : offset + limit]
             return {
                 "total": len(refs),

@@ -18,7 +18,7 @@ import pytest
 
 from errkb.diagnosis import diagnose
 from errkb.options import Options
-from errkb.packs import INDEX_SUFFIX, lazy_pack
+from errkb.packs import FOLDER_INDEX, INDEX_SUFFIX, lazy_folder
 from errkb.records import load_paths
 from errkb.registry import builtin_records_dir, default_registry
 
@@ -28,19 +28,25 @@ PACKS = sorted(MINED.glob("*.jsonl"))
 pytestmark = pytest.mark.skipif(not PACKS, reason="no mined packs in this tree")
 
 
-@pytest.mark.parametrize("pack", PACKS, ids=lambda p: p.stem)
-def test_every_pack_ships_a_current_index(pack):
-    """Each pack loads lazily from its index; a stale one means `nox -s mine` (or its index
-    step) was not run after a change to the code the index depends on."""
-    assert pack.with_name(pack.name + INDEX_SUFFIX).is_file()
+def test_the_packs_ship_one_current_index_and_listing():
+    """The packs load lazily from the folder's one index; a stale one means `nox -s mine` (or
+    its index step) was not run after a change to the code the index depends on."""
+    assert (MINED / FOLDER_INDEX).is_file()
     problems: list = []
-    loaded = lazy_pack(pack, pack.name, problems)
+    loaded, covered = lazy_folder(MINED, lambda name: str(MINED / name), problems)
     assert loaded is not None, (
-        f"{pack.name}{INDEX_SUFFIX} is stale: rebuild it with "
-        f"python -c \"from errkb.packs import write_index; write_index(Path('{pack}'), '{pack.name}')\""
+        f'{FOLDER_INDEX} is stale: rebuild it with python -c "from pathlib import Path; '
+        f"from errkb.packs import write_folder_index; write_folder_index(Path('{MINED}'))\""
     )
+    assert covered == {p.name for p in PACKS}
     assert [] == problems
-    assert len(loaded) == len(pack.read_bytes().splitlines())
+    assert len(loaded) == sum(len(p.read_bytes().splitlines()) for p in PACKS)
+    assert not list(MINED.glob("*.jsonl" + INDEX_SUFFIX)), "the folder index replaces per-pack ones"
+    listed = loaded.listed()
+    assert len(listed) == len(loaded)
+    for row in (0, len(loaded) // 2, len(loaded) - 1):  # the listing says what the record says
+        ref = loaded._entry(row)[0]
+        assert listed[row] == ref.listed()
 
 
 def test_mined_records_are_valid_carry_no_upstream_code_and_say_their_releases():

@@ -5,12 +5,28 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from errkb._index import AFFIX, literal_keys, plan_keys, words_of
+from errkb._index import AFFIX, LONG_AFFIX, literal_keys, plan_keys, words_of
 from errkb._patterns import literal_sets, required_literals
 from errkb.match import Matcher
 from errkb.records import Record, RecordRef
 
-WORDS = ["cache", "max", "seq", "len", "GiB", "a", "ab", "x1", "model's", "KV", "ñandú"]
+WORDS = [
+    "cache",
+    "max",
+    "seq",
+    "len",
+    "GiB",
+    "a",
+    "ab",
+    "x1",
+    "model's",
+    "KV",
+    "ñandú",
+    # Long enough to key by eight characters, and to give a pattern a head cut after them.
+    "QuantoQuantizedCacheProcessor",
+    "Processor",
+    "throughput_metrics",
+]
 SEPARATORS = [" ", ". ", "(", ")", ", ", "`", "-", "'", ":"]
 PIECES = [
     r"\d+",
@@ -36,6 +52,9 @@ PIECES = [
     r"\bmax\b",
     r"\N{LATIN SMALL LETTER N WITH TILDE}",
     r"(?:a(?:b|c))+",
+    r"(?:'Processor'|Processor\b)",
+    r"(?P<q{i}>max|seq)",
+    r"\b",
 ]
 
 
@@ -79,7 +98,7 @@ def test_indexed_matching_equals_naive_matching(pats, texts):
     # As a cached pack gives them: keys planned over half of the records, ahead of the rest.
     refs = [RecordRef.of(r) for r in records]
     half = refs[: len(refs) // 2]
-    for ref, keys in zip(half, plan_keys([r.literal_sets() for r in half]), strict=True):
+    for ref, keys in zip(half, plan_keys([r.key_sets() for r in half]), strict=True):
         ref.keys = keys
     planned = Matcher(refs)
     for text in texts:
@@ -98,17 +117,20 @@ def _reference_keys(literal):
         if start > 0 and end < len(literal):
             if len(word) >= 3:
                 keys.append(("word", word))
-        elif start > 0 and len(word) >= AFFIX:
-            keys.append(("prefix", word[:AFFIX]))
-        elif end < len(literal) and len(word) >= AFFIX:
-            keys.append(("suffix", word[-AFFIX:]))
+        elif len(word) < AFFIX:
+            continue
+        elif start > 0:
+            keys.append(("prefix", word[: LONG_AFFIX if len(word) >= LONG_AFFIX else AFFIX]))
+        elif end < len(literal):
+            keys.append(("suffix", word[-(LONG_AFFIX if len(word) >= LONG_AFFIX else AFFIX) :]))
     return tuple(keys)
 
 
 @settings(max_examples=500, deadline=None)
 @given(st.lists(st.sampled_from([*WORDS, *SEPARATORS, "_", "ab_c", "é", "٣٤", "x"]), max_size=8))
 def test_literal_keys_follow_word_edges(parts):
-    """A word inside a literal is a key; a word at its edge keys by its inner three characters."""
+    """A word inside a literal is a key; a word at its edge keys by its inner three characters
+    (eight, for a long word)."""
     literal = "".join(parts)
     assert literal_keys(literal) == _reference_keys(literal)
 

@@ -228,3 +228,49 @@ def test_a_pack_with_a_shipped_index_makes_refs_only_for_candidates(tmp_path, mo
     assert 0 < len(loaded._made) < 20
     assert whole.get("acme-gear-250") == lazy.get("acme-gear-250")
     assert "acme-gear-251" in lazy
+
+
+def test_a_folder_index_serves_its_packs_as_one(tmp_path, monkeypatch):
+    """One index for every pack of a folder gives what reading them gives: the same refs,
+    sources, problems, matches and listing; a pack it does not cover is read as usual, and a
+    changed pack makes the folder read again."""
+    monkeypatch.setenv("ERRKB_NO_CACHE", "1")
+    folder = tmp_path / "packs"
+    folder.mkdir()
+    records = gear_records(120)
+    for record in records[80:]:
+        record["tags"] = ["mined"]
+    first = write_pack(folder / "a.jsonl", records[:50], BAD_LINES)
+    second = write_pack(folder / "b.jsonl", records[50:])
+    cold = _load(folder)
+    assert errkb.packs.write_folder_index(folder) == folder / errkb.packs.FOLDER_INDEX
+    later = write_pack(folder / "c.jsonl", gear_records(130)[120:])  # written after the index
+    read, real_read = [], errkb.packs._read
+    monkeypatch.setattr(
+        errkb.packs, "_read", lambda pack, *a: read.append(pack.path) or real_read(pack, *a)
+    )
+    warm = _load(folder)
+    assert read == [later]  # only the pack the index does not cover
+    [loaded] = warm._lazy
+    assert 120 == len(loaded)
+    assert [p.line for p in warm.problems] == [p.line for p in cold.problems]
+    whole = _load(first, second, later)
+    assert _summary(warm) == _summary(whole)
+    assert warm.get("acme-gear-60").source == f"{second}:11"
+    for text in (
+        "gear7x slipped at 5 rpm",
+        "gear99x slipped at 1 rpm",
+        "gear125x slipped at 2 rpm",
+    ):
+        assert [(m.record.id, m.score) for m in warm.matcher.match(text)] == [
+            (m.record.id, m.score) for m in whole.matcher.match(text)
+        ]
+    assert warm.listed() == tuple(r.listed() for r in whole.refs)
+    assert [r.id for r in warm.listed(mined=False)] == [
+        r.id for r in whole.refs if "mined" not in r.tags
+    ]
+    assert sorted(r.id for r in warm.listed(tag="G1", library="gears")) == sorted(
+        f"acme-gear-{i}" for i in range(1, 130, 3) if not 80 <= i < 120
+    )
+    write_pack(second, records[50:60])
+    assert 60 + 10 == len(_load(folder))  # b.jsonl changed: the index is not used

@@ -167,6 +167,7 @@ def test_public_names_of_the_records_package_are_pinned():
         "SEVERITIES",
         "SKEW_CHANGES",
         "Body",
+        "Listed",
         "LoadResult",
         "ReadPack",
         "Record",
