@@ -12,7 +12,7 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from importlib.metadata import EntryPoint
+    from errkb._dists import EntryPoint
 
 __all__ = ["GROUPS", "PluginError", "entry_points", "find", "load", "problems", "report"]
 
@@ -35,10 +35,14 @@ class PluginError(LookupError):
 
 
 def entry_points(group: str) -> list[EntryPoint]:
-    """Every entry point of ``group``, as the installed distributions declare them."""
-    from importlib.metadata import entry_points as installed
+    """Every entry point of ``group``, as the installed distributions declare them.
 
-    return list(installed(group=group))
+    Read from their metadata folders (:mod:`errkb._dists`): importing ``importlib.metadata``
+    would cost more than the whole of a diagnosis.
+    """
+    from errkb._dists import entry_points as installed
+
+    return installed(group)
 
 
 def find(group: str, name: str) -> EntryPoint | None:

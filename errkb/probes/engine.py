@@ -203,16 +203,14 @@ def read_engine(evidence: Evidence) -> EngineReading | None:
 
 
 def installed_version(distribution: str = "vllm") -> str | None:
-    """The version of an installed distribution (``importlib.metadata``), or None.
+    """The version of an installed distribution, or None.
 
-    Reads the distribution's metadata only; the package itself is not imported.
+    Reads the distribution's metadata only (:mod:`errkb._dists`); the package itself is not
+    imported.
     """
-    from importlib import metadata
+    from errkb._dists import version
 
-    try:
-        return metadata.version(distribution)
-    except (metadata.PackageNotFoundError, ValueError):
-        return None
+    return version(distribution)
 
 
 def probe(evidence: Evidence, timeout: float) -> EngineReading | None:  # noqa: ARG001 - frames are read at once

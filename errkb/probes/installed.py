@@ -1,6 +1,6 @@
 """The installed probe: which release of a distribution this Python has, from its metadata.
 
-Reads ``importlib.metadata`` only: nothing is imported from the distribution itself (asking
+Reads the distributions' metadata folders only (:mod:`errkb._dists`): nothing is imported from the distribution itself (asking
 for transformers' version never imports transformers, let alone torch), and a distribution
 that is not installed is a reading too (``None``). Versions are looked up when first asked for
 and kept for the rest of the diagnosis.
@@ -29,12 +29,9 @@ class InstalledVersions(Mapping[str, "str | None"]):
 
     def __getitem__(self, name: str) -> str | None:
         if name not in self._seen:
-            from importlib import metadata
+            from errkb._dists import version
 
-            try:
-                self._seen[name] = metadata.version(name)
-            except (metadata.PackageNotFoundError, ValueError):
-                self._seen[name] = None
+            self._seen[name] = version(name)
         return self._seen[name]
 
     def __iter__(self) -> Iterator[str]:
