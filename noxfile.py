@@ -49,9 +49,15 @@ def typecheck(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def records(session: nox.Session) -> None:
-    """Validate every record: schema, regexes, examples, counterexamples and ranking."""
+    """Validate every record: schema, regexes, examples, counterexamples and ranking; then
+    write the hand-written records' index (records/packs.index, tests check it is current)."""
     session.install(".")
     session.run("errkb", "validate", "--published", "records/PUBLISHED", "records")
+    session.run(
+        "python", "-c",
+        "from pathlib import Path; from errkb.packs import write_records_index; "
+        "write_records_index(Path('records'))",
+    )  # fmt: skip
 
 
 @nox.session(python=PYTHON)

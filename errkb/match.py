@@ -340,6 +340,14 @@ class LazyRefs(Protocol):
         """What a listing shows of every record (``mined=False``: of those not mined)."""
         ...
 
+    def written_refs(self) -> list[RecordRef]:
+        """The refs of the records not tagged mined."""
+        ...
+
+    def find(self, key: str) -> RecordRef | None:
+        """The ref of the record with this id, else of the first with this slug."""
+        ...
+
 
 class Matcher:
     """Matches messages against a fixed set of records; thread-safe once built.

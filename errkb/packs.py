@@ -27,7 +27,6 @@ other (through the build cache).
 from __future__ import annotations
 
 import functools
-import hashlib
 import importlib
 import json
 import os
@@ -39,9 +38,9 @@ from errkb._env import flag, text
 from errkb._version import __version__
 from errkb.exceptions import RecordError, RegistryError
 from errkb.records import Listed, RecordRef, jsonl_values, open_pack, record_from_dict
+from errkb.records._files import is_pack, json_items
 
 if TYPE_CHECKING:
-    import array
     from collections.abc import Callable, Iterator, Sequence
 
     from errkb._index import MessageKeys
@@ -62,6 +61,7 @@ __all__ = [
     "releases_path",
     "write_folder_index",
     "write_index",
+    "write_records_index",
 ]
 
 #: The version of the cache file's layout; a file of another format is rebuilt.
@@ -69,7 +69,7 @@ CACHE_FORMAT = "errkb.pack-cache/1"
 #: Packs smaller than this many bytes load fast enough without a cache.
 MIN_CACHED = 1 << 20
 #: The version of a shipped index's layout: header, problems, literal table, record lines.
-INDEX_FORMAT = "errkb.pack-index/3"
+INDEX_FORMAT = "errkb.pack-index/3"  # JSON lines, then binary numbers
 #: The suffix of a pack's shipped index, added to the pack's file name.
 INDEX_SUFFIX = ".index"
 #: The name of the one index of every pack of a folder (the wheel's mined packs have one).
@@ -109,7 +109,7 @@ class _Pack:
 
 
 class _Line:
-    """Where a record's body is: a line of a pack. Calling it reads the whole record."""
+    """Where a record's body is: a line of a pack, or (number 0) a whole ``.json`` file."""
 
     __slots__ = ("length", "number", "offset", "pack")
 
@@ -118,7 +118,7 @@ class _Line:
 
     @property
     def source(self) -> str:
-        return f"{self.pack.label}:{self.number}"
+        return f"{self.pack.label}:{self.number}" if self.number else self.pack.label
 
     def read(self, record_id: str) -> Record:
         try:
@@ -198,6 +198,7 @@ class LazyPack:
         self._written: list[int] = table["written"]  # the rows not tagged mined
         self._listing: Path | None = None
         self._listed: list[Listed] | None = None
+        self._keys: dict[str, int] | None = None  # id or slug -> row, made by find()
         self._made: dict[int, tuple[RecordRef, tuple[str, ...], tuple[tuple[str, ...], ...]]] = {}
         self._needs_of: dict[int, tuple[tuple[str, ...], tuple[tuple[str, ...], ...], Any]] = {}
         self._lock = threading.Lock()
@@ -297,6 +298,26 @@ class LazyPack:
         """Every ref of the packs, in order (read once, then kept)."""
         return [self._entry(row)[0] for row in range(len(self))]
 
+    def written_refs(self) -> list[RecordRef]:
+        """The refs of the records not tagged mined, in order."""
+        return [self._entry(row)[0] for row in self._written]
+
+    def find(self, key: str) -> RecordRef | None:
+        """The ref of the record with this id, else of the first with this slug.
+
+        Found in the listing: no other record is read.
+        """
+        if self._keys is None:
+            keys: dict[str, int] = {}
+            listed = self.listed()
+            for row, item in enumerate(listed):
+                keys.setdefault(item.slug, row)
+            for row, item in enumerate(listed):
+                keys[item.id] = row
+            self._keys = keys
+        found = self._keys.get(key)
+        return None if found is None else self._entry(found)[0]
+
     def listed(self, *, mined: bool = True) -> list[Listed]:
         """What a listing shows of every record, in order, from the index's listing.
 
@@ -367,21 +388,32 @@ def lazy_folder(
 def _lazy(
     where: Path, folder: Path, labels: dict[str, str], problems: list[RecordError]
 ) -> LazyPack | None:
+    from errkb._index import KINDS
+
     try:
         packs = []
         for name, label in labels.items():
-            st = (folder / name).stat()
-            packs.append(_Pack(folder / name, label, (st.st_size, st.st_mtime_ns, st.st_ino)))
+            path = folder / name
+            st = os.stat(path)  # noqa: PTH116 - a hundred files: no pathlib
+            packs.append(_Pack(path, label, (st.st_size, st.st_mtime_ns, st.st_ino)))
         with where.open("rb") as file:
-            if json.loads(file.readline()) != _index_header(packs):
+            if json.loads(file.readline()) != _index_header(packs, list(labels)):
                 return None
             found = [
                 RecordError(packs[n].label + suffix, text, record_id=rid, field=field)
                 for n, suffix, text, rid, field in json.loads(file.readline())
             ]
             table = json.loads(file.readline())
-            rows = _unpack(json.loads(file.readline()))
-            lines = _unpack(json.loads(file.readline()))
+            numbers = file.read()  # the rest: the tables' numbers, rows and lines, binary
+        for kind in KINDS:
+            keys, (at, count, size) = table[kind]
+            table[kind] = (
+                dict(zip(keys.split("\n"), _ints(numbers, at, count, size), strict=True))
+                if keys
+                else {}
+            )
+        rows = _ints(numbers, *table["rows"])
+        lines = _ints(numbers, *table["lines"])
     except (OSError, ValueError, TypeError, RecursionError):
         return None
     problems.extend(found)
@@ -403,19 +435,35 @@ def write_index(path: Path, label: str | None = None) -> Path:
     return _write_index(path.with_name(path.name + INDEX_SUFFIX), [path], label or str(path))
 
 
-def write_folder_index(folder: Path) -> Path:
-    """Write one index, and its listing, for every ``.jsonl`` pack in ``folder``.
+def write_folder_index(folder: Path, files: Sequence[Path] | None = None) -> Path:
+    """Write one index, and its listing, for record files of ``folder``.
 
-    The index is ``folder/FOLDER_INDEX``; a lookup then costs the same whatever the number of
-    packs. Returns its path.
+    ``files``: the ``.jsonl`` packs and ``.json`` record files to cover (in or below
+    ``folder``, named in the index by their path from it); by default every ``.jsonl`` pack
+    directly in ``folder``. The index is ``folder/FOLDER_INDEX``; a lookup then costs the same
+    whatever the number of files. Returns its path.
     """
-    packs = sorted(folder.glob("*.jsonl"))
-    if not packs:
-        raise RegistryError(f"{folder}: no .jsonl pack to index")
-    return _write_index(folder / FOLDER_INDEX, packs, str(folder), listing=True)
+    covered = sorted(folder.glob("*.jsonl")) if files is None else list(files)
+    if not covered:
+        raise RegistryError(f"{folder}: no record file to index")
+    return _write_index(folder / FOLDER_INDEX, covered, str(folder), listing=True, top=folder)
 
 
-def _write_index(where: Path, paths: list[Path], label: str, *, listing: bool = False) -> Path:
+def write_records_index(folder: Path) -> Path:
+    """Write the index of the hand-written records, ``folder/FOLDER_INDEX``.
+
+    It covers every ``.json`` file in the sub-folders of ``folder``
+    (``records/<library>/*.json``).
+
+    Built by ``nox -s records``; with it the registry reads no record file at start, and a
+    lookup reads only its candidates. Returns its path.
+    """
+    return write_folder_index(folder, sorted(folder.glob("*/*.json")))
+
+
+def _write_index(
+    where: Path, paths: list[Path], label: str, *, listing: bool = False, top: Path | None = None
+) -> Path:
     from errkb._index import KINDS
 
     packs: list[_Pack] = []
@@ -423,8 +471,8 @@ def _write_index(where: Path, paths: list[Path], label: str, *, listing: bool = 
     problems: list[tuple[int, RecordError]] = []
     for path in paths:
         st = path.stat()
-        pack = _Pack(path, f"{label}/{path.name}" if len(paths) > 1 else label,
-                     (st.st_size, st.st_mtime_ns, st.st_ino))  # fmt: skip
+        name = label if top is None else f"{label}/{path.relative_to(top).as_posix()}"
+        pack = _Pack(path, name, (st.st_size, st.st_mtime_ns, st.st_ino))
         packs.append(pack)
         found: list[RecordError] = []
         refs.extend(_read(pack, found))
@@ -449,12 +497,14 @@ def _write_index(where: Path, paths: list[Path], label: str, *, listing: bool = 
         else:
             seconds.append(-1)
     flat: list[int] = []
-    table: dict[str, Any] = {**second}
+    numbers = _Numbers()
+    table: dict[str, Any] = {kind: numbers.table(ids) for kind, ids in second.items()}
     for kind, filed_rows in filed.items():
-        table[kind] = {}
+        codes = {}
         for key, rows in filed_rows.items():
-            table[kind][key] = len(flat) * _SPAN + len(rows)
+            codes[key] = len(flat) * _SPAN + len(rows)
             flat.extend(rows)
+        table[kind] = numbers.table(codes)
     table["always"] = always
     table["written"] = [row for row, ref in enumerate(refs) if "mined" not in ref.tags]
     number = {id(pack): n for n, pack in enumerate(packs)}
@@ -467,10 +517,10 @@ def _write_index(where: Path, paths: list[Path], label: str, *, listing: bool = 
         for n, p in problems
         if p.source.startswith(packs[n].label)
     ]
-    body_lines = [_index_header(packs), bad, table, _pack_ints(flat), _pack_ints(lines)]
-    if not _replace(
-        where, "".join(json.dumps(x, separators=(",", ":")) + "\n" for x in body_lines)
-    ):
+    table["rows"], table["lines"] = numbers.add(flat, 4), numbers.add(lines, 4)
+    header = _index_header(packs, [p.path.relative_to(where.parent).as_posix() for p in packs])
+    text = "".join(json.dumps(x, separators=(",", ":")) + "\n" for x in (header, bad, table))
+    if not _replace(where, text.encode("utf-8") + numbers.data()):
         raise RegistryError(f"{where}: cannot write the index")
     if listing:
         _write_listing(where.with_name(where.name + LISTING_SUFFIX), refs)
@@ -499,8 +549,8 @@ def _write_listing(where: Path, refs: list[RecordRef]) -> None:
     where.chmod(0o644)
 
 
-def _replace(where: Path, text: str) -> bool:
-    """Write ``text`` to ``where`` whole: a reader never sees half a file.
+def _replace(where: Path, data: bytes) -> bool:
+    """Write ``data`` to ``where`` whole: a reader never sees half a file.
 
     Shipped data, readable as the packs are. Returns whether it was written.
     """
@@ -508,10 +558,8 @@ def _replace(where: Path, text: str) -> bool:
 
     try:
         where.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(
-            "w", dir=where.parent, suffix=".tmp", delete=False, encoding="utf-8"
-        ) as out:
-            out.write(text)
+        with tempfile.NamedTemporaryFile(dir=where.parent, suffix=".tmp", delete=False) as out:
+            out.write(data)
         Path(out.name).chmod(0o644)
         Path(out.name).replace(where)
     except OSError:
@@ -554,30 +602,53 @@ def read_releases(folder: Path) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _pack_ints(values: list[int]) -> str:
-    """Integers (below 2**31) as base64 of little-endian 32-bit words.
+class _Numbers:
+    """The binary tail of an index: arrays of little-endian integers, placed one after another.
 
-    Read back in a millisecond, where a JSON list of 150,000 numbers takes twenty.
+    Read back without parsing: a slice of the file's bytes seen as integers.
     """
+
+    def __init__(self) -> None:
+        self._parts: list[bytes] = []
+        self._at = 0
+
+    def add(self, values: list[int], size: int) -> list[int]:
+        """Place ``values`` as ``size``-byte integers; returns where: [byte offset, count, size]."""
+        import array
+
+        packed = array.array("i" if size == 4 else "q", values)
+        if sys.byteorder == "big":
+            packed.byteswap()
+        where = [self._at, len(values), size]
+        self._parts.append(packed.tobytes())
+        self._at += len(self._parts[-1])
+        return where
+
+    def table(self, table: dict[str, int]) -> list[Any]:
+        """A key -> number table as its keys (one string, a line each) and where its numbers are.
+
+        Read back several times faster than a JSON object of tens of thousands of keys.
+        """
+        if any("\n" in key for key in table):
+            raise RegistryError("an index key holds a line break")  # keys are words: never
+        return ["\n".join(table), self.add(list(table.values()), 8)]
+
+    def data(self) -> bytes:
+        return b"".join(self._parts)
+
+
+def _ints(data: bytes, at: int, count: int, size: int) -> Sequence[int]:
+    """The ``count`` integers of ``size`` bytes at byte ``at`` of an index's binary tail."""
+    if at < 0 or count < 0 or size not in (4, 8) or at + count * size > len(data):
+        raise ValueError("the index's numbers are cut short")
+    view = memoryview(data)[at : at + count * size]
+    if sys.byteorder == "little":
+        return view.cast("i" if size == 4 else "q")  # no copy: the bytes seen as integers
     import array
-    import base64
 
-    packed = array.array("i", values)
-    if sys.byteorder == "big":
-        packed.byteswap()
-    return base64.b64encode(packed.tobytes()).decode("ascii")
-
-
-def _unpack(text: str) -> array.array[int]:
-    """The integers :func:`_pack_ints` wrote."""
-    import array
-    import base64
-
-    packed = array.array("i")
-    packed.frombytes(base64.b64decode(text))
-    if sys.byteorder == "big":
-        packed.byteswap()
-    return packed
+    values = array.array("i" if size == 4 else "q", view)
+    values.byteswap()
+    return values
 
 
 def _plan(refs: list[RecordRef]) -> None:
@@ -590,13 +661,27 @@ def _plan(refs: list[RecordRef]) -> None:
 
 
 def _read(pack: _Pack, problems: list[RecordError]) -> Iterator[RecordRef]:
-    """Every valid record of a pack, checked as it is read, as a ref to its line."""
-    for data, number, offset, length in jsonl_values(pack.path, pack.label, problems):
+    """Every valid record of a pack, checked as it is read, as a ref to its line.
+
+    A ``.json`` record file (one record, an object) is one line, number 0: the whole file.
+    """
+    for data, number, offset, length in _values(pack, problems):
         line = _Line(pack, number, offset, length)
         record, found = record_from_dict(data, source=line.source, validate=False)
         problems.extend(found)
         if record is not None:
             yield RecordRef.of(record, body=line)
+
+
+def _values(pack: _Pack, problems: list[RecordError]) -> Iterator[tuple[Any, int, int, int]]:
+    """The JSON values of a pack's lines, or of a ``.json`` record file (whole: number 0)."""
+    if is_pack(pack.path):
+        yield from jsonl_values(pack.path, pack.label, problems)
+        return
+    for data, where in json_items(pack.path, pack.label, problems):
+        if where != pack.label:  # a list of records: each is not a span of its own
+            raise RegistryError(f"{pack.label}: a list of records cannot be indexed")
+        yield data, 0, 0, pack.stamp[0]
 
 
 # A cached ref, in this order: line number, offset, length, then the RecordRef fields.
@@ -664,18 +749,24 @@ def _code_files() -> list[Path]:
 
 @functools.cache
 def _code_stamp() -> str:
-    digest = hashlib.sha256(__version__.encode())
+    # A CRC of the code, not a cryptographic digest: it tells a change (not an attack), and
+    # hashlib's import alone would cost a first diagnosis milliseconds.
+    import zlib
+
+    digest = zlib.crc32(__version__.encode())
     for path in _code_files():
         # Each file's name marks where it starts: code moved across two files changes the stamp.
-        digest.update(f"\0{path.name}\0".encode())
-        digest.update(path.read_bytes())
-    return digest.hexdigest()
+        digest = zlib.crc32(f"\0{path.name}\0".encode(), digest)
+        digest = zlib.crc32(path.read_bytes(), digest)
+    return f"{digest:08x}"
 
 
 def _cache_file(path: Path) -> Path | None:
     folder = cache_dir()
     if folder is None:
         return None
+    import hashlib
+
     key = hashlib.sha256(os.fsencode(path.resolve())).hexdigest()[:32]
     return folder / "packs" / f"{key}.json"
 
@@ -689,17 +780,21 @@ def _header(pack: _Pack) -> dict[str, object]:
     }
 
 
-def _index_header(packs: Sequence[_Pack]) -> dict[str, object]:
-    """The header of a shipped index: each pack by its name, size and the digest of its ends."""
+def _index_header(packs: Sequence[_Pack], names: list[str]) -> dict[str, object]:
+    """The header of a shipped index: each pack by its name, size and the digest of its ends.
+
+    A name is the pack's path from the index's folder.
+    """
+    import zlib
+
     named = []
-    for pack in packs:
-        digest = hashlib.sha256()
-        with pack.path.open("rb") as file:
-            digest.update(file.read(_EDGE))
+    for pack, name in zip(packs, names, strict=True):
+        with open(pack.path, "rb") as file:  # noqa: PTH123 - a hundred files: no pathlib
+            digest = zlib.crc32(file.read(_EDGE))
             if pack.stamp[0] > _EDGE:
                 file.seek(max(_EDGE, pack.stamp[0] - _EDGE))
-                digest.update(file.read(_EDGE))
-        named.append([pack.path.name, pack.stamp[0], digest.hexdigest()])
+                digest = zlib.crc32(file.read(_EDGE), digest)
+        named.append([name, pack.stamp[0], digest])
     return {"format": INDEX_FORMAT, "code": _code_stamp(), "packs": named}
 
 

@@ -9,6 +9,7 @@ distributions declare in the entry-point group ``errkb.records``.
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import os
 import threading
@@ -99,13 +100,19 @@ class Registry:
         return len(self._eager) + sum(len(pack) for pack in self._lazy)
 
     def __contains__(self, key: object) -> bool:
-        if key in self._by_id or key in self._by_slug:
-            return True
-        return bool(self._lazy) and self._refs is None and key in self._all_keys()
+        return isinstance(key, str) and self._find(key) is not None
 
-    def _all_keys(self) -> dict[str, RecordRef]:
-        self.refs  # noqa: B018 - makes the lazy refs and indexes them
-        return {**self._by_slug, **self._by_id}
+    def _find(self, key: str) -> RecordRef | None:
+        """The ref with this id, else the first with this slug.
+
+        Eager refs first, then each lazily loaded pack from its listing (no other record of it
+        is read).
+        """
+        ref = self._by_id.get(key) or self._by_slug.get(key)
+        if ref is None:
+            found = (pack.find(key) for pack in self._lazy)
+            ref = next((r for r in found if r is not None), None)
+        return ref
 
     @property
     def records(self) -> Sequence[Record]:
@@ -114,9 +121,7 @@ class Registry:
 
     def get(self, key: str) -> Record:
         """The record with this id, else the first with this slug; :class:`RegistryError` if none."""
-        ref = self._by_id.get(key) or self._by_slug.get(key)
-        if ref is None and self._lazy and self._refs is None:
-            ref = self._all_keys().get(key)
+        ref = self._find(key)
         if ref is None:
             raise RegistryError(f"no record with id or slug {key!r}")
         return ref.load()
@@ -166,6 +171,7 @@ class Registry:
         with self._lock:
             if self._written is None:
                 kept = [r for r in self._eager if "mined" not in r.tags]
+                kept += [r for pack in self._lazy for r in pack.written_refs()]
                 if not self._lazy and len(kept) == len(self._eager):
                     self._written = self
                 else:
@@ -220,28 +226,44 @@ class Registry:
         if not (validate or strict):
             trusted = list(sources)
         lazy: list[LazyRefs] = []
-        # Folder -> the pack files its folder index covers (read once, with the first pack).
-        indexed: dict[Path, frozenset[str]] = {}
+        # Folder -> the files its folder index covers (read once, with the first file).
+        indexed: dict[str, frozenset[str]] = {}
+        tops = [Path(s).resolve() for s in trusted]
 
-        def read_pack(path: Path, label: str, found: list[RecordError]) -> Iterator[RecordRef]:
-            """A trusted ``.jsonl`` pack: lazily from an index, else read (bodies on demand).
+        def read_pack(
+            path: Path, label: str, found: list[RecordError]
+        ) -> Iterator[RecordRef] | None:
+            """A trusted record file: lazily from an index, else read (bodies on demand).
 
-            The index is the folder's (one for all its packs) or the pack's own.
-
-            The registry is where a trusted pack is read as one; :mod:`errkb.packs` is imported
-            only when a pack is there to read.
+            The index is a folder's (one for the record files of the folder or the one above
+            it: records/packs.index, records/mined/packs.index) or a pack's own. A ``.json``
+            file no index covers is left to the usual reading (``None``). The registry is
+            where a trusted pack is read as one; :mod:`errkb.packs` is imported only when a
+            file is there to read.
             """
             from errkb.packs import lazy_folder, lazy_pack, load_pack
 
-            covered = indexed.get(path.parent)
-            if covered is None:
-                base = label[: len(label) - len(path.name)]  # a label ends with the file name
-                folder, covered = lazy_folder(path.parent, lambda name: base + name, found)
-                indexed[path.parent] = covered
-                if folder is not None:
-                    lazy.append(folder)
-            if path.name in covered:
-                return iter(())
+            # String work, not pathlib: this runs for each of the files of a folder.
+            parent = os.path.dirname(path)  # noqa: PTH120 - see above
+            name = os.path.basename(path)  # noqa: PTH119
+            above = (os.path.dirname(parent), f"{os.path.basename(parent)}/{name}")  # noqa: PTH119, PTH120
+            for folder, inside in ((parent, name), above):
+                covered = indexed.get(folder)
+                if covered is None and not _within(Path(folder), tops):
+                    # An index above the folder given would bring in records not asked for.
+                    covered = indexed[folder] = frozenset()
+                if covered is None:
+                    base = label[: len(label) - len(inside)]  # a label ends with it
+                    loaded, covered = lazy_folder(
+                        Path(folder), functools.partial(_label, base), found
+                    )
+                    indexed[folder] = covered
+                    if loaded is not None:
+                        lazy.append(loaded)
+                if inside in covered:
+                    return iter(())
+            if not path.name.endswith((".jsonl", ".jsonl.gz")):
+                return None
             pack = lazy_pack(path, label, found)
             if pack is None:
                 return load_pack(path, label, found)
@@ -282,6 +304,17 @@ def _entry_point_paths() -> tuple[list[Path], list[RecordError]]:
             _plugins.report(ENTRY_POINT_GROUP, ep, problem)
             problems.append(RecordError(label, problem))
     return paths, problems
+
+
+def _label(base: str, name: str) -> str:
+    """The label of the file ``name`` (a path from an index's folder) under ``base``."""
+    return base + (name if os.sep == "/" else name.replace("/", os.sep))
+
+
+def _within(folder: Path, tops: list[Path]) -> bool:
+    """Whether ``folder`` is one of ``tops`` or inside one."""
+    here = folder.resolve()
+    return any(here == top or top in here.parents for top in tops)
 
 
 @contextlib.contextmanager

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Protocol
 import attrs
 
 from errkb.exceptions import RecordError
-from errkb.records._files import is_pack, json_items, record_files
+from errkb.records._files import json_items, record_files
 from errkb.records._refs import RecordRef
 from errkb.records._schema import Record
 from errkb.records._validate import record_from_dict
@@ -32,15 +32,16 @@ class LoadResult:
 
 
 class ReadPack(Protocol):
-    """Reads one trusted ``.jsonl`` pack into refs, such as :func:`errkb.packs.load_pack`.
+    """Reads one trusted record file into refs, such as :func:`errkb.packs.load_pack`.
 
-    It is given the file, the label of its place in messages, and the list to append the
-    problems it finds to.
+    It is given the file (a ``.jsonl`` pack, or a ``.json`` record file), the label of its
+    place in messages, and the list to append the problems it finds to. ``None``: a ``.json``
+    file it leaves to the usual reading (a pack it must read).
     """
 
     def __call__(
         self, path: Path, label: str, problems: list[RecordError], /
-    ) -> Iterable[RecordRef]: ...
+    ) -> Iterable[RecordRef] | None: ...
 
 
 def load_paths(
@@ -75,9 +76,9 @@ def load_refs(
 ) -> tuple[list[RecordRef], list[RecordError]]:
     """Load as :func:`load_paths` does, into the refs a registry keeps.
 
-    The ``.jsonl`` packs among the ``trusted`` paths are read by ``read_pack`` when one is
-    given (the registry passes :func:`errkb.packs.load_pack`, whose refs load their bodies on
-    demand), else loaded whole as the other trusted records are. The records of the other paths
+    The files among the ``trusted`` paths are given to ``read_pack`` first when there is one
+    (the registry's reads packs and indexed files lazily, their bodies on demand); what it
+    leaves is loaded whole as the other trusted records are. The records of the other paths
     are loaded whole and validated.
     """
     problems: list[RecordError] = []
@@ -106,10 +107,10 @@ def _load(
         checked = validate and os.fspath(given) not in skip
         for file in record_files(top, problems):
             label = _label(file, top, given)
-            found: Iterable[Record | RecordRef]
-            if read_pack is not None and not checked and is_pack(file):
+            found: Iterable[Record | RecordRef] | None = None
+            if read_pack is not None and not checked:
                 found = read_pack(file, label, problems)
-            else:
+            if found is None:
                 found = _records_in(file, label, problems, validate=checked)
             for record in found:
                 first = seen.setdefault(record.id, record)

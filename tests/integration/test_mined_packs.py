@@ -127,7 +127,8 @@ def test_a_real_error_finds_its_mined_raise_site(package, trigger):
 
 
 def test_the_default_registry_loads_the_packs_lazily():
-    """A fresh process: every mined record counts, few are made for one diagnosis."""
+    """A fresh process: every record counts, none is read at start (the hand-written and the
+    mined load from their indexes), few are made for one diagnosis."""
     code = (
         "import errkb, json\n"
         "from errkb.registry import default_registry\n"
@@ -142,7 +143,8 @@ def test_the_default_registry_loads_the_packs_lazily():
     )
     total, eager, made = json.loads(out.stdout)
     mined = sum(len(p.read_bytes().splitlines()) for p in PACKS)
-    assert total == eager + mined
+    assert 0 == eager
+    assert total == len(list(builtin_records_dir().glob("*/*.json"))) + mined
     assert made < mined // 50  # a few hundred of tens of thousands
     assert len(default_registry()) == total
 
@@ -163,3 +165,21 @@ def test_the_package_in_the_traceback_picks_the_library_that_raised_a_shared_mes
     ranked = [f.record.library for f in diagnosis.findings]
     assert "torch" == ranked[0]
     assert "bitsandbytes" in ranked
+
+
+def test_the_hand_written_records_ship_a_current_index():
+    """records/packs.index covers every hand-written record file; a stale one means
+    `nox -s records` was not run after a record (or the code the index depends on) changed."""
+    top = builtin_records_dir()
+    files = sorted(top.glob("*/*.json"))
+    problems: list = []
+    loaded, covered = lazy_folder(top, lambda name: str(top / name), problems)
+    assert loaded is not None, (
+        'records/packs.index is stale: rebuild it with python -c "from pathlib import Path; '
+        "from errkb.packs import write_records_index; write_records_index(Path('records'))\""
+    )
+    assert covered == {f.relative_to(top).as_posix() for f in files}
+    assert [] == problems
+    whole = load_paths(files, validate=False).records
+    assert [r.id for r in loaded.refs()] == [r.id for r in whole]
+    assert [r.load() for r in loaded.refs()] == list(whole)
