@@ -650,7 +650,7 @@ def scan(
 ) -> ScanResult:
     """Scan lines of text (an open text file, a list); the lookup API's form of ``errkb scan``.
 
-    Each item is a line (its line end, if any, is dropped); an item holding a newline counts
+    Each item is a line (its ending newline, if any, is dropped); an item holding a newline counts
     as the lines it holds.
 
     >>> result = scan(["INFO all good", "ValueError: No available memory for the cache blocks. "
@@ -665,7 +665,9 @@ def scan(
     pending: list[bytes] = []
     for line in lines:
         size += len(line)
-        data = line.rstrip("\r\n").encode("utf-8", "replace") + b"\n"
+        # Only the "\n": a "\r" before it stays, as in the file's bytes that scan_stream reads
+        # (matching drops it; a window's byte count must not differ between the two).
+        data = line.removesuffix("\n").encode("utf-8", "replace") + b"\n"
         pending.append(data)
         held += len(data)
         if held >= BLOCK:
