@@ -283,13 +283,14 @@ def typed(text: str | None) -> object:
 class _Entry:
     """A record with its pattern, compiled on first use (most never are: the index skips them)."""
 
-    __slots__ = ("_compiled", "_covers", "_head", "_worded", "ref")
+    __slots__ = ("_compiled", "_covers", "_head", "_skeleton", "_worded", "ref")
 
     def __init__(self, ref: RecordRef) -> None:
         self.ref = ref
         self._compiled: regex.Pattern[str] | None = None
         self._head: regex.Pattern[str] | bool | None = False  # False: not looked at yet
         self._worded: bool | None = None
+        self._skeleton: bool | None = None
         self._covers: _Covers | None = None
 
     @property
@@ -298,6 +299,13 @@ class _Entry:
         if self._worded is None:
             self._worded = _worded(self.ref)
         return self._worded
+
+    @property
+    def skeleton(self) -> bool:
+        """Whether the record is mined from a check macro's own skeleton (see :func:`_skeleton`)."""
+        if self._skeleton is None:
+            self._skeleton = _skeleton(self.ref)
+        return self._skeleton
 
     def covers(self, record: Record, *, written: bool) -> _Covers:
         """What the record names, read once from its pattern and ``skew`` (``record`` is its own)."""
@@ -434,6 +442,8 @@ class Matcher:
             if level is None:
                 continue
             mined = MINED_TAG in record.tags
+            if mined and entry.skeleton and not _through(record.library, paths):
+                continue  # any library's copy of the macro words it so: its frames must vouch
             form = 0.0
             try:
                 hit = search(entry.compiled, message, self.timeout)
@@ -543,6 +553,34 @@ _PLURAL = (
 )
 # How far before a match a qualified name may start (``MyModel.`` before ``forward()``).
 _QUALIFIER_REACH = 200
+
+
+def _skeleton(ref: RecordRef) -> bool:
+    """Whether a mined record's message is a check macro's skeleton and nothing else.
+
+    vLLM's ``CHECK_EQ({#a}, {#b}) failed. {a} vs {b}`` is the macro's own definition: its text
+    is the macro's name and a few generic words, and every library that defines such a macro
+    (flashinfer does) prints the same. Such a record matches only when the traceback goes
+    through its library, as a message in Python's words must name its own.
+    """
+    words = _WORD_RUN.findall(" ".join(required_literals(ref.message_pattern) or ()))
+    return (
+        bool(words)
+        and any(_MACRO.fullmatch(w) for w in words)
+        and all(_MACRO.fullmatch(w) or w.lower() in _SKELETON_WORDS for w in words)
+    )
+
+
+def _through(library: str, paths: tuple[str, ...]) -> bool:
+    """Whether a traceback path goes through the package of ``library``."""
+    package = f"/{library.replace('-', '_')}/"
+    return any(package in p for p in paths)
+
+
+_WORD_RUN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# A check macro's name (CHECK_EQ, TORCH_CHECK, ASSERT_GE), and the words such a macro adds.
+_MACRO = re.compile(r"[A-Z0-9_]*(?:CHECK|ASSERT)[A-Z0-9_]*")
+_SKELETON_WORDS = frozenset(["failed", "vs", "expected", "got", "but", "to", "be", "true", "false"])
 
 
 def _worded(ref: RecordRef) -> bool:

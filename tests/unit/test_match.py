@@ -535,3 +535,18 @@ def test_a_hand_written_skew_record_covers_what_its_pattern_matches():
     assert [] == m.match(bare, "TypeError")
     framed = m.match(bare, "TypeError", files=["/venv/site-packages/vllm/entrypoints/llm.py"])
     assert ["task"] == [x.record.id for x in framed]
+
+
+def test_a_check_macros_skeleton_is_claimed_only_through_its_library():
+    """vLLM's mined ``CHECK_EQ({#a}, {#b}) failed. {a} vs {b}`` is the macro's definition, and
+    flashinfer's macro prints the same words (vllm-project/vllm#7070): without a frame in vLLM
+    the record does not match; with one it does, at its raise site's rank."""
+    from errkb.registry import default_registry
+
+    message = "RuntimeError: CHECK_EQ(paged_kv_indptr.size(0), batch_size + 1) failed. 1 vs 257"
+    matcher = default_registry().matcher
+    flashinfer = "/usr/lib/python3/site-packages/flashinfer/prefill.py"
+    assert [] == [m.record.id for m in matcher.match(message, files=[flashinfer])]
+    vllm = "/usr/lib/python3/site-packages/vllm/attention/backends/flashinfer.py"
+    found = [m.record.id for m in matcher.match(message, files=[flashinfer, vllm])]
+    assert found == ["mined-vllm-872c64612a6d"]
