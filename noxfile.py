@@ -156,6 +156,8 @@ def mine(session: nox.Session) -> None:
         listed.write_text("\n".join(lines) + "\n", encoding="utf-8")
         out = f"records/mined/{dist['pack']}.jsonl"
         history = ["--history"] if dist.get("history") else []
+        if "max-classes" in dist:  # what the installed-size budget allows (docs/mining.md)
+            history += ["--max-classes", str(dist["max-classes"])]
         summary = f"records/mined/{dist['pack']}.summary"
         session.run(
             "errkb", "mine", *files, *history, "--excerpt-lines", "0",

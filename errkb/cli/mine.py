@@ -24,6 +24,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--excerpt-lines: expected 0 or more, got {args.excerpt_lines}")
     output = Path(args.output)
     fmt = args.format or ("jsonl.gz" if output.name.endswith(".gz") else "jsonl")
+    if args.max_classes is not None and args.max_classes < 0:
+        raise UsageError(f"--max-classes: expected 0 or more, got {args.max_classes}")
     if args.index and fmt != "jsonl":
         raise UsageError("--index: only a plain .jsonl pack is read by offset and can be indexed")
     releases, unread, yanked = _release_file(args.releases) if args.releases else ([], {}, [])
@@ -38,6 +40,7 @@ def run(args: argparse.Namespace) -> int:
         yanked=yanked,
         bounds_cache=Path(args.bounds_cache) if args.bounds_cache else None,
         history_from=_history_from(args.history_from, args.summary) if args.history_from else None,
+        max_classes=args.max_classes,
     )
     try:
         size = write_pack(result.records, output, fmt)

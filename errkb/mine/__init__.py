@@ -39,6 +39,7 @@ __all__ = [
     "Template",
     "mine",
     "open_source",
+    "sized",
     "write_pack",
 ]
 
@@ -71,6 +72,7 @@ def mine(
     workers: int | None = None,
     bounds_cache: Path | None = None,
     history_from: tuple[Sequence[dict[str, Any]], Mapping[str, int]] | None = None,
+    max_classes: int | None = None,
 ) -> MineResult:
     """Read every source and make the records; a bad source raises ``UsageError``.
 
@@ -95,6 +97,8 @@ def mine(
     reading for the next run with the same file and the same code. ``history_from`` is the
     skew records and counts of an earlier run of the same releases, used instead of diffing
     their APIs again (the slow part) when only the message readers or the bounds changed.
+    ``max_classes`` leaves out the skew records of members of more than that many classes, and
+    of members added to classes (see :func:`sized`): the size a pack may take.
 
     >>> result = mine(["transformers"])  # doctest: +SKIP
     >>> result.summary["records"], result.records[0]["id"]  # doctest: +SKIP
@@ -155,6 +159,12 @@ def mine(
                 records.extend(made)
                 kinds["skew"] += len(made)
                 skew.update(counts)
+    if max_classes is not None:
+        kept = sized(records, max_classes)
+        if len(kept) < len(records):
+            skew["left-out-for-size"] += len(records) - len(kept)
+            kinds["skew"] -= len(records) - len(kept)
+            records = kept
     summary = {
         "schema": SUMMARY_SCHEMA,
         "sources": described,
@@ -179,6 +189,25 @@ def mine(
         "seconds": round(time.perf_counter() - started, 2),
     }
     return MineResult(records=tuple(records), summary=summary)
+
+
+def sized(records: list[dict[str, Any]], max_classes: int) -> list[dict[str, Any]]:
+    """The records without the skew records that a class list makes large.
+
+    A member removed from (or renamed in) a base class is listed with every class that
+    inherited it: up to 1,400 names in transformers, where ``GenerationMixin`` or
+    ``PreTrainedModel`` changed. Such a record is kept while it names at most ``max_classes``
+    classes; a member added to classes is left out (the added name records cover the common
+    case: a class that does not exist yet). Records without a class list are all kept.
+    """
+
+    def fits(record: dict[str, Any]) -> bool:
+        skew = record.get("skew")
+        if not isinstance(skew, dict) or not skew.get("classes"):
+            return True
+        return skew.get("change") in ("removed", "renamed") and len(skew["classes"]) <= max_classes
+
+    return [r for r in records if fits(r)]
 
 
 def _messages(

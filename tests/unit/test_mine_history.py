@@ -589,3 +589,24 @@ def test_mine_passes_the_release_list_and_counts_the_pins(releases) -> None:
     assert {False} == {s["exact"] for s in skew}
     assert 0 < result.summary["history"]["pins-verified"]
     assert "pins-wrong" not in result.summary["history"]
+
+
+def test_a_class_list_over_the_limit_leaves_its_skew_record_out():
+    """--max-classes: a member removed from more classes than the limit, or added to classes,
+    is left out; a record without a class list, or within the limit, stays."""
+    from errkb.mine import sized
+
+    def skew(change, classes):
+        return {"id": f"{change}-{len(classes)}", "skew": {"change": change, "classes": classes}}
+
+    records = [
+        {"id": "plain"},
+        skew("removed", []),
+        skew("removed", [f"C{i}" for i in range(3)]),
+        skew("renamed", [f"C{i}" for i in range(3)]),
+        skew("removed", [f"C{i}" for i in range(4)]),
+        skew("added", ["C0"]),
+        skew("added", []),
+    ]
+    kept = [r["id"] for r in sized(records, 3)]
+    assert kept == ["plain", "removed-0", "removed-3", "renamed-3", "added-0"]
