@@ -13,11 +13,11 @@ import itertools
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from errkb._derive import DerivedFix
 from errkb.findings import Fact
 from errkb.probes.installed import compare_versions
 
 if TYPE_CHECKING:
+    from errkb._derive import DerivedFix
     from errkb.evidence import Evidence
     from errkb.records import Record, Skew, Versions
 
@@ -78,6 +78,8 @@ def elsewhere_fix(record: Record, evidence: Evidence) -> DerivedFix | None:
         has_it = False
     if not has_it:
         return None
+    from errkb._derive import DerivedFix  # only here: the first screen of a match needs it
+
     short = skew.name.rsplit(".", 1)[-1]
     module = skew.name.split(".", 1)[0]  # the top-level package the name is imported from
     command = (
