@@ -405,7 +405,10 @@ class Matcher:
     def candidates(self, message: str) -> Sequence[_Entry]:
         """The entries worth a regex search for ``message``."""
         keys = message_keys(message)
-        found = self._entries if self._index is None else self._index.candidates(message, keys)
+        if self._index is None:
+            found: Sequence[_Entry] = self._entries
+        else:  # the shipped records are all lazy: no eager entry to look at
+            found = self._index.candidates(message, keys) if self._entries else []
         if not self._lazy:
             return found
         more = []

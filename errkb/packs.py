@@ -188,6 +188,7 @@ class LazyPack:
         # Pack, line number, offset and length of each record's line, and its second-level
         # key (its number in the second-level tables; -1: the first level's keys again), flat.
         self._lines = lines
+        self._seconds = lines[4::_PER_ROW]  # each row's second-level key number, a view
         self._maps: list[Any] = [None] * len(packs)  # each pack, mapped on first read
         # The first level's tables: key -> start * _SPAN + count of its rows in ``rows``; the
         # second level's: key -> its number.
@@ -283,8 +284,8 @@ class LazyPack:
             met = {-1}
             for table, have in zip(self._second, keys, strict=True):
                 met.update(map(table.__getitem__, have & table.keys()))
-            lines = self._lines
-            rows.update(row for row in first if lines[_PER_ROW * row + 4] in met)
+            seconds = self._seconds
+            rows.update(row for row in first if seconds[row] in met)
         contains = message.__contains__
         found = []
         for row in sorted(rows):
