@@ -305,3 +305,44 @@ def test_show_prints_the_long_form_of_a_record():
     for heading in ("Matches", "Solutions", "Example fix", "What happened", "History", "Upstream"):
         assert f"\n{heading}\n" in out, heading
     assert "  1. Cap the context: pass max_model_len" in out
+
+
+def test_list_fits_a_terminal_and_pipes_whole_lines():
+    """On a terminal each line fits its width (long ids and titles end in an ellipsis, the
+    severity column aligned); piped, the same records come whole."""
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    from helpers import _child_env
+
+    piped = run_cli("list").stdout.decode().splitlines()
+    assert any(len(line) > 60 for line in piped)
+    main, child = pty.openpty()
+    env = _child_env({"COLUMNS": "60", "LINES": "24", "NO_COLOR": "1"})
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "errkb", "list"], stdout=child, stderr=child, env=env
+    )
+    os.close(child)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(main, 65536)
+        except OSError:  # the child closed the terminal
+            break
+        if not chunk:
+            break
+        out += chunk
+    assert 0 == proc.wait(timeout=120)
+    os.close(main)
+    shown = out.decode().replace("\r\n", "\n").splitlines()
+    assert len(shown) == len(piped)
+    assert all(len(line) <= 60 for line in shown)
+    assert any(line.endswith("\u2026") for line in shown)
+    severities = {line.split()[1] for line in shown}
+    assert severities <= {"critical", "error", "warning", "info"}
+    columns = {line.index(line.split()[1], len(line.split()[0])) for line in shown}
+    assert len(columns) == 1  # the severity column starts at one place on every line
+    for cut, whole in zip(shown, piped, strict=True):  # the same records, in the same order
+        assert whole.split()[0].startswith(cut.split()[0].removesuffix("\u2026"))
