@@ -182,6 +182,12 @@ def _versions(value: dict[str, Any]) -> tuple[Versions | None, str]:
     for key in ("first", "last", "checked"):
         if value.get(key) is not None and not isinstance(value[key], str):
             return None, f'"{key}": expected a version string, got {_json_kind(value[key])}'
+    first, last = (release_key(value[k]) if value.get(k) else None for k in ("first", "last"))
+    if first is not None and last is not None and first > last:
+        return None, (
+            f'"first" {value["first"]} is after "last" {value["last"]}: a range runs from the '
+            "oldest release that raises the message to the newest"
+        )
     sites = value.get("sites", {})
     if not isinstance(sites, dict) or not all(isinstance(v, str) for v in sites.values()):
         return None, '"sites": expected an object of version -> "path:line"'

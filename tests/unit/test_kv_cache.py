@@ -742,3 +742,20 @@ def test_v1_no_blocks_with_the_frames_available_memory_is_exact():
     assert 0.97 == fact["value"]
     assert not fact["note"].startswith("at least")
     assert "to 0.97:" in _solution(d, "gpu_memory_utilization")["text"]
+
+
+def test_a_paste_cut_before_the_docs_link_keeps_the_wordings_range():
+    """A 0.22-on wording (the CPU backend's mention) pasted without its trailing link is a cut
+    paste, not a 0.12 release: its range stays 0.22.0 or later, never "0.22.0 to 0.12.0"."""
+    from errkb.advisors.kv_cache._eras import era_of
+
+    cut = LLAMA_V024.split(" See https://", maxsplit=1)[0]
+    assert cut.endswith("when initializing the engine.")
+    era, _ = era_of("v1", cut, None, None)
+    assert "vLLM 0.22.0 or later" == era.describe()
+    assert (0.92,) == era.default_utilizations()
+    old, _ = era_of("v1", LLAMA_V090, None, None)  # 0.9.0's wording: no link, and it is old
+    assert "vLLM 0.8.4 to 0.9.0" == old.describe()
+    for text in (LLAMA_V024, LLAMA_V013, LLAMA_V090, cut, LLAMA_V013.split(" See https://")[0]):
+        era, _ = era_of("v1", text, None, None)
+        assert era.low is None or era.high is None or era.low <= era.high, era.describe()

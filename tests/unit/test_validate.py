@@ -47,3 +47,17 @@ def test_a_variant_of_a_missing_record_is_a_problem():
     orphan = record_dict(id="vendored", variantOf="nowhere")
     problems = check_variants(_records(orphan))
     assert "variantOf names 'nowhere'" in problems[0].line
+
+
+def test_a_release_range_that_runs_backwards_is_rejected():
+    """versions.first after versions.last is a problem of the record (issue 22: a range of
+    releases must be ordered), whatever order the strings sort in."""
+    ok = record_dict(versions={"distribution": "vllm", "first": "0.9.2", "last": "0.12.0"})
+    record, problems = record_from_dict(ok, source="r.json")
+    assert record is not None, [p.line for p in problems]
+    backwards = record_dict(versions={"distribution": "vllm", "first": "0.22.0", "last": "0.12.0"})
+    record, problems = record_from_dict(backwards, source="r.json")
+    assert record is None or record.versions is None  # the range is not believed
+    assert ['"first" 0.22.0 is after "last" 0.12.0'] == [
+        p.problem.split(":")[0] for p in problems if p.field == "versions"
+    ]

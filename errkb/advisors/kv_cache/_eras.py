@@ -144,8 +144,10 @@ _NO_BLOCKS_MARKS: tuple[tuple[str, Version | None, Version | None, str], ...] = 
     (r"on the CPU\s+backend, despite its name", V_CPU_WORDING, None, "the CPU backend's mention"),
     (r"conserving_memory", (0, 13, 0), None, "the link to the docs"),
 )
-#: The message ends where vLLM 0.12 and earlier end it: no link to the docs follows.
+#: The message ends where vLLM 0.12 and earlier end it: no link to the docs follows (the link
+#: is there from 0.13.0: kv_cache_utils.py:690-691@v0.13.0).
 _ENDS_OLD = regex.compile(r"when initializing the engine\.\s*$")
+_LAST_WITHOUT_LINK: Version = (0, 12, 0)
 
 
 def _narrow(
@@ -187,14 +189,20 @@ def era_of(
     elif variant == "v1":
         engine = "vllm-v1"
         low, high, why = _narrow((0, 7, 0), None, _V1_MARKS, text)
-        if _ENDS_OLD.search(text) and (high is None or high > (0, 12, 0)):
-            high = (0, 12, 0)
+        # No link at the end says 0.12 or earlier only when the wording allows it: a wording of
+        # 0.22 on (the CPU backend's mention) that ends there is a paste cut before the link.
+        if (
+            _ENDS_OLD.search(text)
+            and (high is None or high > _LAST_WITHOUT_LINK)
+            and (low is None or low <= _LAST_WITHOUT_LINK)
+        ):
+            high = _LAST_WITHOUT_LINK
             why.append("no link to the docs at the end")
     elif variant == "no-blocks":
         low, high, why = _narrow(None, None, _NO_BLOCKS_MARKS, text)
         engine = "vllm-v1" if low is not None else "unknown"
         if _ENDS_OLD.search(text) and low is None:
-            high = (0, 12, 0)
+            high = _LAST_WITHOUT_LINK
             why.append("no link to the docs at the end")
     elif variant == "free-memory":
         engine = "vllm-v1"
