@@ -9,19 +9,20 @@ Checking every record's fields and reading every pattern still takes seconds, so
 a pack found is kept in a build cache: one JSON-lines file per pack in :func:`cache_dir`, used
 while the pack's size, modification time and inode, and errkb's own code, are what they were.
 The refs, the problems found, the literal analysis of each pattern and its index keys are all
-in it; a registry of 100k records builds from it in two to three seconds instead of twenty. Packs smaller than
-:data:`MIN_CACHED` bytes are read each time. ``ERRKB_NO_CACHE=1`` turns the cache off and
+in it; a registry of 100k records builds from it in two to three seconds instead of twenty.
+Packs smaller than :data:`MIN_CACHED` bytes are read each time. ``ERRKB_NO_CACHE=1`` turns the cache off and
 ``ERRKB_CACHE_DIR`` moves it. The cache holds data only (JSON, never pickle).
 
-A pack may ship an index beside it: ``PACK.jsonl.index`` (:func:`write_index`), as the mined
-packs of the wheel do, so that a fresh install is not a cold build. The index holds the
-literal index's table and where each record's line is, so the pack loads as a
-:class:`LazyPack`: the table is read at start, and a record only when a message has the words
-its pattern needs.
-Loading tens of thousands of mined records so costs a few milliseconds, not a second. A shipped
-index is used while the pack's size and a digest of its first and last :data:`_EDGE` bytes are
-what the index says, and errkb's code is the code that wrote it; else the pack is read as any
-other (through the build cache).
+Record files may ship an index, so that a fresh install is not a cold build: one for all the
+files of a folder (:data:`FOLDER_INDEX`, :func:`write_folder_index`), as the wheel's mined packs
+and hand-written records have, or ``PACK.jsonl.index`` beside one pack (:func:`write_index`).
+The index holds the literal index's two levels and where each record is, so the files load as
+one :class:`LazyPack`: the tables are read at start, and a record only when a message meets its
+keys, when it is shown, or when something asks for every record; a listing beside the index
+serves ``errkb list``. Loading tens of thousands of records so costs milliseconds, not a
+second. An index is used while each file's size and a CRC of its first and last :data:`_EDGE`
+bytes are what the index says, and errkb's code is the code that wrote it; else the files are
+read as any other (through the build cache).
 """
 
 from __future__ import annotations
