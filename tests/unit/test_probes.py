@@ -117,6 +117,32 @@ def test_nemotron_h_pattern_counts_the_stars():
     )
 
 
+def test_nemotron_h_8b_has_four_attention_layers_of_52(tmp_path):
+    """nvidia/Nemotron-H-8B-Base-8K's pattern (52 layers, 4 "*"): counted from its config.json
+    and from transformers' own NemotronHConfig built from it, which also lists the layers."""
+    config = {
+        "architectures": ["NemotronHForCausalLM"],
+        "model_type": "nemotron_h",
+        "hybrid_override_pattern": "M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-",
+        "hidden_size": 4096,
+        "num_hidden_layers": 52,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "mamba_num_heads": 128,
+        "mamba_head_dim": 64,
+        "ssm_state_size": 128,
+        "n_groups": 8,
+        "conv_kernel": 4,
+        "vocab_size": 131072,
+        "max_position_embeddings": 8192,
+    }
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    live = transformers.AutoConfig.from_pretrained(tmp_path)
+    for shape in (read_model_path(tmp_path), _shape(live)):
+        assert 4 == shape.attention_layers
+        assert [7, 18, 29, 40] == [i for i, k in enumerate(shape.layer_kinds) if k == "full"]
+
+
 def test_gemma3_every_sixth_layer_is_global():
     """Gemma 3 (62 layers): layers 5, 11, ..., 59 full (10), the other 52 slide over 1024."""
     shape = _shape(transformers.Gemma3TextConfig(num_hidden_layers=62, sliding_window=1024))
