@@ -196,6 +196,8 @@ class LazyPack:
         self._first: list[dict[str, int]] = [table[kind] for kind in KINDS[:3]]
         self._second: list[dict[str, int]] = [table[kind] for kind in KINDS[3:]]
         self._rows = rows
+        # Each first-level kind's key -> its rows, as read so far (see _met).
+        self._spans: list[dict[str, tuple[int, ...]]] = [{}, {}, {}]
         self._always: list[int] = table["always"]
         self._written: list[int] = table["written"]  # the rows not tagged mined
         self._listing: Path | None = None
@@ -261,13 +263,21 @@ class LazyPack:
                     self._maps[pack] = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
         return bytes(self._maps[pack][offset : offset + length])
 
-    def _met(self, tables: list[dict[str, int]], met: MessageKeys) -> set[int]:
-        """The rows filed under the keys a message meets, at one level."""
-        rows, found = self._rows, set()
-        for table, have in zip(tables, met, strict=True):
+    def _met(self, met: MessageKeys) -> set[int]:
+        """The rows filed under the first-level keys a message meets.
+
+        A key's rows are read from the index's array once, then kept as a tuple: the keys a
+        process's messages meet are few, and their rows are then read at C speed.
+        """
+        rows = self._rows
+        found: set[int] = set()
+        for table, have, spans in zip(self._first, met, self._spans, strict=True):
             for key in have & table.keys():
-                start, count = divmod(table[key], _SPAN)
-                found.update(rows[start : start + count])
+                span = spans.get(key)
+                if span is None:
+                    start, count = divmod(table[key], _SPAN)
+                    span = spans[key] = tuple(rows[start : start + count])
+                found.update(span)
         return found
 
     def candidates(self, message: str, keys: MessageKeys | None = None) -> list[RecordRef]:
@@ -280,7 +290,7 @@ class LazyPack:
 
             keys = message_keys(message)
         rows: set[int] = set(self._always)
-        first = self._met(self._first, keys)
+        first = self._met(keys)
         if first:  # those whose second-level key the message meets too
             met = {-1}
             for table, have in zip(self._second, keys, strict=True):
