@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from errkb.render._document import fit, layout, record_block, unglued
+from errkb.render._document import layout, record_block, unglued
 
 if TYPE_CHECKING:
     from errkb.findings import Diagnosis
@@ -57,13 +57,10 @@ def code_block(code: str) -> str:
 
 
 def _text(section: Section, index: int) -> str:
+    # Whole, never cut with an ellipsis: a comment or a chat message is read in full, and a
+    # solution cut short loses what to do (the terminal's first screen cuts; see ``fit``).
     item, tail = section.items[index], section.tail(index)
-    if section.lines is None:
-        shown = f"{item}  {tail}" if tail else item
-    else:
-        # Cut as the plain text is at 100 columns, so every form says the same.
-        shown = " ".join(fit(item, 100, section.lines, tail=tail))
-    return escape_markdown(shown)
+    return escape_markdown(unglued(f"{item}  {tail}" if tail else item))
 
 
 def _section(section: Section) -> list[str]:

@@ -128,3 +128,17 @@ def test_escaping_keeps_identifiers_readable(text, shown):
     assert escape_markdown(text) == shown
     assert "<ol>" not in _html(escape_markdown(text))
     assert "<ul>" not in _html(escape_markdown(text))
+
+
+def test_markdown_never_cuts_a_solution():
+    """Issue 22: a comment is read in full, so every solution is whole (the terminal's first
+    screen cuts the other solutions to a line each; Markdown and JSON do not)."""
+    d = errkb.explain(SEED_MESSAGE, options=Options(probes=False))
+    markdown = render_markdown(d)
+    assert "\u2026" not in markdown
+    assert "..." not in markdown.replace("...)", "")
+    whole = {escape_markdown(s["text"]) for s in d.to_dict()["solutions"]}
+    others = markdown.split("**Other solutions**", 1)[1].split("\n\n*more", 1)[0]
+    shown = [line[2:] for line in others.splitlines() if line.startswith("- ")]
+    assert len(shown) >= 3
+    assert set(shown) <= whole  # each one whole, as the record and the advisor wrote it
