@@ -285,9 +285,14 @@ def _from_record(
         return None
     before, after = _split_record(text)
     # The record's "after" shows the settings of the best solution; what it leaves alone keeps
-    # the value this run had (the requested length stays when the utilization is what changes).
+    # the value this run had (the requested length stays when the utilization is what changes),
+    # and its "before" shows this run's values: the two differ in what the fix changes, only.
     for key, value in current.items():
-        if value is not None and key not in settings:
+        if value is None:
+            continue
+        if before is not None:
+            before, _ = _put(before, key, value)
+        if key not in settings:
             after, _ = _put(after, key, value)
     missing = {}
     for key, value in settings.items():

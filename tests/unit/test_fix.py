@@ -119,3 +119,25 @@ def test_library_engine_that_cannot_be_reached_gets_the_settings_and_says_why(tm
     assert (None, None, "max_model_len=12288") == (fix["before"], fix["location"], fix["after"])
     assert "inside an installed library" in fix["note"]
     assert f"your code reached it from {app}:3" in fix["note"]
+
+
+def test_the_records_example_changes_only_what_the_fix_changes():
+    """Issue 22, item 4: the record's example shows this run's values before, and after them
+    only the fix's settings differ (its own 0.6 -> 0.9 utilization is not a change the fix
+    makes when the fix lowers max_model_len)."""
+    import re
+
+    from helpers import SEED_MESSAGE
+
+    d = errkb.explain(SEED_MESSAGE, options=Options(probes=False)).to_dict()
+    example = d["example_fix"]
+    assert example["note"].startswith("the record's example")
+
+    def keywords(code):
+        return dict(re.findall(r"(\w+)=([\w.\"'-]+)", code))
+
+    before, after = keywords(example["before"]), keywords(example["after"])
+    changed = {k for k in after if before.get(k) != after[k]}
+    solution = next(s for s in d["solutions"] if s["settings"])
+    assert changed == set(solution["settings"]) == {"max_model_len"}
+    assert after["max_model_len"] == "12288"
