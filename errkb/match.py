@@ -404,11 +404,11 @@ class Matcher:
 
     def candidates(self, message: str) -> Sequence[_Entry]:
         """The entries worth a regex search for ``message``."""
+        if self._index is None:  # every record is searched: the lazy ones were made eager
+            return self._entries
         keys = message_keys(message)
-        if self._index is None:
-            found: Sequence[_Entry] = self._entries
-        else:  # the shipped records are all lazy: no eager entry to look at
-            found = self._index.candidates(message, keys) if self._entries else []
+        # The shipped records are all lazy: no eager entry to look at.
+        found = self._index.candidates(message, keys) if self._entries else []
         if not self._lazy:
             return found
         more = []

@@ -179,7 +179,12 @@ class LazyPack:
     """
 
     def __init__(
-        self, packs: Sequence[_Pack], table: dict[str, Any], lines: Sequence[int], rows: Any
+        self,
+        packs: Sequence[_Pack],
+        table: dict[str, Any],
+        lines: Sequence[int],
+        rows: Any,
+        listing: Path | None = None,
     ) -> None:
         import threading
 
@@ -200,7 +205,7 @@ class LazyPack:
         self._spans: list[dict[str, tuple[int, ...]]] = [{}, {}, {}]
         self._always: list[int] = table["always"]
         self._written: list[int] = table["written"]  # the rows not tagged mined
-        self._listing: Path | None = None
+        self._listing = listing  # the gzip listing beside the index, if it ships one
         self._listed: list[Listed] | None = None
         self._keys: dict[str, int] | None = None  # id or slug -> row, made by find()
         self._made: dict[int, tuple[RecordRef, tuple[str, ...], tuple[tuple[str, ...], ...]]] = {}
@@ -429,11 +434,8 @@ def _lazy(
     except (OSError, ValueError, TypeError, RecursionError):
         return None
     problems.extend(found)
-    loaded = LazyPack(packs, table, lines, rows)
     listing = where.with_name(where.name + LISTING_SUFFIX)
-    if listing.is_file():
-        loaded._listing = listing  # noqa: SLF001 - set where it is found
-    return loaded
+    return LazyPack(packs, table, lines, rows, listing if listing.is_file() else None)
 
 
 def write_index(path: Path, label: str | None = None) -> Path:
