@@ -42,13 +42,14 @@ from errkb.records import Listed, RecordRef, jsonl_values, open_pack, record_fro
 from errkb.records._files import is_pack, json_items
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator, Sequence
+    from collections.abc import Callable, Iterable, Iterator, Sequence
 
     from errkb._index import MessageKeys
     from errkb.records import Record
 
 __all__ = [
     "CACHE_FORMAT",
+    "COMPILED_FILE",
     "FOLDER_INDEX",
     "INDEX_SUFFIX",
     "LISTING_SUFFIX",
@@ -59,6 +60,7 @@ __all__ = [
     "lazy_pack",
     "load_pack",
     "read_releases",
+    "records_patterns",
     "releases_path",
     "write_folder_index",
     "write_index",
@@ -77,6 +79,8 @@ INDEX_SUFFIX = ".index"
 FOLDER_INDEX = "packs.index"
 #: The suffix of an index's listing (ids, titles, tags; gzip), added to the index's name.
 LISTING_SUFFIX = ".listing.gz"
+#: The hand-written records' patterns, compiled, beside their index (see write_records_index).
+COMPILED_FILE = "patterns.compiled"
 # A shipped index names its pack by size and a digest of this many bytes at each end: read-only
 # data that ships together, where hashing all of a large pack at each start would cost more.
 _EDGE = 1 << 16
@@ -399,7 +403,14 @@ def lazy_folder(
     except (OSError, ValueError, TypeError, KeyError, IndexError):
         return None, frozenset()
     loaded = _lazy(where, folder, {name: label_of(name) for name in names}, problems)
-    return loaded, frozenset(names) if loaded is not None else frozenset()
+    if loaded is None:
+        return None, frozenset()
+    compiled = folder / COMPILED_FILE
+    if compiled.is_file():
+        from errkb._patterns import use_compiled
+
+        use_compiled(compiled)
+    return loaded, frozenset(names)
 
 
 def _lazy(
@@ -470,9 +481,32 @@ def write_records_index(folder: Path) -> Path:
     (``records/<library>/*.json``).
 
     Built by ``nox -s records``; with it the registry reads no record file at start, and a
-    lookup reads only its candidates. Returns its path.
+    lookup reads only its candidates. Beside it goes :data:`COMPILED_FILE`: every record's
+    pattern and its head compiled (:func:`errkb._patterns.write_compiled`), so that neither a
+    diagnosis nor a scan compiles them. Returns the index's path.
     """
-    return write_folder_index(folder, sorted(folder.glob("*/*.json")))
+    from errkb._patterns import write_compiled
+
+    where = write_folder_index(folder, sorted(folder.glob("*/*.json")))
+    problems: list[RecordError] = []
+    loaded, _ = lazy_folder(folder, lambda name: f"{folder}/{name}", problems)
+    if loaded is None:  # just written: only a change under it makes it stale
+        raise RegistryError(f"{where}: the records changed while it was written")
+    write_compiled(folder / COMPILED_FILE, records_patterns(loaded.refs()))
+    return where
+
+
+def records_patterns(refs: Iterable[RecordRef | Record]) -> set[str]:
+    """The patterns a lookup or a scan may compile for ``refs``: each one's, and its head."""
+    from errkb._patterns import head_pattern
+
+    found: set[str] = set()
+    for ref in refs:
+        found.add(ref.message_pattern)
+        head = head_pattern(ref.message_pattern)
+        if head is not None:
+            found.add(head)
+    return found
 
 
 def _write_index(

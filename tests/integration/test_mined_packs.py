@@ -16,9 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from errkb._patterns import COMPILED_FORMAT, patterns_crc, read_compiled
 from errkb.diagnosis import diagnose
 from errkb.options import Options
-from errkb.packs import FOLDER_INDEX, INDEX_SUFFIX, lazy_folder
+from errkb.packs import COMPILED_FILE, FOLDER_INDEX, INDEX_SUFFIX, lazy_folder, records_patterns
 from errkb.records import load_paths
 from errkb.registry import builtin_records_dir, default_registry
 
@@ -183,3 +184,25 @@ def test_the_hand_written_records_ship_a_current_index():
     whole = load_paths(files, validate=False).records
     assert [r.id for r in loaded.refs()] == [r.id for r in whole]
     assert [r.load() for r in loaded.refs()] == list(whole)
+
+
+def test_the_hand_written_records_ship_their_patterns_compiled():
+    """records/patterns.compiled holds every hand-written pattern and head, compiled, and a
+    lookup takes them from it: written by the same rebuild as records/packs.index."""
+    top = builtin_records_dir()
+    records = load_paths(sorted(top.glob("*/*.json")), validate=False).records
+    wanted = records_patterns(records)
+    path = top / COMPILED_FILE
+    header = json.loads(path.open("rb").readline())
+    assert header["format"] == COMPILED_FORMAT
+    assert header["crc"] == patterns_crc(wanted), (
+        "records/patterns.compiled is stale: rebuild it with records/packs.index"
+    )
+    compiled = read_compiled(path)
+    if compiled is None:  # another regex release wrote it: it is passed over, never misread
+        pytest.skip(f"records/patterns.compiled was written by regex {header['regex']}")
+    assert set(compiled) == wanted
+    for pattern, loaded in compiled.items():
+        assert loaded.pattern == pattern
+    seed = next(r for r in records if r.id == "vllm-kv-cache-max-seq-len")
+    assert compiled[seed.message_pattern].search(seed.examples[0]) is not None

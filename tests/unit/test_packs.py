@@ -275,3 +275,37 @@ def test_a_folder_index_serves_its_packs_as_one(tmp_path, monkeypatch):
     )
     write_pack(second, records[50:60])
     assert 60 + 10 == len(_load(folder))  # b.jsonl changed: the index is not used
+
+
+def test_compiled_patterns_load_only_regex_own_compile(tmp_path):
+    """A file of compiled patterns loads through regex's own compile alone: any other code
+    named in it, another regex release or a damaged file gives None (compiled as usual)."""
+    import pickle
+
+    import regex
+
+    from errkb._patterns import read_compiled, write_compiled
+
+    good = tmp_path / "good.compiled"
+    assert write_compiled(good, [r"CUDA out of (?P<what>\w+)", "(unclosed"]) == 1
+    loaded = read_compiled(good)
+    assert loaded is not None
+    assert loaded[r"CUDA out of (?P<what>\w+)"].search("CUDA out of memory")["what"] == "memory"
+
+    header = good.read_bytes().split(b"\n", 1)[0]
+    hostile = tmp_path / "hostile.compiled"
+    hostile.write_bytes(header + b"\n" + pickle.dumps([print]))
+    assert read_compiled(hostile) is None
+
+    foreign = tmp_path / "foreign.compiled"
+    foreign.write_bytes(
+        header.replace(regex.__version__.encode(), b"0.0")
+        + b"\n"
+        + good.read_bytes().split(b"\n", 1)[1]
+    )
+    assert read_compiled(foreign) is None
+
+    cut = tmp_path / "cut.compiled"
+    cut.write_bytes(good.read_bytes()[:-20])
+    assert read_compiled(cut) is None
+    assert read_compiled(tmp_path / "missing.compiled") is None
