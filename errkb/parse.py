@@ -35,18 +35,20 @@ from typing import TYPE_CHECKING
 import attrs
 import regex
 
+from errkb._patterns import lazy_compile
+
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
 
 __all__ = ["ParsedException", "ParsedFrame", "class_at", "parse_text", "stated_releases"]
 
 _CLASS = r"[A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)*"
-_AFTER_TRACEBACK = regex.compile(rf"^(?P<cls>{_CLASS})(?::[ ]?(?P<msg>.*))?$")
+_AFTER_TRACEBACK = lazy_compile(rf"^(?P<cls>{_CLASS})(?::[ ]?(?P<msg>.*))?$")
 #: How the names of exception classes end; a word so ended, then ": ", is read as a class.
 _SUFFIXES = ("Error", "Exception", "Exit", "Interrupt", "Warning", "Iteration", "Group")
 # A class inside a line: after its start, a space, a bracket, ">", "|" or ":" (log prefixes
 # such as "[core.py:700] " or "ERROR:root:"), dotted or not, followed by ": ".
-_IN_LINE = regex.compile(rf"(?:^|[\s\]\)>|:])(?P<cls>[A-Za-z_][\w.]*(?:{'|'.join(_SUFFIXES)})): ")
+_IN_LINE = lazy_compile(rf"(?:^|[\s\]\)>|:])(?P<cls>[A-Za-z_][\w.]*(?:{'|'.join(_SUFFIXES)})): ")
 _LEVELS = ("DEBUG", "INFO", "WARNING", "WARN", "ERROR", "CRITICAL", "FATAL", "NOTICE", "TRACE")
 _LEVEL = "(?:" + "|".join(_LEVELS) + ")"
 
@@ -122,18 +124,18 @@ _RELEASE_TEXT = (
 #: (a ``name`` group) or the distribution it is about.
 _STATED: tuple[tuple[regex.Pattern[str], str | None], ...] = (
     # vLLM's own banners: "vLLM API server version 0.9.2", "Initializing a V1 LLM engine (v0.9.2)".
-    (regex.compile(rf"\bvLLM API server version {_RELEASE_TEXT}"), "vllm"),
-    (regex.compile(rf"\bInitializing an? (?:V\d )?LLM engine \({_RELEASE_TEXT}\)"), "vllm"),
+    (lazy_compile(rf"\bvLLM API server version {_RELEASE_TEXT}"), "vllm"),
+    (lazy_compile(rf"\bInitializing an? (?:V\d )?LLM engine \({_RELEASE_TEXT}\)"), "vllm"),
     # A pin or a freeze: "transformers==4.45.2".
     (
-        regex.compile(
+        lazy_compile(
             rf"(?<![\w.\-])(?P<name>[A-Za-z][\w.\-]{{0,80}}?)==\s*{_RELEASE_TEXT}(?![\w])"
         ),
         None,
     ),
     # An installed path: "site-packages/vllm-0.9.2-py3.11.egg/", "torch-2.4.0.dist-info".
     (
-        regex.compile(
+        lazy_compile(
             rf"[/\\](?P<name>[A-Za-z][\w.]{{0,80}}?)-{_RELEASE_TEXT}"
             r"(?=(?:-py\d[\w.\-]*)?(?:\.dist-info|\.egg-info|\.egg)?[/\\])"
         ),
@@ -141,7 +143,7 @@ _STATED: tuple[tuple[regex.Pattern[str], str | None], ...] = (
     ),
     # An environment report: "- `transformers` version: 4.45.2", "PyTorch version: 2.4.0+cu121".
     (
-        regex.compile(
+        lazy_compile(
             rf"(?:^|[\s`(-])`?(?P<name>[A-Za-z][\w.\-]{{0,80}})`? [Vv]ersion: {_RELEASE_TEXT}",
             regex.MULTILINE,
         ),
@@ -194,16 +196,16 @@ def stated_releases(text: str) -> dict[str, str]:
 
 # ESC lost, the rest kept: caret notation (^[[31m), rsyslog's octal (#033[31m), escapes written
 # out in JSON or source (\x1b[, \033[, \u001b[, \e[). Each becomes a real ESC, stripped below.
-_LOST_ESC = regex.compile(r"\^\[(?=[\[\]])|#033(?=\[)|\\(?:x1[bB]|033|u001[bB]|e)(?=\[)")
-_ANSI = regex.compile(
+_LOST_ESC = lazy_compile(r"\^\[(?=[\[\]])|#033(?=\[)|\\(?:x1[bB]|033|u001[bB]|e)(?=\[)")
+_ANSI = lazy_compile(
     r"\x1b\[[0-?]{0,64}[ -/]{0,8}[@-~]"  # CSI: colours, cursor moves
     r"|\x1b\][^\x07\x1b\n]{0,2048}(?:\x07|\x1b\\|\^G)?"  # OSC: titles, hyperlinks
     r"|\x1b[ -/]{0,4}[0-~]?"  # any other escape, or a lone ESC
 )
 # What a terminal copy keeps of a colour code whose ESC was dropped: "[31m", "[0m".
-_BARE_SGR = regex.compile(r"\[[0-9;]{1,20}m")
-_CONTROLS = regex.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-_SYSLOG_CR = regex.compile(r"#015(?=\n|$|#012)")
+_BARE_SGR = lazy_compile(r"\[[0-9;]{1,20}m")
+_CONTROLS = lazy_compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_SYSLOG_CR = lazy_compile(r"#015(?=\n|$|#012)")
 
 
 def _normalise(text: str) -> str:
@@ -231,7 +233,7 @@ def _normalise(text: str) -> str:
 # Step 2: line prefixes and streams ------------------------------------------------------------
 
 # Tags that a tool writes before every line it passes on, whatever the line says.
-_TAG = regex.compile(
+_TAG = lazy_compile(
     r"""
     (?P<syslog>[A-Z][a-z]{2}\ [\ \d]\d\ \d\d:\d\d:\d\d\ \S{1,200}\ [\w./-]{1,200}(?:\[\d+\])?:\ ?)
   | (?P<process>\([^()\n]{0,80}\bpid=\d+[^()\n]{0,80}\)\ ?)
@@ -246,7 +248,7 @@ _TAG = regex.compile(
 # not blank carries the same tags ("> " of a quote; pytest's "> " marks one source line).
 _WEAK_TAGS = ("quote", "compose")
 # Log headers: the level, time and source a logger writes before each record.
-_HEADER = regex.compile(
+_HEADER = lazy_compile(
     rf"""
     {_LEVEL}\ (?:\d{{4}}-)?\d\d-\d\d\ \d\d:\d\d:\d\d(?:[.,]\d+)?\ \[[^\]\n]{{1,200}}\]\ ?  # vLLM
   | [IWEF]\d{{4}}\ \d\d:\d\d:\d\d\.\d+\ +\d+\ [^\]\n]{{1,200}}\]\ ?  # glog (c10, torch.distributed)
@@ -254,11 +256,11 @@ _HEADER = regex.compile(
     """,
     regex.VERBOSE,
 )
-_STAMP = regex.compile(
+_STAMP = lazy_compile(
     r"[\[(]?\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?[\])]?[ \t|\-:]*"
 )
 # After a time stamp: up to two fields, the level, and a logger name ending in ": ".
-_STAMP_FIELDS = regex.compile(
+_STAMP_FIELDS = lazy_compile(
     rf"(?:[^\s\[\]|]{{1,80}}[ \t|\-]{{1,5}}){{0,2}}\[?{_LEVEL}\b\]?"
     rf"(?:[ \t](?P<name>[^\s\[\]|]{{1,120}}?)(?::|[ \t]-|[ \t]\|)(?=\s))?[ \t|\-]*"
 )
@@ -376,9 +378,9 @@ def _header(body: str) -> tuple[str | None, str]:
 
 
 # Exception groups: Python prints members behind "|" margins, between "+---- 1 ----" lines.
-_MARGIN = regex.compile(r"^(?:[ \t]*\|[ ]?)+|^[ \t]*\+ (?=Exception Group Traceback)")
+_MARGIN = lazy_compile(r"^(?:[ \t]*\|[ ]?)+|^[ \t]*\+ (?=Exception Group Traceback)")
 _SEP = "\x00member"
-_SEPARATOR = regex.compile(r"^[ \t]*\+[-+]*(?: ?(?:\d+|\.\.\.) [-+ ]*.*)?$")
+_SEPARATOR = lazy_compile(r"^[ \t]*\+[-+]*(?: ?(?:\d+|\.\.\.) [-+ ]*.*)?$")
 
 
 def _clean(line: str) -> str:
@@ -392,8 +394,8 @@ def _clean(line: str) -> str:
 
 # Step 3: reading a stream ---------------------------------------------------------------------
 
-_TRACEBACK = regex.compile(r"^\s*(?:Exception Group )?Traceback \(most recent call last\):\s*$")
-_FRAME = regex.compile(r'^\s+File "(?P<file>[^"]+)", line (?P<line>\d+)(?:, in (?P<func>.+))?$')
+_TRACEBACK = lazy_compile(r"^\s*(?:Exception Group )?Traceback \(most recent call last\):\s*$")
+_FRAME = lazy_compile(r'^\s+File "(?P<file>[^"]+)", line (?P<line>\d+)(?:, in (?P<func>.+))?$')
 _CHAIN = (
     "The above exception was the direct cause of the following exception:",
     "During handling of the above exception, another exception occurred:",
@@ -401,36 +403,34 @@ _CHAIN = (
 # IPython and Jupyter: a rule, "ValueError     Traceback (most recent call last)", then frames
 # as "Cell In[5], line 3" or "File /path/x.py:12, in f(a, b)" (8.0-8.3: "Input In [5], in
 # <cell line: 3>()"; 7.x: "/path/x.py in f(a, b)" with the line on the "---> 12" arrow).
-_IPY_RULE = regex.compile(r"^-{20,}\s*$")
-_IPY_HEADER = regex.compile(
-    rf"^(?P<cls>{_CLASS})[ \t]{{2,}}Traceback \(most recent call last\)\s*$"
-)
-_IPY_FILE = regex.compile(r"^File (?P<file>[^\n]+?):(?P<line>\d+), in (?P<func>[^\s(]+)")
-_IPY_CELL = regex.compile(r"^Cell In ?\[(?P<cell>\d+)\], line (?P<line>\d+)")
-_IPY_INPUT = regex.compile(r"^Input In ?\[(?P<cell>\d+)\], in (?P<func><[^>\n]*>|[^\s(]+)")
-_IPY_OLD = regex.compile(
+_IPY_RULE = lazy_compile(r"^-{20,}\s*$")
+_IPY_HEADER = lazy_compile(rf"^(?P<cls>{_CLASS})[ \t]{{2,}}Traceback \(most recent call last\)\s*$")
+_IPY_FILE = lazy_compile(r"^File (?P<file>[^\n]+?):(?P<line>\d+), in (?P<func>[^\s(]+)")
+_IPY_CELL = lazy_compile(r"^Cell In ?\[(?P<cell>\d+)\], line (?P<line>\d+)")
+_IPY_INPUT = lazy_compile(r"^Input In ?\[(?P<cell>\d+)\], in (?P<func><[^>\n]*>|[^\s(]+)")
+_IPY_OLD = lazy_compile(
     r"^(?P<file><ipython-input-[^>\s]+>|(?:~|/|[A-Za-z]:\\)[^\n]*?) in (?P<func>[\w.<>]+)(?:\(.*\))?\s*$"
 )
-_IPY_ARROW = regex.compile(r"^-+> ?(?P<line>\d+)")
+_IPY_ARROW = lazy_compile(r"^-+> ?(?P<line>\d+)")
 # rich: a box from "╭─── Traceback (most recent call last) ───╮" to "╰───╯", frames as
 # "│ /path/x.py:12 in f │" (wrapped over lines when long), the message below it wrapped at the
 # terminal width with a space left at the end of each wrapped line.
-_RICH_TOP = regex.compile(r"^╭─+ ?Traceback \(most recent call last\) ?─+╮\s*$")
-_RICH_FRAME = regex.compile(r"^(?P<file>[^\n]+?):(?P<line>\d+) in (?P<func>\S+)$")
+_RICH_TOP = lazy_compile(r"^╭─+ ?Traceback \(most recent call last\) ?─+╮\s*$")
+_RICH_FRAME = lazy_compile(r"^(?P<file>[^\n]+?):(?P<line>\d+) in (?P<func>\S+)$")
 # pytest: "E   " before each line of the message; frames as "path.py:12: in f" (short) or a
 # "path.py:12: " line after each frame's source (long), "path.py:12: ValueError" last.
-_E_LINE = regex.compile(r"^E(?:[ \t]{2,}|[ \t]*$)")
-_LOCATION = regex.compile(
+_E_LINE = lazy_compile(r"^E(?:[ \t]{2,}|[ \t]*$)")
+_LOCATION = lazy_compile(
     r"^(?P<file>(?:[A-Za-z]:[\\/])?[^\s:][^:\n]*?):(?P<line>\d+):"
     rf"(?: in (?P<func>\S+)| (?P<cls>{_CLASS})(?::.*)?)?[ \t]*$"
 )
-_TEST_HEADER = regex.compile(r"^_{3,} .+ _{3,}\s*$")
-_SUMMARY = regex.compile(rf"^(?:FAILED|ERROR) [^\n]+? - (?P<cls>{_CLASS}): (?P<msg>.*)$")
+_TEST_HEADER = lazy_compile(r"^_{3,} .+ _{3,}\s*$")
+_SUMMARY = lazy_compile(rf"^(?:FAILED|ERROR) [^\n]+? - (?P<cls>{_CLASS}): (?P<msg>.*)$")
 # Lines that end a message: a banner ("==== short test summary info ===="), a fence, and after
 # a blank line, a prompt, a heading, a rule or another "Class: message".
-_BANNER = regex.compile(r"^([=_\-~*#])\1{2,} .*\S.* \1{3,}\s*$")
-_FENCE = regex.compile(r"^\s*(?:```|~~~)")
-_AFTER_BLANK = regex.compile(
+_BANNER = lazy_compile(r"^([=_\-~*#])\1{2,} .*\S.* \1{3,}\s*$")
+_FENCE = lazy_compile(r"^\s*(?:```|~~~)")
+_AFTER_BLANK = lazy_compile(
     r"^(?:\$ |>>> |In \[\d+\]: |#{1,6} |-{20,}\s*$|Process finished with exit code)"
 )
 

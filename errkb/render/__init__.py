@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -80,7 +79,7 @@ def style_for(file: TextIO, options: Options) -> Style:
     if options.width:
         width = options.width
     elif tty:
-        width = shutil.get_terminal_size((100, 24)).columns
+        width = _terminal_width(file)
     else:
         try:
             width = int(env.get("COLUMNS", "100"))
@@ -91,6 +90,24 @@ def style_for(file: TextIO, options: Options) -> Style:
     encoding = (getattr(file, "encoding", None) or "utf-8").lower().replace("-", "")
     ascii_only = options.ascii if options.ascii is not None else not encoding.startswith("utf")
     return Style(color=color, width=width, ascii=ascii_only or env.get("TERM") == "dumb")
+
+
+def _terminal_width(file: Any) -> int:
+    """``COLUMNS`` when set, else the width of the terminal ``file`` writes to, else 100.
+
+    What :func:`shutil.get_terminal_size` gives, for the stream written to rather than stdout,
+    without importing :mod:`shutil` (and its compression modules) on a first diagnosis.
+    """
+    try:
+        columns = int(os.environ.get("COLUMNS", "0"))
+    except ValueError:
+        columns = 0
+    if columns > 0:
+        return columns
+    try:
+        return os.get_terminal_size(file.fileno()).columns or 100
+    except (AttributeError, ValueError, OSError):
+        return 100
 
 
 def render(diagnosis: Diagnosis, options: Options) -> None:

@@ -57,3 +57,30 @@ def test_diagnose_guarded_gives_none_for_an_unknown_error(message):
     """An exception no record knows gives no value and no problem."""
     outcome = diagnose_guarded(RuntimeError(message), Options(probes=False))
     assert (None, None) == (outcome.value, outcome.problem)
+
+
+def test_the_collector_pauses_for_the_work_and_is_on_again_after_it():
+    """gc is off while the work runs and as it was after: when it ends, fails or hangs."""
+    import gc
+
+    assert gc.isenabled()
+    assert guarded(gc.isenabled, timeout=5).value is False
+    assert gc.isenabled()
+
+    def fail() -> None:
+        raise RuntimeError("boom")
+
+    assert guarded(fail, timeout=5).problem is not None
+    assert gc.isenabled()
+
+    release = threading.Event()
+    assert guarded(lambda: release.wait(10), timeout=0.05).problem is not None
+    assert gc.isenabled()  # given up: on again while the work still hangs
+    release.set()
+
+    gc.disable()
+    try:
+        guarded(lambda: None, timeout=5)
+        assert not gc.isenabled()  # a program that had it off keeps it off
+    finally:
+        gc.enable()
