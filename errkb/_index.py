@@ -248,9 +248,12 @@ def message_keys(message: str) -> MessageKeys:
     """
     tokens = set(words_of(message))
     starts = set(map(_PREFIX, tokens))
-    starts.update(map(_LONG_PREFIX, tokens))
     ends = set(map(_SUFFIX, tokens))
-    ends.update(map(_LONG_SUFFIX, tokens))
+    # A word shorter than LONG_AFFIX would give itself, which no long key equals.
+    long = [t for t in tokens if len(t) >= LONG_AFFIX]
+    if long:
+        starts.update(map(_LONG_PREFIX, long))
+        ends.update(map(_LONG_SUFFIX, long))
     return tokens, starts, ends
 
 

@@ -72,7 +72,7 @@ CACHE_FORMAT = "errkb.pack-cache/1"
 #: Packs smaller than this many bytes load fast enough without a cache.
 MIN_CACHED = 1 << 20
 #: The version of a shipped index's layout: header, problems, literal table, record lines.
-INDEX_FORMAT = "errkb.pack-index/3"  # JSON lines, then binary numbers
+INDEX_FORMAT = "errkb.pack-index/4"  # JSON lines, then binary numbers
 #: The suffix of a pack's shipped index, added to the pack's file name.
 INDEX_SUFFIX = ".index"
 #: The name of the one index of every pack of a folder (the wheel's mined packs have one).
@@ -195,18 +195,15 @@ class LazyPack:
         from errkb._index import KINDS
 
         self._packs = packs
-        # Pack, line number, offset and length of each record's line, and its second-level
-        # key (its number in the second-level tables; -1: the first level's keys again), flat.
+        # Pack, line number, offset and length of each record's line, flat.
         self._lines = lines
-        self._seconds = lines[4::_PER_ROW]  # each row's second-level key number, a view
         self._maps: list[Any] = [None] * len(packs)  # each pack, mapped on first read
-        # The first level's tables: key -> start * _SPAN + count of its rows in ``rows``; the
-        # second level's: key -> its number.
+        # Each level's tables, one a kind: key -> start * _SPAN + count of its rows in ``rows``.
         self._first: list[dict[str, int]] = [table[kind] for kind in KINDS[:3]]
         self._second: list[dict[str, int]] = [table[kind] for kind in KINDS[3:]]
         self._rows = rows
-        # Each first-level kind's key -> its rows, as read so far (see _met).
-        self._spans: list[dict[str, tuple[int, ...]]] = [{}, {}, {}]
+        # Each kind's key -> its rows, as read so far (see _met).
+        self._spans: list[dict[str, tuple[tuple[int, ...], tuple[int, ...]]]] = [{} for _ in KINDS]
         self._always: list[int] = table["always"]
         self._written: list[int] = table["written"]  # the rows not tagged mined
         self._listing = listing  # the gzip listing beside the index, if it ships one
@@ -272,22 +269,31 @@ class LazyPack:
                     self._maps[pack] = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
         return bytes(self._maps[pack][offset : offset + length])
 
-    def _met(self, met: MessageKeys) -> set[int]:
-        """The rows filed under the first-level keys a message meets.
+    def _met(self, met: MessageKeys, level: int) -> tuple[set[int], set[int]]:
+        """The rows filed under the keys a message meets at the first level (0) or second (1).
+
+        And, at the first level, those of them that need no second-level key.
 
         A key's rows are read from the index's array once, then kept as a tuple: the keys a
         process's messages meet are few, and their rows are then read at C speed.
         """
         rows = self._rows
         found: set[int] = set()
-        for table, have, spans in zip(self._first, met, self._spans, strict=True):
+        ahead: set[int] = set()
+        tables = self._second if level else self._first
+        for table, have, spans in zip(
+            tables, met, self._spans[3 * level : 3 * level + 3], strict=True
+        ):
             for key in have & table.keys():
                 span = spans.get(key)
                 if span is None:
-                    start, count = divmod(table[key], _SPAN)
-                    span = spans[key] = tuple(rows[start : start + count])
-                found.update(span)
-        return found
+                    code, count = divmod(table[key], _SPAN)
+                    start, first = divmod(code, _SPAN)
+                    every = tuple(rows[start : start + count])
+                    span = spans[key] = (every, every[:first])
+                found.update(span[0])
+                ahead.update(span[1])
+        return found, ahead
 
     def candidates(self, message: str, keys: MessageKeys | None = None) -> list[RecordRef]:
         """The refs of the records that may match ``message``, in pack order.
@@ -298,14 +304,11 @@ class LazyPack:
             from errkb._index import message_keys
 
             keys = message_keys(message)
-        rows: set[int] = set(self._always)
-        first = self._met(keys)
-        if first:  # those whose second-level key the message meets too
-            met = {-1}
-            for table, have in zip(self._second, keys, strict=True):
-                met.update(map(table.__getitem__, have & table.keys()))
-            seconds = self._seconds
-            rows.update(row for row in first if seconds[row] in met)
+        rows, ahead = self._met(keys, 0)
+        if rows:  # those met at the second level too, and those met at the first alone
+            rows &= self._met(keys, 1)[0]
+            rows |= ahead
+        rows.update(self._always)
         contains = message.__contains__
         found = []
         for row in sorted(rows):
@@ -369,10 +372,12 @@ class LazyPack:
         return [self._listed[row] for row in self._written]
 
 
-# A first-level table's value is start * _SPAN + count: no key has that many rows.
-_SPAN = 1 << 24
-# The numbers kept for each row: pack, line number, offset, length, second-level key.
-_PER_ROW = 5
+# A table's value is (start * _SPAN + ahead) * _SPAN + count: where the key's rows are in the
+# rows array, how many of them come first for being met when the first level is (none at the
+# second level), and how many there are. No key has that many rows.
+_SPAN = 1 << 20
+# The numbers kept for each row: pack, line number, offset, length.
+_PER_ROW = 4
 
 
 def lazy_pack(path: Path, label: str, problems: list[RecordError]) -> LazyPack | None:
@@ -512,7 +517,7 @@ def records_patterns(refs: Iterable[RecordRef | Record]) -> set[str]:
 def _write_index(
     where: Path, paths: list[Path], label: str, *, listing: bool = False, top: Path | None = None
 ) -> Path:
-    from errkb._index import KINDS
+    from errkb._index import KINDS, SECOND
 
     packs: list[_Pack] = []
     refs: list[RecordRef] = []
@@ -526,40 +531,40 @@ def _write_index(
         refs.extend(_read(pack, found))
         problems.extend((len(packs) - 1, p) for p in found)
     _plan(refs)
-    filed: dict[str, dict[str, list[int]]] = {kind: {} for kind in KINDS[:3]}
-    second: dict[str, dict[str, int]] = {kind: {} for kind in KINDS[3:]}
+    # Each row under its first-level keys, and under its own second-level key. A row whose
+    # second level only has its first level's keys again (see errkb._index.plan_keys) is
+    # met when the first is: such rows come first among a key's rows, their count kept.
+    filed: dict[str, dict[str, list[int]]] = {kind: {} for kind in KINDS}
     always: list[int] = []
-    seconds: list[int] = []
+    again: set[int] = set()
     for row, ref in enumerate(refs):
         keys = ref.keys or []
         if not keys:
             always.append(row)
-        for kind, key in keys:
-            if kind in filed:
-                filed[kind].setdefault(key, []).append(row)
-        # One second-level key, or the first level's again (-1: met when the first is).
-        again = [(kind, key) for kind, key in keys if kind in second]
-        if len(again) == 1 and (again[0][0][:-1], again[0][1]) not in keys:
-            kind, key = again[0]
-            seconds.append(second[kind].setdefault(key, sum(map(len, second.values()))))
-        else:
-            seconds.append(-1)
+        first = {(kind, key) for kind, key in keys if not kind.endswith(SECOND)}
+        own = [(k, key) for k, key in keys if k.endswith(SECOND) and (k[:-1], key) not in first]
+        if not own:
+            again.add(row)
+        for kind, key in (*first, *own):
+            filed[kind].setdefault(key, []).append(row)
     flat: list[int] = []
     numbers = _Numbers()
-    table: dict[str, Any] = {kind: numbers.table(ids) for kind, ids in second.items()}
+    table: dict[str, Any] = {}
     for kind, filed_rows in filed.items():
         codes = {}
         for key, rows in filed_rows.items():
-            codes[key] = len(flat) * _SPAN + len(rows)
-            flat.extend(rows)
+            ahead = [row for row in rows if row in again] if kind in KINDS[:3] else []
+            codes[key] = (len(flat) * _SPAN + len(ahead)) * _SPAN + len(rows)
+            flat.extend(ahead)
+            flat.extend(row for row in rows if row not in ahead)
         table[kind] = numbers.table(codes)
     table["always"] = always
     table["written"] = [row for row, ref in enumerate(refs) if "mined" not in ref.tags]
     number = {id(pack): n for n, pack in enumerate(packs)}
     lines: list[int] = []
-    for ref, key_number in zip(refs, seconds, strict=True):
+    for ref in refs:
         body: _Line = ref._body  # type: ignore[assignment]  # noqa: SLF001 - our own refs
-        lines += (number[id(body.pack)], body.number, body.offset, body.length, key_number)
+        lines += (number[id(body.pack)], body.number, body.offset, body.length)
     bad = [
         [n, p.source[len(packs[n].label) :], p.problem, p.record_id, p.field]
         for n, p in problems
