@@ -163,6 +163,15 @@ class FrameView:
         except Exception:
             return default
 
+    def locals(self) -> dict[str, Any]:
+        """A copy of the frame's local variables (empty once closed, or when unreadable)."""
+        if self._frame is None:
+            return {}
+        try:
+            return dict(self._frame.f_locals)
+        except Exception:
+            return {}
+
     def close(self) -> None:
         """Drop the frame."""
         self._frame = None

@@ -1,0 +1,526 @@
+"""The out-of-memory advisor: where a GPU's memory went, and the one fix its figures decide.
+
+torch's ``CUDA out of memory`` (and ``HIP``) message carries the figures that decide what to
+do: the request, the card's total and free memory, what this process holds, what other
+processes hold (``Process N has X memory in use``, one line each), what live tensors occupy
+and what the allocator keeps reserved but unused. The frames, for a live exception, add the
+model (its weights, gradients and optimizer state) and the batch size. From them one
+situation is chosen, in this order, and its fix is the first solution:
+
+1. ``another process``: other processes hold at least what the request lacks: stop them or
+   move to a free card.
+2. ``fragmentation``: the memory reserved but unallocated is at least the request: the
+   allocator's expandable segments (the setting the message itself names).
+3. ``single request``: the one tensor asked for is larger than what the card could give this
+   process at all: shrink that tensor; nothing else helps.
+4. ``weights``: the model's weights, gradients and optimizer state alone exceed the card: what
+   does fit, with the arithmetic.
+5. ``activations``: the rest: the batch size that fits, an estimate, with gradient
+   accumulation raised so that the effective batch stays exactly what it was.
+
+Each figure says where it came from: the message, a frame, or computed from those.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import regex
+
+from errkb.advisors import Advice, Contract, Variant, advisor
+from errkb.findings import ExampleFix, Fact, Solution
+from errkb.units import format_bytes, to_bytes
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Mapping
+
+    from errkb.evidence import Evidence
+    from errkb.match import Match
+
+__all__ = ["CONTRACT", "Figures", "ModelMemory", "advise", "figures_of", "situation"]
+
+CONTRACT = Contract(
+    name="out-of-memory",
+    variants=(
+        Variant(
+            name="figures",
+            requires={"requested", "requested_unit", "free", "free_unit"},
+            reads={"total", "allocated", "reserved_unallocated", "reserved", "process_in_use"},
+        ),
+        Variant(name="request", requires={"requested", "requested_unit"}),
+    ),
+)
+
+#: The situations, in the order they are decided (see the module docstring).
+SITUATIONS = ("another process", "fragmentation", "single request", "weights", "activations")
+
+# One line per other process on the card, as torch (2.1 and later) writes them.
+_PROCESS = regex.compile(
+    r"Process (?P<pid>\d+) has (?P<n>\d+(?:\.\d+)?) (?P<unit>[KMGTP]iB|bytes) memory in use"
+)
+# The allocator setting the message names, when it names one.
+_SETTING = regex.compile(r"(?P<var>PYTORCH_(?:CUDA|HIP)_ALLOC_CONF)=expandable_segments:True")
+# What the batch is left with, at least: the message's figures are a lower bound of the peak.
+HEADROOM = 0.9
+# Other processes count as the cause when they hold at least this share of the card.
+_OTHERS_SHARE = 0.05
+#: The device types whose tensors are on the card (ROCm's are "cuda" too).
+CARD_DEVICES = frozenset({"cuda"})
+# Bytes of optimizer state per trainable parameter, by class: Adam keeps two fp32 moments.
+_STATE_BYTES = {"Adam": 8, "AdamW": 8, "Adamax": 8, "NAdam": 8, "RAdam": 8, "Adagrad": 4}
+
+
+@attrs.frozen(kw_only=True)
+class Figures:
+    """The message's figures, in bytes (``None`` where this wording has none)."""
+
+    requested: int
+    free: int | None = None
+    total: int | None = None
+    this_process: int | None = None
+    allocated: int | None = None
+    reserved_unallocated: int | None = None
+    #: Other processes on the card: (pid, bytes), as the message lists them.
+    others: tuple[tuple[int, int], ...] = ()
+    #: The allocator's environment variable the message names, if it names one.
+    setting: str | None = None
+    #: The wording of torch 2.0 and older ("reserved in total by PyTorch"), whose message
+    #: advises max_split_size_mb.
+    older: bool = False
+
+    @property
+    def others_bytes(self) -> int:
+        """What the other processes hold, together."""
+        return sum(n for _, n in self.others)
+
+    @property
+    def shortfall(self) -> int | None:
+        """How much more the request needed than the card had free (at least 0)."""
+        return None if self.free is None else max(self.requested - self.free, 0)
+
+
+@attrs.frozen(kw_only=True)
+class ModelMemory:
+    """A model found in the frames: what it keeps on the GPU for training, in bytes."""
+
+    weights: int
+    gradients: int
+    optimizer_state: int
+    #: How the optimizer state was counted: its tensors, or its class's rule.
+    optimizer: str | None = None
+    #: The weights' bytes were counted in a floating type wider than bf16 (fp32).
+    wide: bool = False
+
+    @property
+    def fixed(self) -> int:
+        """Weights, gradients and optimizer state: what no batch size changes."""
+        return self.weights + self.gradients + self.optimizer_state
+
+
+@attrs.frozen(kw_only=True)
+class Batch:
+    """The batch size found in the frames, and the gradient accumulation beside it."""
+
+    size: int
+    accumulation: int = 1
+    #: Where it was found: the keywords to change, by what holds them.
+    size_name: str = "batch_size"
+    accumulation_name: str | None = None
+
+
+def _size(captures: Mapping[str | int, object], name: str) -> int | None:
+    value, unit = captures.get(name), captures.get(f"{name}_unit")
+    if not isinstance(value, (int, float)) or not isinstance(unit, str):
+        return None
+    return _bytes(value, unit)
+
+
+def _bytes(value: float, unit: str) -> int:
+    return int(value) if unit == "bytes" else to_bytes(value, unit)
+
+
+def figures_of(captures: Mapping[str | int, object], message: str | None) -> Figures | None:
+    """The figures of a match of the record (its captures), and of its message's text."""
+    requested = _size(captures, "requested")
+    if requested is None:
+        return None
+    allocated = _size(captures, "allocated")
+    unused = _size(captures, "reserved_unallocated")
+    reserved = _size(captures, "reserved")  # the older wording: reserved in total
+    if unused is None and reserved is not None and allocated is not None:
+        unused = max(reserved - allocated, 0)
+    others: tuple[tuple[int, int], ...] = ()
+    setting = None
+    if message:
+        others = tuple(
+            (int(m["pid"]), _bytes(float(m["n"]), m["unit"])) for m in _PROCESS.finditer(message)
+        )
+        named = _SETTING.search(message)
+        setting = named["var"] if named else None
+    return Figures(
+        requested=requested,
+        free=_size(captures, "free"),
+        total=_size(captures, "total"),
+        this_process=_size(captures, "process_in_use"),
+        allocated=allocated,
+        reserved_unallocated=unused,
+        others=others,
+        setting=setting,
+        older=reserved is not None,
+    )
+
+
+def situation(fig: Figures, model: ModelMemory | None = None, *, moving: bool = False) -> str:
+    """Which of :data:`SITUATIONS` the figures show (see the module docstring).
+
+    ``moving``: the traceback runs through a module being moved to the device (``.to()``,
+    ``.cuda()``): the weights were still arriving when the card ran out.
+    """
+    shortfall = fig.shortfall
+    if (
+        fig.others
+        and shortfall is not None
+        and fig.others_bytes >= shortfall
+        and fig.total
+        and fig.others_bytes >= _OTHERS_SHARE * fig.total
+    ):
+        return "another process"
+    if fig.reserved_unallocated is not None and fig.reserved_unallocated >= fig.requested > 0:
+        return "fragmentation"
+    if fig.total is not None and fig.requested > fig.total - fig.others_bytes:
+        return "single request"
+    if model is not None and fig.total is not None and model.fixed > fig.total - fig.others_bytes:
+        return "weights"
+    if moving:
+        return "weights"
+    return "activations"
+
+
+# --- what the frames hold ----------------------------------------------------------------
+
+
+def _torch() -> Any:
+    return sys.modules.get("torch")  # never imported here: only a program that uses it
+
+
+def _values(evidence: Evidence) -> Iterator[Any]:
+    """The local values of the frames, innermost first, and the attributes a Trainer holds."""
+    for view in evidence.frames():
+        for value in view.locals().values():
+            yield value
+            if type(value).__name__ == "Trainer" or hasattr(value, "create_optimizer"):
+                for name in ("model", "optimizer", "args"):
+                    held = getattr(value, name, None)
+                    if held is not None:
+                        yield held
+
+
+def _model_memory(evidence: Evidence) -> ModelMemory | None:
+    torch = _torch()
+    if torch is None:
+        return None
+    module = next((v for v in _values(evidence) if isinstance(v, torch.nn.Module)), None)
+    if module is None:
+        return None
+    weights = gradients = trainable = 0
+    wide = False
+    for param in module.parameters():
+        if param.device.type not in CARD_DEVICES:
+            continue  # offloaded, or not placed yet: it holds nothing on the card
+        size = param.numel() * param.element_size()
+        weights += size
+        wide = wide or (param.is_floating_point() and param.element_size() >= 4)
+        if param.requires_grad:
+            gradients += size
+            trainable += param.numel()
+    optimizer = next((v for v in _values(evidence) if isinstance(v, torch.optim.Optimizer)), None)
+    state, how = 0, None
+    if optimizer is not None:
+        held = [t for s in optimizer.state.values() for t in s.values() if torch.is_tensor(t)]
+        if held:
+            on_card = [t for t in held if t.device.type in CARD_DEVICES]
+            state = sum(t.numel() * t.element_size() for t in on_card)
+            how = f"{type(optimizer).__name__}: its state's tensors"
+        elif type(optimizer).__name__ in _STATE_BYTES:
+            per = _STATE_BYTES[type(optimizer).__name__]
+            state = per * trainable
+            how = f"{type(optimizer).__name__}: {per} bytes a trainable parameter, before its first step"
+    return ModelMemory(
+        weights=weights, gradients=gradients, optimizer_state=state, optimizer=how, wide=wide
+    )
+
+
+def _batch(evidence: Evidence) -> Batch | None:
+    for value in _values(evidence):
+        if isinstance(value, type):
+            continue  # a class: its defaults are no one's settings
+        size = getattr(value, "per_device_train_batch_size", None)
+        if isinstance(size, int) and not isinstance(size, bool) and size > 0:
+            steps = getattr(value, "gradient_accumulation_steps", 1)
+            return Batch(
+                size=size,
+                accumulation=steps if isinstance(steps, int) and steps > 0 else 1,
+                size_name="per_device_train_batch_size",
+                accumulation_name="gradient_accumulation_steps",
+            )
+        torch = _torch()
+        loader = torch is not None and isinstance(value, torch.utils.data.DataLoader)
+        if loader and isinstance(value.batch_size, int) and value.batch_size > 0:
+            return Batch(size=value.batch_size)
+    return None
+
+
+def _moving(evidence: Evidence) -> bool:
+    """Whether a module's parameters were being moved to the device when memory ran out."""
+    return any(
+        view.function in ("_apply", "convert")
+        and view.file.replace("\\", "/").endswith("torch/nn/modules/module.py")
+        for view in evidence.frames()
+    )
+
+
+# --- the fix -------------------------------------------------------------------------------
+
+
+def fitting_batch(fig: Figures, batch: Batch, fixed: int) -> tuple[int, int] | None:
+    """The micro-batch that fits and the accumulation that keeps the effective batch.
+
+    The step's activations are at least what was allocated, less ``fixed`` (weights,
+    gradients, optimizer state), plus the request; what they may have is what this process's
+    allocator could reach (free, allocated, reserved) less ``fixed``; :data:`HEADROOM` of
+    that ratio scales the batch. The micro-batch divides the effective batch (micro-batch x
+    accumulation stays exactly what it was). ``None`` when the figures give no smaller batch.
+    """
+    if fig.free is None or fig.allocated is None:
+        return None
+    reach = fig.free + fig.allocated + (fig.reserved_unallocated or 0)
+    needed = fig.allocated - fixed + fig.requested
+    budget = reach - fixed
+    if needed <= 0 or budget <= 0:
+        return None
+    largest = math.floor(batch.size * HEADROOM * budget / needed)
+    if largest >= batch.size:
+        return None
+    effective = batch.size * batch.accumulation
+    micro = max((d for d in range(1, max(largest, 1) + 1) if effective % d == 0), default=1)
+    return (micro, effective // micro) if micro < batch.size else None
+
+
+def _facts(fig: Figures, model: ModelMemory | None, batch: Batch | None) -> list[Fact]:
+    facts = [Fact(name="requested", value=fig.requested, unit="bytes", source="message")]
+    for name, value in (
+        ("gpu_total", fig.total),
+        ("gpu_free", fig.free),
+        ("this_process_in_use", fig.this_process),
+        ("allocated_by_pytorch", fig.allocated),
+        ("reserved_unallocated", fig.reserved_unallocated),
+    ):
+        if value is not None:
+            facts.append(Fact(name=name, value=value, unit="bytes", source="message"))
+    if fig.others:
+        pids = ", ".join(str(pid) for pid, _ in fig.others)
+        facts.append(
+            Fact(name="other_processes", value=fig.others_bytes, unit="bytes", source="message",
+                 note=f"pids {pids}")
+        )  # fmt: skip
+    if fig.shortfall:  # none when the card had the request free (it failed in the allocator)
+        facts.append(Fact(name="shortfall", value=fig.shortfall, unit="bytes", source="computed"))
+    if model is not None:
+        facts += [
+            Fact(name="weights_on_gpu", value=model.weights, unit="bytes", source="frame"),
+            Fact(name="gradients", value=model.gradients, unit="bytes", source="computed",
+                 note="one per trainable parameter, its dtype"),
+            Fact(name="optimizer_state", value=model.optimizer_state, unit="bytes",
+                 source="frame" if model.optimizer and "tensors" in model.optimizer else "computed",
+                 note=model.optimizer),
+        ]  # fmt: skip
+    if batch is not None:
+        facts.append(Fact(name=batch.size_name, value=batch.size, source="frame"))
+        if batch.accumulation_name:
+            facts.append(
+                Fact(name=batch.accumulation_name, value=batch.accumulation, source="frame")
+            )
+    return facts
+
+
+def _solutions(
+    kind: str, fig: Figures, model: ModelMemory | None, batch: Batch | None
+) -> list[Solution]:
+    b = format_bytes
+    if kind == "another process":
+        pids = ", ".join(f"{pid} ({b(n)})" for pid, n in fig.others)
+        return [Solution(
+            text=f"Free the GPU: other processes hold {b(fig.others_bytes)} of it ({pids}), at "
+            f"least the {b(fig.shortfall or 0)} this request lacked. Stop them (nvidia-smi "
+            "lists them) or run this job on a card nobody uses (CUDA_VISIBLE_DEVICES).",
+            settings={"stop_pids": [pid for pid, _ in fig.others]},
+        )]  # fmt: skip
+    if kind == "fragmentation":
+        var = fig.setting or "PYTORCH_CUDA_ALLOC_CONF"
+        return [Solution(
+            text=f"Set {var}=expandable_segments:True in the environment before torch is "
+            f"imported (the line that starts the job, or os.environ at the top of the script): "
+            f"{b(fig.reserved_unallocated or 0)} is reserved by PyTorch but unallocated, more "
+            f"than the {b(fig.requested)} asked for, in pieces too small for it.",
+            settings={var: "expandable_segments:True"},
+        )] if not fig.older else [Solution(
+            text=f"{b(fig.reserved_unallocated or 0)} is reserved by PyTorch but unallocated, "
+            f"more than the {b(fig.requested)} asked for: set PYTORCH_CUDA_ALLOC_CONF="
+            "max_split_size_mb:<MB> before torch starts, as this release's message advises, so "
+            "that large cached blocks are not split.",
+        )]  # fmt: skip
+    if kind == "single request":
+        room = (fig.total or 0) - fig.others_bytes
+        return [Solution(
+            text=f"One tensor of {b(fig.requested)} was asked for, more than this card could ever "
+            f"give this process ({b(room)}): shrink that tensor (its batch, sequence length or "
+            "resolution) or split the work across devices; no allocator setting and no freed "
+            "memory can hold it.",
+        )]  # fmt: skip
+    if kind == "weights":
+        return _weights_solutions(fig, model)
+    return _activation_solutions(fig, model, batch)
+
+
+def _weights_solutions(fig: Figures, model: ModelMemory | None) -> list[Solution]:
+    b = format_bytes
+    if model is None:
+        return [Solution(
+            text="The card ran out while the model's weights were being moved onto it: load "
+            "them in bf16 or 8/4-bit, or let device_map='auto' (accelerate) offload what does "
+            "not fit to the CPU.",
+        )]  # fmt: skip
+    room = (fig.total or 0) - fig.others_bytes
+    parts = (
+        f"weights {b(model.weights)} + gradients {b(model.gradients)} + optimizer state "
+        f"{b(model.optimizer_state)} = {b(model.fixed)}, more than the {b(room)} this card has"
+    )
+    options = [
+        ("freeze the base model and train adapters (LoRA): about the weights alone",
+         model.weights),
+        ("an 8-bit optimizer (bitsandbytes' AdamW8bit): a quarter of the optimizer state",
+         model.weights + model.gradients + model.optimizer_state // 4),
+    ]  # fmt: skip
+    if model.wide:
+        options.append(
+            ("bf16 weights and gradients: half of them",
+             (model.weights + model.gradients) // 2 + model.optimizer_state)
+        )  # fmt: skip
+    fits = [f"{what}: {b(total)}" for what, total in options if total < room]
+    text = f"The model alone does not fit: {parts}."
+    text += (
+        " What fits: " + "; ".join(fits) + ". Activations need room on top."
+        if fits
+        else " None of LoRA, an 8-bit optimizer or bf16 brings it under the card: offload "
+        "(device_map, DeepSpeed ZeRO) or a smaller model."
+    )
+    return [Solution(text=text)]
+
+
+def _activation_solutions(
+    fig: Figures, model: ModelMemory | None, batch: Batch | None
+) -> list[Solution]:
+    b = format_bytes
+    fixed = model.fixed if model is not None else fig.allocated or 0
+    basis = (
+        "the model's weights, gradients and optimizer state from the frames"
+        if model is not None
+        else "all that was allocated taken as fixed, the cautious reading"
+    )
+    if batch is not None:
+        fitted = fitting_batch(fig, batch, fixed)
+        if fitted is not None:
+            micro, steps = fitted
+            text = f"Lower {batch.size_name} from {batch.size} to {micro}"
+            settings: dict[str, object] = {batch.size_name: micro}
+            if batch.accumulation_name:
+                text += f" and raise {batch.accumulation_name} from {batch.accumulation} to {steps}"
+                settings[batch.accumulation_name] = steps
+                text += f": the effective batch stays {batch.size * batch.accumulation}."
+            else:
+                text += f" and accumulate gradients over {steps} steps to keep the batch of {batch.size}."
+            text += (
+                f" An estimate ({basis}; the message's figures are a lower bound of the step's "
+                f"peak, so it keeps {round((1 - HEADROOM) * 100)}% headroom); gradient "
+                "checkpointing saves more."
+            )
+            return [Solution(text=text, settings=settings, estimate=True)]
+    share = None
+    if fig.free is not None and fig.allocated is not None:
+        reach = fig.free + fig.allocated + (fig.reserved_unallocated or 0) - fixed
+        needed = fig.allocated - fixed + fig.requested
+        if needed > 0 and reach > 0:
+            share = min(HEADROOM * reach / needed, 1.0)
+    text = (
+        f"This step's tensors need more than the card has left: {b(fig.requested)} more was "
+        f"asked for with {b(fig.free or 0)} free."
+    )
+    if share is not None and share < 1:
+        text += (
+            f" Lower the batch size (or sequence length) to about {math.floor(share * 100)}% of "
+            f"today's, an estimate ({basis}), and keep the effective batch with gradient "
+            "accumulation; or turn on gradient checkpointing."
+        )
+    else:
+        text += " Lower the batch size, keeping the effective batch with gradient accumulation, or turn on gradient checkpointing."
+    return [Solution(text=text, estimate=share is not None)]
+
+
+def _message(evidence: Evidence) -> str | None:
+    return next(
+        (
+            i.message
+            for i in evidence.infos
+            if "out of memory" in i.message and "Tried to" in i.message
+        ),
+        None,
+    )
+
+
+@advisor(CONTRACT)
+def advise(match: Match, evidence: Evidence) -> Advice | None:
+    """The situation the figures show, its fix first, and the figures as facts."""
+    fig = figures_of(match.captures, _message(evidence))
+    if fig is None or fig.free is None:
+        return None  # the request alone decides nothing: the record's own solutions stand
+    model = _model_memory(evidence)
+    batch = _batch(evidence)
+    kind = situation(fig, model, moving=_moving(evidence))
+    facts = _facts(fig, model, batch)
+    facts.append(Fact(name="situation", value=kind, source="computed"))
+    found = _solutions(kind, fig, model, batch)
+    example = _example(found[0])
+    return Advice(
+        solutions=tuple(found),
+        facts=tuple(facts),
+        example_fix=example,
+        # The record's example lowers a batch size: beside another fix it would contradict it.
+        withhold_example=example is None and kind != "activations",
+    )
+
+
+def _example(first: Solution) -> ExampleFix | None:
+    """The first solution's settings shown as they are set, when it has any to show."""
+    settings = {k: v for k, v in first.settings.items() if k != "stop_pids"}
+    if not settings:
+        return None
+    variable = next((k for k in settings if k.startswith("PYTORCH_")), None)
+    if variable is not None:
+        value = settings[variable]
+        return ExampleFix(
+            before=None,
+            after=f"{variable}={value} python train.py\n\n# or at the very top of the script, "
+            f"before torch is imported:\nimport os\nos.environ[{variable!r}] = {value!r}\n"
+            "import torch",
+            note="an illustration: set it where your job starts",
+        )
+    args = ", ".join(f"{k}={v!r}" for k, v in settings.items())
+    holder = "TrainingArguments" if "per_device_train_batch_size" in settings else "DataLoader"
+    return ExampleFix(
+        before=None,
+        after=f"{holder}(..., {args})",
+        note="an illustration: change these in the call that sets them",
+    )

@@ -1,0 +1,188 @@
+"""The out-of-memory advisor: the situation real torch messages show, and the fix it computes.
+
+The messages are torch's own, copied from public reports (issue trackers and logs); the
+frames hold real torch modules and optimizers and a real transformers TrainingArguments.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import errkb
+from errkb.advisors import out_of_memory as oom
+from errkb.diagnosis import diagnose
+from errkb.options import Options
+
+GIB, MIB = 1 << 30, 1 << 20
+
+# (message, situation), each from a public report.
+REPORTED = [
+    (  # two other jobs hold 88 GiB of a 95 GiB card
+        (
+            "CUDA out of memory. Tried to allocate 130.00 MiB. GPU 0 has a total capacity of 94.96 GiB "
+            "of which 59.69 MiB is free. Process 502587 has 1.78 GiB memory in use. Process 745081 has "
+            "86.44 GiB memory in use. Including non-PyTorch memory, this process has 6.62 GiB memory in "
+            "use. Of the allocated memory 5.97 GiB is allocated by PyTorch, and 116.33 MiB is reserved "
+            "by PyTorch but unallocated. If reserved but unallocated memory is large try setting "
+            "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation "
+            "for Memory Management  (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)"
+        ),
+        "another process",
+    ),
+    (  # 301.75 MiB cached but unused, 2 MiB asked for
+        (
+            "CUDA out of memory. Tried to allocate 2.00 MiB. GPU 0 has a total capacity of 23.69 GiB of "
+            "which 3.69 MiB is free. Including non-PyTorch memory, this process has 23.68 GiB memory in "
+            "use. Of the allocated memory 23.04 GiB is allocated by PyTorch, and 301.75 MiB is reserved "
+            "by PyTorch but unallocated. If reserved but unallocated memory is large try setting "
+            "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation "
+            "for Memory Management  (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)"
+        ),
+        "fragmentation",
+    ),
+    (  # lm_eval's log_softmax over a batch of 8
+        (
+            "CUDA out of memory. Tried to allocate 3.75 GiB. GPU 0 has a total capacity of 23.53 GiB of "
+            "which 2.59 GiB is free. Including non-PyTorch memory, this process has 20.93 GiB memory in "
+            "use. Of the allocated memory 20.43 GiB is allocated by PyTorch, and 47.16 MiB is reserved by "
+            "PyTorch but unallocated. If reserved but unallocated memory is large try setting "
+            "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation "
+            "for Memory Management  (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)"
+        ),
+        "activations",
+    ),
+    (  # another process holds 256 MiB: far less than the 1.56 GiB missing
+        (
+            "CUDA out of memory. Tried to allocate 2.09 GiB. GPU 0 has a total capacty of 23.69 GiB of "
+            "which 541.00 MiB is free. Process 2006998 has 256.00 MiB memory in use. Including non-PyTorch "
+            "memory, this process has 22.89 GiB memory in use. Of the allocated memory 21.48 GiB is "
+            "allocated by PyTorch, and 1.11 GiB is reserved by PyTorch but unallocated. If reserved but "
+            "unallocated memory is large try setting max_split_size_mb to avoid fragmentation.  See "
+            "documentation for Memory Management and PYTORCH_CUDA_ALLOC_CONF"
+        ),
+        "activations",
+    ),
+    (  # torch 1.x wording
+        (
+            "CUDA out of memory. Tried to allocate 36.00 MiB (GPU 0; 7.93 GiB total capacity; 130.35 MiB "
+            "already allocated; 47.06 MiB free; 188.00 MiB reserved in total by PyTorch) If reserved "
+            "memory is >> allocated memory try setting max_split_size_mb to avoid fragmentation.  See "
+            "documentation for Memory Management and PYTORCH_CUDA_ALLOC_CONF"
+        ),
+        "fragmentation",
+    ),
+]
+
+
+def _match(message: str):
+    found = [
+        m
+        for m in errkb.lookup(message, "torch.OutOfMemoryError")
+        if "out-of-memory" in m.record.advisors
+    ]
+    assert found, message
+    return found[0]
+
+
+@pytest.mark.parametrize(("message", "expected"), REPORTED)
+def test_real_messages_get_the_situation_their_figures_show(message, expected):
+    fig = oom.figures_of(_match(message).captures, message)
+    assert fig is not None
+    assert oom.situation(fig) == expected
+
+
+def test_another_process_names_the_pids_and_what_they_hold():
+    message = REPORTED[0][0]
+    diagnosis = diagnose(torch.OutOfMemoryError(message), options=Options(probes=False))
+    finding = diagnosis.findings[0]
+    assert finding.record.id == "torch-cuda-out-of-memory"
+    first = finding.solutions[0]
+    assert "502587" in first.text
+    assert "745081" in first.text
+    assert first.settings == {"stop_pids": [502587, 745081]}
+    facts = {f.name: f for f in finding.facts}
+    assert facts["other_processes"].value == round(1.78 * GIB) + round(86.44 * GIB)
+    assert facts["other_processes"].source == "message"
+    assert facts["requested"].value == 130 * MIB
+    assert facts["situation"].value == "another process"
+    assert finding.example_fix is None  # the record's lowers a batch size: not this fix
+
+
+def test_fragmentation_names_the_variable_the_message_names():
+    diagnosis = diagnose(torch.OutOfMemoryError(REPORTED[1][0]), options=Options(probes=False))
+    example = diagnosis.findings[0].example_fix
+    assert example.after.startswith("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True python ")
+    assert "an illustration" in example.note
+    first = diagnosis.findings[0].solutions[0]
+    assert first.settings == {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
+    assert "before torch is imported" in first.text
+    older = diagnose(RuntimeError(REPORTED[4][0]), options=Options(probes=False))
+    assert "max_split_size_mb" in older.findings[0].solutions[0].text
+    assert not older.findings[0].solutions[0].settings  # no value is made up for it
+
+
+def test_the_single_request_larger_than_the_card():
+    fig = oom.Figures(requested=30 * GIB, free=1 * GIB, total=24 * GIB, allocated=20 * GIB)
+    assert oom.situation(fig) == "single request"
+    fig = oom.Figures(requested=3 * GIB, free=1 * GIB, total=24 * GIB, others=((7, 22 * GIB),))
+    assert oom.situation(fig) == "another process"  # others first: they are why it is short
+
+
+def test_a_request_alone_decides_nothing():
+    assert diagnose(torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 55.57 GiB."),
+                    options=Options(probes=False)).findings[0].solutions[0].settings == {}  # fmt: skip
+
+
+def test_the_fitting_batch_keeps_the_effective_batch_exactly():
+    fig = oom.Figures(requested=4 * GIB, free=2 * GIB, total=24 * GIB, allocated=20 * GIB,
+                      reserved_unallocated=0)  # fmt: skip
+    micro, steps = oom.fitting_batch(fig, oom.Batch(size=8, accumulation=2), fixed=12 * GIB)
+    # activations >= 20 - 12 + 4 = 12 GiB for 8; 22 - 12 = 10 GiB left: 8 * 0.9 * 10/12 = 6
+    assert micro * steps == 16
+    assert micro == 4  # the largest divisor of 16 at most 6
+    assert oom.fitting_batch(fig, oom.Batch(size=1), fixed=12 * GIB) is None  # nothing smaller
+
+
+def _train_step(model, optimizer, args, message):
+    """A training step whose frame holds the model, the optimizer and the arguments."""
+    raise torch.OutOfMemoryError(message)
+
+
+def test_frames_give_the_model_and_batch_and_the_batch_that_fits(monkeypatch, tmp_path):
+    from transformers import TrainingArguments
+
+    monkeypatch.setattr(oom, "CARD_DEVICES", frozenset({"cpu"}))  # the CPU plays the card
+    model = torch.nn.Linear(1024, 1024)  # 1,049,600 fp32 parameters: 4 MiB and change
+    optimizer = torch.optim.AdamW(model.parameters())
+    args = TrainingArguments(output_dir=str(tmp_path), per_device_train_batch_size=8,
+                             gradient_accumulation_steps=2, report_to=[])  # fmt: skip
+    try:
+        _train_step(model, optimizer, args, REPORTED[2][0])
+    except torch.OutOfMemoryError as exc:
+        diagnosis = diagnose(exc, options=Options(probes=False))
+    finding = diagnosis.findings[0]
+    facts = {f.name: f for f in finding.facts}
+    weights = 1_049_600 * 4
+    assert facts["weights_on_gpu"].value == weights
+    assert facts["weights_on_gpu"].source == "frame"
+    assert facts["gradients"].value == weights
+    assert facts["optimizer_state"].value == 2 * weights  # AdamW before its first step
+    assert facts["per_device_train_batch_size"].value == 8
+    first = finding.solutions[0]
+    assert first.estimate
+    micro = first.settings["per_device_train_batch_size"]
+    steps = first.settings["gradient_accumulation_steps"]
+    assert micro * steps == 16
+    assert micro < 8
+    assert "the effective batch stays 16" in first.text
+
+
+def test_weights_that_do_not_fit_get_what_does(monkeypatch):
+    model = oom.ModelMemory(weights=14 * GIB, gradients=14 * GIB, optimizer_state=28 * GIB,
+                            optimizer="AdamW", wide=True)  # fmt: skip
+    fig = oom.Figures(requested=1 * GIB, free=0, total=24 * GIB, allocated=23 * GIB)
+    assert oom.situation(fig, model) == "weights"
+    text = oom._weights_solutions(fig, model)[0].text
+    assert "56 GiB" in text
+    assert "LoRA" in text
