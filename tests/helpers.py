@@ -6,6 +6,7 @@ Tests import these with ``from helpers import ...`` (pytest puts ``tests/`` on `
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import subprocess
@@ -259,3 +260,27 @@ def write_wheel(folder: Path, dist: str, version: str, files: dict[str, str]) ->
         for name, text in body.items():
             archive.writestr(name, text)
     return wheel
+
+
+def splice(path: Path, fix: dict) -> str:
+    """Put ``fix["after"]`` in place of ``fix["before"]`` at ``fix["location"]``; the new text.
+
+    Fails unless the location is this file, ``before`` is what the file holds there, and the
+    new file parses; the bytes before and after the edit are the file's own.
+    """
+    assert fix["location"] is not None, fix
+    file, _, line = fix["location"].rpartition(":")
+    assert str(path) == file
+    old = path.read_bytes()
+    lines = old.split(b"\n")
+    start = int(line) - 1
+    before = fix["before"].encode().split(b"\n")
+    assert before == lines[start : start + len(before)], "before is not what the file holds"
+    new_lines = [*lines[:start], *fix["after"].encode().split(b"\n"), *lines[start + len(before) :]]
+    new = b"\n".join(new_lines)
+    head, tail = b"\n".join(lines[:start]), b"\n".join(lines[start + len(before) :])
+    assert new.startswith(head)
+    assert new.endswith(tail)
+    ast.parse(new)
+    path.write_bytes(new)
+    return new.decode()

@@ -48,6 +48,7 @@ __all__ = [
     "engine_file",
     "find_engine_call",
     "rewrite_command",
+    "rewrite_named_call",
     "rewrite_settings",
     "wrap_library_call",
 ]
@@ -119,10 +120,10 @@ def _name(func: ast.expr) -> str | None:
     return None
 
 
-def _calls_at(tree: ast.AST, line: int) -> list[ast.Call]:
+def _calls_at(tree: ast.AST, line: int, names: frozenset[str] = ENGINE_CALLS) -> list[ast.Call]:
     out = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and _name(node.func) in ENGINE_CALLS:
+        if isinstance(node, ast.Call) and _name(node.func) in names:
             end = node.end_lineno or node.lineno
             if node.lineno <= line <= end:
                 out.append(node)
@@ -876,6 +877,55 @@ def rewrite_settings(
         target_mod, target, target_index = rewriter.accepting_call(mod, calls[0], index)
         for key, value in settings.items():
             rewriter.set_keyword(target_mod, target, key, _literal(value), target_index)
+        files = set(rewriter.edits.shown)
+        if len(files) != 1:
+            return None
+        return _region(rewriter.modules[files.pop()], rewriter.edits)
+    except _UnsupportedError:
+        return None
+
+
+# --- Any named call in the user's code ------------------------------------------------------
+
+
+def rewrite_named_call(
+    frames: Sequence[FrameInfo], names: frozenset[str], settings: Mapping[str, object]
+) -> Rewrite | None:
+    """Write ``settings`` as keywords of the user's call named one of ``names``.
+
+    The general part of the rewriter, for any family: the call is the one at a user frame's
+    line (outermost first), else the one such call in the outermost user frame's file (a
+    ``TrainingArguments(...)`` made above the ``trainer.train()`` that failed). Each keyword
+    goes where its value is written, as for an engine's settings. None when there is no such
+    call, more than one in that file, or a shape the rewriter does not handle.
+    """
+    users = [i for i, frame in enumerate(frames) if not frame.library]
+    chosen: tuple[int, int] | None = None
+    for index in users:
+        parsed = _parse(frames[index].file)
+        if parsed is not None and _calls_at(parsed[1], frames[index].line, names):
+            chosen = (index, frames[index].line)
+            break
+    if chosen is None and users:
+        parsed = _parse(frames[users[0]].file)
+        found = [
+            node
+            for node in (ast.walk(parsed[1]) if parsed else ())
+            if isinstance(node, ast.Call) and _name(node.func) in names
+        ]
+        if len(found) == 1:
+            chosen = (users[0], found[0].lineno)
+    if chosen is None:
+        return None
+    index, line = chosen
+    rewriter = _Rewriter(frames)
+    try:
+        mod = rewriter.module(index)
+        calls = mod.calls_at(line, names)
+        if not calls:
+            return None
+        for key, value in settings.items():
+            rewriter.set_keyword(mod, calls[0], key, _literal(value), index)
         files = set(rewriter.edits.shown)
         if len(files) != 1:
             return None

@@ -492,7 +492,7 @@ def advise(match: Match, evidence: Evidence) -> Advice | None:
     facts = _facts(fig, model, batch)
     facts.append(Fact(name="situation", value=kind, source="computed"))
     found = _solutions(kind, fig, model, batch)
-    example = _example(found[0])
+    example = _rewritten(found[0], evidence) or _example(found[0])
     return Advice(
         solutions=tuple(found),
         facts=tuple(facts),
@@ -500,6 +500,30 @@ def advise(match: Match, evidence: Evidence) -> Advice | None:
         # The record's example lowers a batch size: beside another fix it would contradict it.
         withhold_example=example is None and kind != "activations",
     )
+
+
+#: The calls whose keywords hold a training run's batch: what a fix rewrites.
+BATCH_CALLS = frozenset({"TrainingArguments", "Seq2SeqTrainingArguments", "SFTConfig"})
+
+
+def _rewritten(first: Solution, evidence: Evidence) -> ExampleFix | None:
+    """The first solution's batch settings written into the user's own call, when it is found."""
+    if "per_device_train_batch_size" not in first.settings:
+        return None
+    from errkb.advisors._callsite import rewrite_named_call
+
+    for info in evidence.infos:
+        if not info.frames:
+            continue
+        rewrite = rewrite_named_call(info.frames, BATCH_CALLS, first.settings)
+        if rewrite is not None:
+            return ExampleFix(
+                before=rewrite.before,
+                after=rewrite.after,
+                location=f"{rewrite.file}:{rewrite.line}",
+                note="; ".join(rewrite.notes) or None,
+            )
+    return None
 
 
 def _example(first: Solution) -> ExampleFix | None:

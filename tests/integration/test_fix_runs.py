@@ -37,6 +37,7 @@ from helpers import (
     _child_env,
     run_cli,
     run_python,
+    splice,
 )
 
 GIB = 1 << 30
@@ -115,30 +116,6 @@ class Harness:
 @pytest.fixture
 def harness(tmp_path) -> Harness:
     return Harness(tmp_path)
-
-
-def splice(path: Path, fix: dict) -> str:
-    """Put ``fix["after"]`` in place of ``fix["before"]`` at ``fix["location"]``; the new text.
-
-    Fails unless the location is this file, ``before`` is what the file holds there, and the
-    new file parses; the bytes before and after the edit are the file's own.
-    """
-    assert fix["location"] is not None, fix
-    file, _, line = fix["location"].rpartition(":")
-    assert str(path) == file
-    old = path.read_bytes()
-    lines = old.split(b"\n")
-    start = int(line) - 1
-    before = fix["before"].encode().split(b"\n")
-    assert before == lines[start : start + len(before)], "before is not what the file holds"
-    new_lines = [*lines[:start], *fix["after"].encode().split(b"\n"), *lines[start + len(before) :]]
-    new = b"\n".join(new_lines)
-    head, tail = b"\n".join(lines[:start]), b"\n".join(lines[start + len(before) :])
-    assert new.startswith(head)
-    assert new.endswith(tail)
-    ast.parse(new)
-    path.write_bytes(new)
-    return new.decode()
 
 
 def fix_and_rerun(harness: Harness, path: Path, env: dict[str, str]) -> dict:
