@@ -868,13 +868,33 @@ def rewrite_settings(
     None when the code's shape is one this does not handle (the source is gone, the settings
     would land in two files, a name's value cannot be seen): no fix beats a wrong one.
     """
+    return _rewrite(frames, index, frames[index].line, ENGINE_CALLS, settings, engine=True)
+
+
+def _rewrite(
+    frames: Sequence[FrameInfo],
+    index: int,
+    line: int,
+    names: frozenset[str],
+    settings: Mapping[str, object],
+    *,
+    engine: bool = False,
+) -> Rewrite | None:
+    """Set ``settings`` on the call named one of ``names`` at ``line`` of frame ``index``'s file.
+
+    ``engine``: the call takes an engine's settings, which go into the call that accepts them
+    (see :meth:`_Rewriter.accepting_call`). None when the edits would not land in one file, or
+    the shape is one the rewriter does not handle.
+    """
     rewriter = _Rewriter(frames)
     try:
         mod = rewriter.module(index)
-        calls = mod.calls_at(frames[index].line, ENGINE_CALLS)
+        calls = mod.calls_at(line, names)
         if not calls:
             return None
-        target_mod, target, target_index = rewriter.accepting_call(mod, calls[0], index)
+        target_mod, target, target_index = (
+            rewriter.accepting_call(mod, calls[0], index) if engine else (mod, calls[0], index)
+        )
         for key, value in settings.items():
             rewriter.set_keyword(target_mod, target, key, _literal(value), target_index)
         files = set(rewriter.edits.shown)
@@ -917,21 +937,7 @@ def rewrite_named_call(
             chosen = (users[0], found[0].lineno)
     if chosen is None:
         return None
-    index, line = chosen
-    rewriter = _Rewriter(frames)
-    try:
-        mod = rewriter.module(index)
-        calls = mod.calls_at(line, names)
-        if not calls:
-            return None
-        for key, value in settings.items():
-            rewriter.set_keyword(mod, calls[0], key, _literal(value), index)
-        files = set(rewriter.edits.shown)
-        if len(files) != 1:
-            return None
-        return _region(rewriter.modules[files.pop()], rewriter.edits)
-    except _UnsupportedError:
-        return None
+    return _rewrite(frames, *chosen, names, settings)
 
 
 # --- An engine built inside an installed library ------------------------------------------
