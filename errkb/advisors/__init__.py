@@ -22,7 +22,7 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 import attrs
 
@@ -42,6 +42,8 @@ __all__ = [
     "ENTRY_POINT_GROUP",
     "Advice",
     "Advisor",
+    "CaptureError",
+    "Captures",
     "Contract",
     "Variant",
     "advisor",
@@ -62,9 +64,18 @@ BUILTIN: dict[str, str] = {
 
 @attrs.frozen(kw_only=True)
 class Advice:
-    """What an advisor adds: solutions (put before the record's own), facts, an example fix."""
+    """What an advisor adds: solutions, facts, an example fix.
+
+    ``placement`` says where its solutions go: ``"before"`` the record's own (the first is
+    then the Fix line: a fix computed for this run), or ``"after"`` them (the record's first
+    solution is the usual cause, the advisor's a computed alternative). Its facts are added to
+    the message's capture facts, never in their place.
+    """
 
     solutions: tuple[Solution, ...] = ()
+    placement: Literal["before", "after"] = attrs.field(
+        default="before", validator=attrs.validators.in_(("before", "after"))
+    )
     facts: tuple[Fact, ...] = ()
     example_fix: ExampleFix | None = None
     notes: tuple[str, ...] = ()
@@ -134,6 +145,73 @@ class Contract:
             "{" + ", ".join(sorted(v.requires)) + "}" for v in self.variants if v.requires
         )
         return f"the pattern lacks the groups advisor {self.name!r} needs: {wanted}"
+
+
+class CaptureError(ValueError):
+    """A capture an advisor reads is not of the type it asked for: a problem, not a crash."""
+
+
+class Captures:
+    """A match's captures read as the types an advisor works with.
+
+    Each reader gives ``None`` when the group captured nothing, and raises
+    :class:`CaptureError` when it captured something that is not of the type asked for:
+    :func:`run_advisors` reports that as a note and goes on without the advisor. A size is a
+    number in group ``name`` with its unit in ``name_unit`` (``19.68`` and ``GiB``), or one text
+    (``24GiB``).
+
+    >>> caps = Captures({"layers": 32, "free": 1.5, "free_unit": "GiB"})
+    >>> caps.integer("layers"), caps.size("free"), caps.integer("missing")
+    (32, 1610612736, None)
+    """
+
+    def __init__(self, captures: Mapping[str | int, object]) -> None:
+        self._captures = captures
+
+    def _raw(self, name: str) -> object:
+        value = self._captures.get(name)
+        return None if value is None or value == "" else value
+
+    def integer(self, name: str) -> int | None:
+        """The capture as a whole number."""
+        value = self._raw(name)
+        if value is None or (isinstance(value, int) and not isinstance(value, bool)):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        raise CaptureError(f"capture {name!r} is not a whole number: {value!r}")
+
+    def number(self, name: str) -> float | None:
+        """The capture as a number."""
+        value = self._raw(name)
+        if value is None:
+            return None
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        raise CaptureError(f"capture {name!r} is not a number: {value!r}")
+
+    def size(self, name: str) -> int | None:
+        """The capture as bytes: a number and its unit (``name_unit``), or one text."""
+        from errkb.exceptions import UsageError
+        from errkb.units import parse_size, to_bytes
+
+        value = self._raw(name)
+        if value is None:
+            return None
+        unit = self._captures.get(f"{name}_unit")
+        try:
+            if isinstance(value, (int, float)) and isinstance(unit, str):
+                return int(value) if unit == "bytes" else to_bytes(value, unit)
+            if isinstance(value, str):
+                return parse_size(value.replace("bytes", "B"))
+        except (UsageError, OverflowError, ValueError) as exc:
+            raise CaptureError(f"capture {name!r} is not a size: {exc}") from None
+        raise CaptureError(f"capture {name!r} is not a size: {value!r} {unit!r}")
+
+    def text(self, name: str) -> str | None:
+        """The capture as text (a number as it was written)."""
+        value = self._raw(name)
+        return None if value is None else str(value)
 
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -248,6 +326,9 @@ def run_advisors(
                 advice = load(name)(finding.match, evidence)
             except _plugins.PluginError:
                 continue  # a broken plugin: reported once, in one line, by errkb._plugins
+            except CaptureError as exc:
+                notes.append(f"advisor {name!r} for {finding.record.id}: {exc}")
+                continue
             except Exception as exc:
                 notes.append(f"advisor {name!r} failed: {type(exc).__name__}: {exc}")
                 if flag("ERRKB_DEBUG"):
@@ -256,7 +337,9 @@ def run_advisors(
             if advice is not None:
                 finding = attrs.evolve(
                     finding,
-                    solutions=advice.solutions + finding.solutions,
+                    solutions=advice.solutions + finding.solutions
+                    if advice.placement == "before"
+                    else finding.solutions + advice.solutions,
                     facts=finding.facts + advice.facts,
                     example_fix=None
                     if advice.withhold_example

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import regex
 
-from errkb.advisors import Advice, Contract, Variant, advisor
+from errkb.advisors import Advice, Captures, Contract, Variant, advisor
 from errkb.findings import ExampleFix, Fact, Solution
 from errkb.units import format_bytes, to_bytes
 
@@ -131,25 +131,22 @@ class Batch:
     accumulation_name: str | None = None
 
 
-def _size(captures: Mapping[str | int, object], name: str) -> int | None:
-    value, unit = captures.get(name), captures.get(f"{name}_unit")
-    if not isinstance(value, (int, float)) or not isinstance(unit, str):
-        return None
-    return _bytes(value, unit)
-
-
 def _bytes(value: float, unit: str) -> int:
     return int(value) if unit == "bytes" else to_bytes(value, unit)
 
 
 def figures_of(captures: Mapping[str | int, object], message: str | None) -> Figures | None:
-    """The figures of a match of the record (its captures), and of its message's text."""
-    requested = _size(captures, "requested")
+    """The figures of a match of the record (its captures), and of its message's text.
+
+    ``CaptureError`` when a figure the record captured is not a size.
+    """
+    size = Captures(captures).size
+    requested = size("requested")
     if requested is None:
         return None
-    allocated = _size(captures, "allocated")
-    unused = _size(captures, "reserved_unallocated")
-    reserved = _size(captures, "reserved")  # the older wording: reserved in total
+    allocated = size("allocated")
+    unused = size("reserved_unallocated")
+    reserved = size("reserved")  # the older wording: reserved in total
     if unused is None and reserved is not None and allocated is not None:
         unused = max(reserved - allocated, 0)
     others: tuple[tuple[int, int], ...] = ()
@@ -162,9 +159,9 @@ def figures_of(captures: Mapping[str | int, object], message: str | None) -> Fig
         setting = named["var"] if named else None
     return Figures(
         requested=requested,
-        free=_size(captures, "free"),
-        total=_size(captures, "total"),
-        this_process=_size(captures, "process_in_use"),
+        free=size("free"),
+        total=size("total"),
+        this_process=size("process_in_use"),
         allocated=allocated,
         reserved_unallocated=unused,
         others=others,

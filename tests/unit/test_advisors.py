@@ -8,6 +8,7 @@ import pytest
 
 from errkb import advisors
 from errkb.advisors import Advice, Contract, Variant, advisor, contract_of, run_advisors
+from errkb.diagnosis import diagnose
 from errkb.evidence import Evidence
 from errkb.findings import Fact, Finding, Solution
 from errkb.match import Match
@@ -133,3 +134,54 @@ def test_validate_rejects_a_record_naming_an_advisor_that_does_not_exist(tmp_pat
     problems = check_advisors(load_paths([path]).records)
     assert ['field "advisors"' in p.line for p in problems] == [True]
     assert "no advisor named 'kv_cahce'" in problems[0].line
+
+
+def test_captures_are_read_as_the_types_asked_for_and_a_bad_one_is_a_problem():
+    from errkb.advisors import CaptureError, Captures
+
+    caps = Captures({"n": 32, "x": 2.0, "half": 0.5, "free": 19.68, "free_unit": "GiB",
+                     "mem": "24GiB", "zero": 0, "zero_unit": "bytes", "word": "eight"})  # fmt: skip
+    assert caps.integer("n") == 32
+    assert caps.integer("x") == 2
+    assert caps.number("half") == 0.5
+    assert caps.size("free") == round(19.68 * (1 << 30))
+    assert caps.size("mem") == 24 << 30
+    assert caps.size("zero") == 0
+    assert caps.text("n") == "32"
+    assert caps.integer("absent") is None
+    for read, name in ((caps.integer, "half"), (caps.number, "word"), (caps.size, "word")):
+        with pytest.raises(CaptureError, match=name):
+            read(name)
+
+
+def test_a_bad_capture_is_a_note_and_the_record_stands(monkeypatch):
+    """An advisor whose capture is not of its type is left out with a note, never a crash."""
+    import torch
+
+    from errkb.advisors import out_of_memory
+
+    def bad(match, evidence):
+        from errkb.advisors import Captures
+
+        Captures({"requested": "lots"}).size("requested")
+
+    monkeypatch.setattr(out_of_memory, "advise", bad)
+    monkeypatch.setitem(advisors._cache, "out-of-memory", bad)
+    diagnosis = diagnose(torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB."),
+                         options=Options(probes=False))  # fmt: skip
+    assert diagnosis.findings[0].record.id == "torch-cuda-out-of-memory"
+    assert any("capture 'requested' is not a size" in n for n in diagnosis.notes)
+
+
+def test_advice_placed_after_leaves_the_records_first_solution_as_the_fix(monkeypatch):
+    import torch
+
+    def later(match, evidence):
+        return Advice(solutions=(Solution(text="computed alternative"),), placement="after")
+
+    monkeypatch.setitem(advisors._cache, "out-of-memory", later)
+    diagnosis = diagnose(torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB."),
+                         options=Options(probes=False))  # fmt: skip
+    texts = [s.text for s in diagnosis.findings[0].solutions]
+    assert texts[-1] == "computed alternative"
+    assert texts[0] != "computed alternative"
