@@ -63,23 +63,23 @@ def guarded(work: Callable[[], T], timeout: float) -> Outcome[T]:
 
     # The collector's passes over the objects a first diagnosis makes (modules, classes,
     # records) cost it about a twentieth of its time: it is paused while the work runs, and
-    # on again when it ends or is given up (what the work left is collected then).
+    # on again here when the work ends or is given up (what the work left is collected then),
+    # never by a worker that ends late, after the program may have turned it off itself.
     collecting = gc.isenabled()
 
     def run() -> None:
-        gc.disable()
         try:
             box["value"] = work()
         except BaseException as err:
             box["error"] = err
-        finally:
-            if collecting:
-                gc.enable()
 
     worker = threading.Thread(target=run, name="errkb-diagnosis", daemon=True)
+    gc.disable()
     try:
         worker.start()
     except RuntimeError:
+        if collecting:
+            gc.enable()
         # Python 3.12.0 to 3.12.2 start no thread once shutdown begins (atexit callbacks
         # included); without a thread nothing would bound the work, so it is left out.
         return Outcome(problem="errkb: the diagnosis was left out: Python starts no thread now")
