@@ -305,11 +305,12 @@ def named_settings(text: str) -> set[str]:
 
 
 def short_solutions(solutions: tuple[Solution, ...]) -> tuple[Solution, ...]:
-    """The solutions of the short form, the best computed one first; duplicates merged.
+    """The solutions of the short form, in the diagnosis' order; duplicates merged.
 
-    A computed solution (one with ``settings``) absorbs the record's solutions that name
-    only settings computed solutions set: "lower max_model_len" says less than "lower
-    max_model_len from 32768 to 12288".
+    The order is the advisors' (a computed solution goes first unless its advisor placed it
+    after the record's own). A computed solution (one with ``settings``) absorbs the record's
+    solutions that name only settings computed solutions set: "lower max_model_len" says less
+    than "lower max_model_len from 32768 to 12288".
     """
     computed = [s for s in solutions if s.settings]
     keys = {k for s in computed for k in s.settings}
@@ -318,7 +319,7 @@ def short_solutions(solutions: tuple[Solution, ...]) -> tuple[Solution, ...]:
         for s in solutions
         if s.settings or not (names := named_settings(s.text)) or not names <= keys
     ]
-    return tuple(sorted(kept, key=lambda s: not s.settings))
+    return tuple(kept)
 
 
 def _code(fix: ExampleFix, *, short: bool) -> str:

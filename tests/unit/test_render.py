@@ -262,7 +262,10 @@ def test_merging_drops_only_solutions_naming_nothing_but_computed_settings():
     same = Solution(text="Pass --max-model-len below the capacity.")
     other = Solution(text="Lower max_model_len or raise gpu_memory_utilization.")
     plain = Solution(text="Free the GPU.")
-    assert (computed, other, plain) == short_solutions((same, other, plain, computed))
+    assert (computed, other, plain) == short_solutions((computed, same, other, plain))
+    # The diagnosis' order stands: an advisor that placed its solution after the record's own
+    # keeps the record's first solution first.
+    assert (other, plain, computed) == short_solutions((same, other, plain, computed))
 
 
 _MAT1 = "RuntimeError: mat1 and mat2 shapes cannot be multiplied (4x2048 and 512x10)"
