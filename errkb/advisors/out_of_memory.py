@@ -7,6 +7,10 @@ and what the allocator keeps reserved but unused. The frames, for a live excepti
 model (its weights, gradients and optimizer state) and the batch size. From them one
 situation is chosen, in this order, and its fix is the first solution:
 
+- ``serving engine``: raised inside vLLM (its files in the traceback, its log lines in the
+  paste): the engine's own settings, not a training batch.
+- ``ranks on one card``: a distributed job whose other ranks share this card: each rank on
+  its own device.
 1. ``another process``: other processes hold at least what the request lacks: stop them or
    move to a free card.
 2. ``fragmentation``: the memory reserved but unallocated is at least the request: the
@@ -55,7 +59,15 @@ CONTRACT = Contract(
 )
 
 #: The situations, in the order they are decided (see the module docstring).
-SITUATIONS = ("another process", "fragmentation", "single request", "weights", "activations")
+SITUATIONS = (
+    "serving engine",
+    "ranks on one card",
+    "another process",
+    "fragmentation",
+    "single request",
+    "weights",
+    "activations",
+)
 
 # One line per other process on the card, as torch (2.1 and later) writes them.
 _PROCESS = regex.compile(
@@ -170,13 +182,25 @@ def figures_of(captures: Mapping[str | int, object], message: str | None) -> Fig
     )
 
 
-def situation(fig: Figures, model: ModelMemory | None = None, *, moving: bool = False) -> str:
+def situation(
+    fig: Figures,
+    model: ModelMemory | None = None,
+    *,
+    moving: bool = False,
+    where: str | None = None,
+) -> str:
     """Which of :data:`SITUATIONS` the figures show (see the module docstring).
 
     ``moving``: the traceback runs through a module being moved to the device (``.to()``,
-    ``.cuda()``): the weights were still arriving when the card ran out.
+    ``.cuda()``): the weights were still arriving when the card ran out. ``where``: what ran
+    out, read from the traceback's files and the pasted text: ``"vllm"`` (a serving engine,
+    whose fix is in its own settings) or ``"distributed"`` (a job of several ranks).
     """
     shortfall = fig.shortfall
+    if where == "vllm":
+        return "serving engine"
+    if where == "distributed" and fig.others and fig.total:
+        return "ranks on one card"
     if (
         fig.others
         and shortfall is not None
@@ -270,6 +294,23 @@ def _batch(evidence: Evidence) -> Batch | None:
     return None
 
 
+# A traceback's file, or a pasted log line, of vLLM; of a job of several ranks.
+_VLLM = regex.compile(r"[/\\]vllm[/\\]|\(EngineCore|\bvllm\.(?:engine|entrypoints|v1|worker)\b")
+_DISTRIBUTED = regex.compile(
+    r"[/\\](?:torch[/\\](?:distributed|nn[/\\]parallel)|deepspeed|accelerate)[/\\]"
+)
+
+
+def _where(evidence: Evidence) -> str | None:
+    """``"vllm"`` or ``"distributed"`` when the traceback's files or the pasted text say so."""
+    files = [f.file for info in evidence.infos for f in info.frames]
+    if any(_VLLM.search(f) for f in files) or (evidence.text and _VLLM.search(evidence.text)):
+        return "vllm"
+    if any(_DISTRIBUTED.search(f) for f in files):
+        return "distributed"
+    return None
+
+
 def _moving(evidence: Evidence) -> bool:
     """Whether a module's parameters were being moved to the device when memory ran out."""
     return any(
@@ -355,6 +396,17 @@ def _solutions(
             "lists them) or run this job on a card nobody uses (CUDA_VISIBLE_DEVICES).",
             settings={"stop_pids": [pid for pid, _ in fig.others]},
         )]  # fmt: skip
+    if kind == "serving engine":
+        return _serving_solutions(fig)
+    if kind == "ranks on one card":
+        pids = ", ".join(str(pid) for pid, _ in fig.others)
+        return [Solution(
+            text=f"Each rank must use its own GPU: other processes ({pids}) hold "
+            f"{b(fig.others_bytes)} of this card, most likely the job's other ranks, all on "
+            "cuda:0. Call torch.cuda.set_device(int(os.environ['LOCAL_RANK'])) at the start of "
+            "each rank, before the model or the process group is made, and move the model to "
+            "that device (launch with torchrun, accelerate or deepspeed, which set LOCAL_RANK).",
+        )]  # fmt: skip
     if kind == "fragmentation":
         var = fig.setting or "PYTORCH_CUDA_ALLOC_CONF"
         return [Solution(
@@ -380,6 +432,35 @@ def _solutions(
     if kind == "weights":
         return _weights_solutions(fig, model)
     return _activation_solutions(fig, model, batch)
+
+
+def _serving_solutions(fig: Figures) -> list[Solution]:
+    """A serving engine's fix is its own settings: the share of the card it takes."""
+    b = format_bytes
+    if fig.others and fig.total:
+        # gpu_memory_utilization is a share of the whole card, not of what is free.
+        share = math.floor((fig.total - fig.others_bytes) / fig.total * 100 - 1) / 100
+        if share > 0:
+            return [Solution(
+                text=f"Set gpu_memory_utilization to at most {share:.2f} (CLI "
+                f"--gpu-memory-utilization): other processes hold {b(fig.others_bytes)} of the "
+                f"{b(fig.total)} card, and vLLM takes its share of the whole card, not of what "
+                "is free; or stop them.",
+                settings={"gpu_memory_utilization": share},
+            )]  # fmt: skip
+    drop = (
+        math.ceil((fig.shortfall or fig.requested) / fig.total * 100) / 100 if fig.total else None
+    )
+    text = (
+        "The engine's memory outside its KV cache (activations, sampling, CUDA graphs) "
+        "outgrew what its settings left: lower gpu_memory_utilization"
+    )
+    text += f" by at least {drop:.2f}" if drop else ""
+    text += (
+        " (the request less what was free, as a share of the card), or lower max_num_seqs "
+        "and max_num_batched_tokens; enforce_eager=True when it ran out capturing CUDA graphs."
+    )
+    return [Solution(text=text)]
 
 
 def _weights_solutions(fig: Figures, model: ModelMemory | None) -> list[Solution]:
@@ -485,7 +566,7 @@ def advise(match: Match, evidence: Evidence) -> Advice | None:
         return None  # the request alone decides nothing: the record's own solutions stand
     model = _model_memory(evidence)
     batch = _batch(evidence)
-    kind = situation(fig, model, moving=_moving(evidence))
+    kind = situation(fig, model, moving=_moving(evidence), where=_where(evidence))
     facts = _facts(fig, model, batch)
     facts.append(Fact(name="situation", value=kind, source="computed"))
     found = _solutions(kind, fig, model, batch)
@@ -538,8 +619,21 @@ def _example(first: Solution) -> ExampleFix | None:
             "import torch",
             note="an illustration: set it where your job starts",
         )
+    if "gpu_memory_utilization" in settings:
+        share = settings["gpu_memory_utilization"]
+        return ExampleFix(
+            before=None,
+            after=f"LLM(model=..., gpu_memory_utilization={share})\n\n# or on the command line:\n"
+            f"vllm serve MODEL --gpu-memory-utilization {share}",
+            note="an illustration: set it where your engine is made",
+        )
+    if "per_device_train_batch_size" in settings:
+        holder = "TrainingArguments"
+    elif "batch_size" in settings:
+        holder = "DataLoader"
+    else:
+        return None
     args = ", ".join(f"{k}={v!r}" for k, v in settings.items())
-    holder = "TrainingArguments" if "per_device_train_batch_size" in settings else "DataLoader"
     return ExampleFix(
         before=None,
         after=f"{holder}(..., {args})",

@@ -186,3 +186,45 @@ def test_weights_that_do_not_fit_get_what_does(monkeypatch):
     text = oom._weights_solutions(fig, model)[0].text
     assert "56 GiB" in text
     assert "LoRA" in text
+
+
+def _raise_from(folder, relative: str, message: str):
+    """``message`` raised by torch's class from a real file at ``folder/relative``."""
+    import importlib.util
+
+    path = folder / relative
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(
+        "import torch\n\n\ndef step(message):\n    raise torch.OutOfMemoryError(message)\n"
+    )
+    spec = importlib.util.spec_from_file_location("oom_site", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    try:
+        module.step(message)
+    except torch.OutOfMemoryError as exc:
+        return exc
+    raise AssertionError("no error")
+
+
+def test_a_serving_engine_gets_its_own_settings(tmp_path):
+    """Raised inside vLLM, with other processes on the card: the utilization that leaves them room."""
+    exc = _raise_from(tmp_path, "site-packages/vllm/worker/model_runner.py", REPORTED[0][0])
+    finding = diagnose(exc, options=Options(probes=False)).findings[0]
+    first = finding.solutions[0]
+    # (94.96 GiB - 88.22 GiB held by others) / 94.96 GiB = 7.1%, less a point: 0.06.
+    assert first.settings == {"gpu_memory_utilization": 0.06}
+    assert "share of the whole card" in first.text
+    assert {f.name: f.value for f in finding.facts}["situation"] == "serving engine"
+    assert "gpu_memory_utilization=0.06" in finding.example_fix.after
+    alone = _raise_from(tmp_path / "b", "site-packages/vllm/worker/model_runner.py", REPORTED[2][0])
+    text = diagnose(alone, options=Options(probes=False)).findings[0].solutions[0].text
+    assert "lower gpu_memory_utilization by at least 0.05" in text  # 1.16 GiB of 23.53 GiB
+    assert "batch size" not in text  # a serving engine's fix is not a training batch
+
+
+def test_ranks_of_one_job_on_one_card(tmp_path):
+    exc = _raise_from(tmp_path, "torch/distributed/launched.py", REPORTED[0][0])
+    first = diagnose(exc, options=Options(probes=False)).findings[0].solutions[0]
+    assert "torch.cuda.set_device(int(os.environ['LOCAL_RANK']))" in first.text
+    assert "502587" in first.text
