@@ -19,11 +19,11 @@ from errkb.render._document import (
     Block,
     Section,
     fit,
+    fold_code,
     layout,
     record_block,
     unglued,
     wrap,
-    wrap_code,
 )
 from errkb.render._markdown import render_markdown, render_record_markdown
 
@@ -203,8 +203,7 @@ def _plain_sections(block: Block, width: int, *, ascii_only: bool, spaced: bool)
             out.extend(wrap(section.heading, width, indent="  "))
         for n, item in enumerate(section.items, 1):
             if section.kind == "code":
-                for line in item.split("\n"):
-                    out.extend("    " + part for part in wrap_code(line, width - 4))
+                out.extend("    " + part for part in fold_code(item, width - 4))
                 continue
             indent = None
             if section.inline and n == 1:
@@ -351,9 +350,7 @@ def _rich_section(section: Section, inner: int, *, ascii_only: bool) -> list[Any
     parts: list[Any] = [] if section.inline else [Text(section.heading, style="bold")]
     for n, item in enumerate(section.items, 1):
         if section.kind == "code":
-            code = "\n".join(
-                part for line in item.split("\n") for part in wrap_code(line, inner - 2)
-            )
+            code = "\n".join(fold_code(item, inner - 2))
             parts.append(Padding(Text(code, style="cyan", no_wrap=True), (0, 0, 0, 2)))
             continue
         lead: Text | None = None

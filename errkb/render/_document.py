@@ -43,6 +43,7 @@ __all__ = [
     "Detail",
     "Section",
     "fit",
+    "fold_code",
     "layout",
     "record_block",
     "unglued",
@@ -187,6 +188,80 @@ def fit(
 def unglued(text: str) -> str:
     """``text`` with :data:`GLUE` back to spaces, for renderers that do not wrap."""
     return text.replace(GLUE, " ")
+
+
+def fold_code(code: str, width: int) -> list[str]:
+    """``code`` in lines of at most ``width`` columns, folded as a formatter would fold it.
+
+    A Python statement with a line too long, whose value is a call, is shown with one argument
+    a line inside the call's parentheses (a trailing comma after the last), indented four more
+    columns: still the same code, never broken mid-call. Any other long line (a shell command,
+    a statement that holds a comment, or an argument longer than the width by itself) is
+    broken by :func:`wrap_code`.
+    """
+    lines = code.split("\n")
+    if all(len(line) <= width for line in lines):
+        return lines
+    folded = _folded_calls(code, width)
+    covered = {n for first, (last, _) in folded.items() for n in range(first, last + 1)}
+    out: list[str] = []
+    for n, line in enumerate(lines, 1):
+        if n in folded:
+            out.extend(folded[n][1])
+        elif n not in covered:
+            out.extend(wrap_code(line, width))
+    return out
+
+
+def _folded_calls(code: str, width: int) -> dict[int, tuple[int, list[str]]]:
+    """The statements of ``code`` to show folded: first line -> (last line, the new lines)."""
+    import ast
+    import io
+    import tokenize
+
+    try:
+        tree = ast.parse(code)
+        comments = {
+            tok.start[0]
+            for tok in tokenize.generate_tokens(io.StringIO(code).readline)
+            if tok.type == tokenize.COMMENT
+        }
+    except (SyntaxError, ValueError, RecursionError, MemoryError, tokenize.TokenError):
+        return {}
+    lines = code.split("\n")
+    found: dict[int, tuple[int, list[str]]] = {}
+    for stmt in ast.walk(tree):
+        if not isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.Expr, ast.Return)):
+            continue
+        call, first, last = stmt.value, stmt.lineno, stmt.end_lineno or stmt.lineno
+        # make(...).run(): the call with the arguments is the one to fold.
+        while (
+            isinstance(call, ast.Call)
+            and not (call.args or call.keywords)
+            and isinstance(call.func, ast.Attribute)
+        ):
+            call = call.func.value
+        if not isinstance(call, ast.Call) or call.lineno != first:
+            continue
+        long = any(len(lines[i - 1]) > width for i in range(first, last + 1))
+        if not long or any(first <= c <= last for c in comments):
+            continue
+        args = [ast.get_source_segment(code, a) for a in call.args]
+        for k in call.keywords:
+            value = ast.get_source_segment(code, k.value)
+            args.append(None if value is None else f"{k.arg}={value}" if k.arg else f"**{value}")
+        if any(a is None or "\n" in a for a in args):
+            continue
+        indent, inner = " " * stmt.col_offset, " " * (stmt.col_offset + 4)
+        # ast's columns count UTF-8 bytes.
+        start, end = lines[first - 1].encode(), lines[last - 1].encode()
+        head = start[stmt.col_offset : call.func.end_col_offset].decode()
+        tail = end[call.end_col_offset :].decode() if call.end_lineno == last else None
+        if tail is None:
+            continue
+        body = [part for a in args for part in wrap_code(f"{inner}{a},", width)]
+        found[first] = (last, [f"{indent}{head}(", *body, f"{indent}){tail}"])
+    return found
 
 
 def wrap_code(line: str, width: int) -> list[str]:

@@ -345,3 +345,36 @@ def test_detail_must_be_short_or_long():
     """Options(detail=...) is checked when the options are made."""
     with pytest.raises(ValueError, match="detail"):
         Options(detail="medium")
+
+
+def test_long_calls_fold_one_argument_a_line_never_with_a_backslash():
+    """At narrow widths a call is folded as a formatter would fold it, and still parses."""
+    import ast
+
+    from errkb.render._document import fold_code
+
+    code = 'llm = LLM(model="meta-llama/Llama-3.1-8B-Instruct", gpu_memory_utilization=0.9,\n          max_model_len=12288)'
+    folded = fold_code(code, 50)
+    assert folded == [
+        "llm = LLM(",
+        '    model="meta-llama/Llama-3.1-8B-Instruct",',
+        "    gpu_memory_utilization=0.9,",
+        "    max_model_len=12288,",
+        ")",
+    ]
+    assert not any(line.endswith("\\") for line in folded)
+    ast.parse("\n".join(folded))
+    # Non-ASCII text keeps its place (ast's columns are bytes); **kwargs and a tail stay.
+    code = 'x = make("naïve café façade", **options).run()'
+    assert fold_code(code, 30) == [
+        "x = make(",
+        '    "naïve café façade",',
+        "    **options,",
+        ").run()",
+    ]
+    # A call with a comment inside, and a shell command, are broken with a continuation.
+    commented = "f(aaaaaaaaaa,  # keep me\n  bbbbbbbbbbbbbbbbbbbb)"
+    assert any(line.endswith("\\") for line in fold_code(commented, 20))
+    shell = "vllm serve Qwen/Qwen2.5-14B-Instruct --gpu-memory-utilization 0.9"
+    assert fold_code(shell, 40)[0].endswith("\\")
+    assert fold_code("short = 1", 40) == ["short = 1"]
