@@ -165,6 +165,12 @@ def test_the_batch_that_fits_is_written_into_the_call_and_fits(project, shape):
     effective = 32 if shape == "accumulation already on" else 16
     fix = fix_and_rerun(project, path, effective)
     assert fix["location"].startswith(str(path))
+    # A micro-batch of 16 needs 24 GiB of activations; 4 fits: 4 x 4 (or 4 x 8) as before.
+    assert ("BATCH = 4" if shape == "batch named above the call" else
+            'per_device_train_batch_size": 4' if "dict" in shape else
+            "per_device_train_batch_size=4") in fix["after"]  # fmt: skip
+    if "main()" in shape:
+        assert "per_device_train_batch_size=4,  # per GPU" in fix["after"]  # the comment stays
 
 
 def test_fragmentation_fix_set_in_the_environment_fits(project):
