@@ -10,6 +10,7 @@ This is the public place of these types (``errkb.diagnosis`` re-exports them).
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Literal, get_args
 
 import attrs
@@ -111,19 +112,50 @@ class ExampleFix:
         }
 
     @classmethod
-    def from_record_text(cls, text: str) -> ExampleFix:
-        """Split a record's ``exampleFix`` at its ``# before`` / ``# after`` markers, if any."""
+    def from_record_text(cls, text: str, *, remarks: bool = True) -> ExampleFix:
+        """Split a record's ``exampleFix`` at its ``# before`` / ``# after`` markers, if any.
+
+        The markers go (errkb shows its own); a marker's remark, ``# before (vLLM 0.6)`` or
+        ``# after: config.json = {...}``, stays as a comment where the marker was, so that
+        "before" is said once. Only the first ``# after`` cuts: a later one
+        (``# after (option 2)``) stays in the code as it is. ``remarks=False`` drops the remarks
+        too: where this run's values replace the record's, a remark about the record's own
+        figures would no longer be true.
+        """
         lines = text.strip("\n").split("\n")
-        marks = [
-            i for i, line in enumerate(lines) if line.strip().lower() in ("# after", "# after:")
-        ]
-        if not marks:
+        marks = {i: m for i, line in enumerate(lines) if (m := _MARKER.fullmatch(line.strip()))}
+        cut = next((i for i, m in marks.items() if m["kind"].lower() == "after"), None)
+        if cut is None:
             return cls(before=None, after=text.strip("\n"))
-        cut = marks[0]
-        before = [ln for ln in lines[:cut] if ln.strip().lower() not in ("# before", "# before:")]
-        return cls(
-            before="\n".join(before).strip("\n"), after="\n".join(lines[cut + 1 :]).strip("\n")
-        )
+
+        def kept(first: int, last: int) -> str:
+            out = []
+            for i in range(first, last):
+                m = marks.get(i)
+                if m is None or (i != cut and (i > cut or m["kind"].lower() != "before")):
+                    out.append(lines[i])  # code, or a marker that only names a second "after"
+                elif remarks and (remark := _remark(m)):
+                    indent = lines[i][: len(lines[i]) - len(lines[i].lstrip())]
+                    out.append(f"{indent}# {remark}")
+            return "\n".join(out).strip("\n")
+
+        return cls(before=kept(0, cut), after=kept(cut, len(lines)))
+
+
+# A record's example's marker line: "# before", "# after:", "# before (remark)", "# after (remark),
+# more", "# before: remark".
+_MARKER = re.compile(
+    r"#\s*(?P<kind>before|after)\b\s*"
+    r"(?:\((?P<paren>[^)]*)\)\s*[:,]?\s*(?P<more>.*)|:\s*(?P<colon>.*)|)",
+    re.IGNORECASE,
+)
+
+
+def _remark(marker: re.Match[str]) -> str:
+    paren, more, colon = marker["paren"], marker["more"], marker["colon"]
+    if paren is not None:
+        return f"{paren.strip()}, {more.strip()}" if more and more.strip() else paren.strip()
+    return (colon or "").strip()
 
 
 @attrs.frozen(kw_only=True)

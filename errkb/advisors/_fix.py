@@ -34,7 +34,6 @@ if TYPE_CHECKING:
 __all__ = ["example_fix"]
 
 _NUMBER = r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?"
-_MARKER = regex.compile(r"#\s*(before|after)\b(?:\s*:|\s*\(.*\)\s*:?)?\s*", regex.IGNORECASE)
 
 
 def example_fix(
@@ -231,19 +230,12 @@ def _command_line(
 def _split_record(text: str) -> tuple[str | None, str]:
     """The record's example cut at its ``# before`` / ``# after`` lines, which are dropped.
 
-    A marker line may carry a remark: ``# after (the error said ...)``.
+    A marker line may carry a remark: ``# after (the error said ...)``; it goes too, as it speaks
+    of the record's figures, which this run's replace
+    (see :meth:`errkb.findings.ExampleFix.from_record_text`).
     """
-    lines = text.strip("\n").split("\n")
-    marks = [
-        (i, m.group(1).lower())
-        for i, ln in enumerate(lines)
-        if (m := _MARKER.fullmatch(ln.strip()))
-    ]
-    after_at = next((i for i, kind in marks if kind == "after"), None)
-    if after_at is None:
-        return None, text.strip("\n")
-    before = [ln for i, ln in enumerate(lines[:after_at]) if (i, "before") not in marks]
-    return "\n".join(before).strip("\n"), "\n".join(lines[after_at + 1 :]).strip("\n")
+    fix = ExampleFix.from_record_text(text, remarks=False)
+    return fix.before, fix.after
 
 
 def _patterns(key: str) -> list[regex.Pattern[str]]:
