@@ -9,7 +9,6 @@ errkb failing costs the program at most that line; ``ERRKB_DEBUG`` adds errkb's 
 from __future__ import annotations
 
 import contextlib
-import gc
 import sys
 import threading
 from typing import TYPE_CHECKING, Generic, TypeVar
@@ -17,6 +16,7 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 import attrs
 
 from errkb._env import flag
+from errkb._gc import paused
 from errkb._sanitize import clean
 
 if TYPE_CHECKING:
@@ -61,12 +61,6 @@ def guarded(work: Callable[[], T], timeout: float) -> Outcome[T]:
     """Run ``work`` in a daemon thread for at most ``timeout`` (+ :data:`GRACE`) seconds; never raise."""
     box: dict[str, object] = {}
 
-    # The collector's passes over the objects a first diagnosis makes (modules, classes,
-    # records) cost it about a twentieth of its time: it is paused while the work runs, and
-    # on again here when the work ends or is given up (what the work left is collected then),
-    # never by a worker that ends late, after the program may have turned it off itself.
-    collecting = gc.isenabled()
-
     def run() -> None:
         try:
             box["value"] = work()
@@ -74,18 +68,17 @@ def guarded(work: Callable[[], T], timeout: float) -> Outcome[T]:
             box["error"] = err
 
     worker = threading.Thread(target=run, name="errkb-diagnosis", daemon=True)
-    gc.disable()
-    try:
-        worker.start()
-    except RuntimeError:
-        if collecting:
-            gc.enable()
-        # Python 3.12.0 to 3.12.2 start no thread once shutdown begins (atexit callbacks
-        # included); without a thread nothing would bound the work, so it is left out.
-        return Outcome(problem="errkb: the diagnosis was left out: Python starts no thread now")
-    worker.join(timeout + GRACE)
-    if collecting:
-        gc.enable()
+    # The collector's passes over the objects a first diagnosis makes cost it about a
+    # twentieth of its time. It is paused while this thread waits, and on again here when the
+    # work ends or is given up, never by a worker that ends late.
+    with paused():
+        try:
+            worker.start()
+        except RuntimeError:
+            # Python 3.12.0 to 3.12.2 start no thread once shutdown begins (atexit callbacks
+            # included); without a thread nothing would bound the work, so it is left out.
+            return Outcome(problem="errkb: the diagnosis was left out: Python starts no thread now")
+        worker.join(timeout + GRACE)
     if worker.is_alive():
         line = f"errkb: the diagnosis did not finish within {timeout:g}s and was left out"
         return Outcome(problem=line)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import _thread
 import atexit
-import gc
 import sys
 
 from errkb._env import flag
@@ -359,14 +358,10 @@ def _diagnose_bounded(exc: BaseException, shell: Any = None) -> None:
     Inside a Jupyter kernel (``shell``) the worker only builds the display bundle; it is
     published from this thread, the one the kernel attributes the cell's output to.
     """
-    # The collector is paused for the imports and the work (see errkb._guard.guarded).
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
+    from errkb._gc import paused
+
+    with paused():  # the imports and the work too (see errkb._guard.guarded)
         _diagnose_paused(exc, shell)
-    finally:
-        if collecting:
-            gc.enable()
 
 
 def _diagnose_paused(exc: BaseException, shell: Any) -> None:

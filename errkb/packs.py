@@ -491,13 +491,13 @@ def write_records_index(folder: Path) -> Path:
     diagnosis nor a scan compiles them. Returns the index's path.
     """
     from errkb._patterns import write_compiled
+    from errkb.records import load_paths
 
-    where = write_folder_index(folder, sorted(folder.glob("*/*.json")))
-    problems: list[RecordError] = []
-    loaded, _ = lazy_folder(folder, lambda name: f"{folder}/{name}", problems)
-    if loaded is None:  # just written: only a change under it makes it stale
-        raise RegistryError(f"{where}: the records changed while it was written")
-    write_compiled(folder / COMPILED_FILE, records_patterns(loaded.refs()))
+    files = sorted(folder.glob("*/*.json"))
+    where = write_folder_index(folder, files)
+    write_compiled(
+        folder / COMPILED_FILE, records_patterns(load_paths(files, validate=False).records)
+    )
     return where
 
 
@@ -541,7 +541,8 @@ def _write_index(
         keys = ref.keys or []
         if not keys:
             always.append(row)
-        first = {(kind, key) for kind, key in keys if not kind.endswith(SECOND)}
+        # In the keys' own order: the files come out the same on every build.
+        first = [(kind, key) for kind, key in keys if not kind.endswith(SECOND)]
         own = [(k, key) for k, key in keys if k.endswith(SECOND) and (k[:-1], key) not in first]
         if not own:
             again.add(row)
@@ -553,10 +554,11 @@ def _write_index(
     for kind, filed_rows in filed.items():
         codes = {}
         for key, rows in filed_rows.items():
-            ahead = [row for row in rows if row in again] if kind in KINDS[:3] else []
+            first_level = kind in KINDS[:3]
+            ahead = [row for row in rows if first_level and row in again]
             codes[key] = (len(flat) * _SPAN + len(ahead)) * _SPAN + len(rows)
             flat.extend(ahead)
-            flat.extend(row for row in rows if row not in ahead)
+            flat.extend(row for row in rows if not (first_level and row in again))
         table[kind] = numbers.table(codes)
     table["always"] = always
     table["written"] = [row for row, ref in enumerate(refs) if "mined" not in ref.tags]

@@ -8,9 +8,7 @@ distributions declare in the entry-point group ``errkb.records``.
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import gc
 import os
 import threading
 from collections.abc import Sequence
@@ -18,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, overload
 
 from errkb._env import paths as paths_from_env
+from errkb._gc import paused
 from errkb.exceptions import RecordError, RegistryError
 from errkb.records import Record, RecordRef, load_refs
 
@@ -185,7 +184,7 @@ class Registry:
             if self._matcher is None:
                 from errkb.match import Matcher
 
-                with _gc_paused():
+                with paused():
                     self._matcher = Matcher(self._eager, lazy=self._lazy)
             return self._matcher
 
@@ -270,7 +269,7 @@ class Registry:
             lazy.append(pack)
             return iter(())
 
-        with _gc_paused():
+        with paused():
             refs, loading = load_refs(sources, strict=strict, trusted=trusted, read_pack=read_pack)
             return cls(refs, [*problems, *loading], lazy=lazy)
 
@@ -315,23 +314,6 @@ def _within(folder: Path, tops: list[Path]) -> bool:
     """Whether ``folder`` is one of ``tops`` or inside one."""
     here = folder.resolve()
     return any(here == top or top in here.parents for top in tops)
-
-
-@contextlib.contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Pause the cycle collector while a registry is built.
-
-    Building allocates hundreds of thousands of small objects, none of them in cycles; each
-    collection they trigger walks every object made so far, which made a large build several
-    times slower. Reference counting frees memory as usual meanwhile.
-    """
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
 
 
 class _Records(Sequence[Record]):

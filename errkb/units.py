@@ -12,6 +12,7 @@ KIB, MIB, GIB, TIB = 1 << 10, 1 << 20, 1 << 30, 1 << 40
 _UNITS = {
     "": 1,
     "b": 1,
+    "bytes": 1,  # as torch's allocator writes sizes under 1 KiB
     "k": KIB,
     "kb": 1000,
     "kib": KIB,

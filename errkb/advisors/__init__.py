@@ -202,9 +202,9 @@ class Captures:
         unit = self._captures.get(f"{name}_unit")
         try:
             if isinstance(value, (int, float)) and isinstance(unit, str):
-                return int(value) if unit == "bytes" else to_bytes(value, unit)
+                return to_bytes(value, unit)
             if isinstance(value, str):
-                return parse_size(value.replace("bytes", "B"))
+                return parse_size(value)
         except (UsageError, OverflowError, ValueError) as exc:
             raise CaptureError(f"capture {name!r} is not a size: {exc}") from None
         raise CaptureError(f"capture {name!r} is not a size: {value!r} {unit!r}")

@@ -26,12 +26,12 @@ from errkb.findings import ExampleFix
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
 
-    from errkb.advisors._callsite import CallSite
+    from errkb.advisors._callsite import CallSite, Rewrite
     from errkb.evidence import Evidence
     from errkb.findings import FrameInfo
     from errkb.match import Match
 
-__all__ = ["example_fix"]
+__all__ = ["example_fix", "rewritten"]
 
 _NUMBER = r"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?"
 
@@ -94,8 +94,11 @@ def _from_frames(
     if site.library:
         return _library(site, settings)
     rewrite = rewrite_settings(frames, site.index, settings)
-    if rewrite is None:
-        return None
+    return None if rewrite is None else rewritten(rewrite)
+
+
+def rewritten(rewrite: Rewrite) -> ExampleFix:
+    """The example fix that is ``rewrite``: the user's own lines, before and after."""
     return ExampleFix(
         before=rewrite.before,
         after=rewrite.after,
@@ -227,17 +230,6 @@ def _command_line(
 # --- The record's example, with the computed values put in ------------------------------
 
 
-def _split_record(text: str) -> tuple[str | None, str]:
-    """The record's example cut at its ``# before`` / ``# after`` lines, which are dropped.
-
-    A marker line may carry a remark: ``# after (the error said ...)``; it goes too, as it speaks
-    of the record's figures, which this run's replace
-    (see :meth:`errkb.findings.ExampleFix.from_record_text`).
-    """
-    fix = ExampleFix.from_record_text(text, remarks=False)
-    return fix.before, fix.after
-
-
 def _patterns(key: str) -> list[regex.Pattern[str]]:
     """Where an example writes ``key``'s value: the value is the group ``v``."""
     k = regex.escape(key)
@@ -275,7 +267,9 @@ def _from_record(
     text = match.record.example_fix
     if not text:
         return None
-    before, after = _split_record(text)
+    # The record's remarks speak of its own figures, which this run's replace: dropped.
+    split = ExampleFix.from_record_text(text, remarks=False)
+    before, after = split.before, split.after
     # The record's "after" shows the settings of the best solution; what it leaves alone keeps
     # the value this run had (the requested length stays when the utilization is what changes),
     # and its "before" shows this run's values: the two differ in what the fix changes, only.

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 import regex
@@ -123,6 +123,8 @@ class ModelMemory:
     optimizer_state: int
     #: How the optimizer state was counted: its tensors, or its class's rule.
     optimizer: str | None = None
+    #: Where the optimizer state's figure comes from: its tensors in a frame, or computed.
+    optimizer_source: Literal["frame", "computed"] = "computed"
     #: The weights' bytes were counted in a floating type wider than bf16 (fp32).
     wide: bool = False
 
@@ -143,10 +145,6 @@ class Batch:
     accumulation_name: str | None = None
 
 
-def _bytes(value: float, unit: str) -> int:
-    return int(value) if unit == "bytes" else to_bytes(value, unit)
-
-
 def figures_of(captures: Mapping[str | int, object], message: str | None) -> Figures | None:
     """The figures of a match of the record (its captures), and of its message's text.
 
@@ -165,7 +163,7 @@ def figures_of(captures: Mapping[str | int, object], message: str | None) -> Fig
     setting = None
     if message:
         others = tuple(
-            (int(m["pid"]), _bytes(float(m["n"]), m["unit"])) for m in _PROCESS.finditer(message)
+            (int(m["pid"]), to_bytes(float(m["n"]), m["unit"])) for m in _PROCESS.finditer(message)
         )
         named = _SETTING.search(message)
         setting = named["var"] if named else None
@@ -213,9 +211,8 @@ def situation(
         return "fragmentation"
     if fig.total is not None and fig.requested > fig.total - fig.others_bytes:
         return "single request"
-    if model is not None and fig.total is not None and model.fixed > fig.total - fig.others_bytes:
-        return "weights"
-    if moving:
+    room = None if fig.total is None else fig.total - fig.others_bytes
+    if moving or (model is not None and room is not None and model.fixed > room):
         return "weights"
     return "activations"
 
@@ -259,18 +256,24 @@ def _model_memory(evidence: Evidence) -> ModelMemory | None:
             trainable += param.numel()
     optimizer = next((v for v in _values(evidence) if isinstance(v, torch.optim.Optimizer)), None)
     state, how = 0, None
+    source: Literal["frame", "computed"] = "computed"
     if optimizer is not None:
         held = [t for s in optimizer.state.values() for t in s.values() if torch.is_tensor(t)]
         if held:
             on_card = [t for t in held if t.device.type in CARD_DEVICES]
             state = sum(t.numel() * t.element_size() for t in on_card)
-            how = f"{type(optimizer).__name__}: its state's tensors"
+            how, source = f"{type(optimizer).__name__}: its state's tensors", "frame"
         elif type(optimizer).__name__ in _STATE_BYTES:
             per = _STATE_BYTES[type(optimizer).__name__]
             state = per * trainable
             how = f"{type(optimizer).__name__}: {per} bytes a trainable parameter, before its first step"
     return ModelMemory(
-        weights=weights, gradients=gradients, optimizer_state=state, optimizer=how, wide=wide
+        weights=weights,
+        gradients=gradients,
+        optimizer_state=state,
+        optimizer=how,
+        optimizer_source=source,
+        wide=wide,
     )
 
 
@@ -294,8 +297,9 @@ def _batch(evidence: Evidence) -> Batch | None:
     return None
 
 
-# A traceback's file, or a pasted log line, of vLLM; of a job of several ranks.
-_VLLM = regex.compile(r"[/\\]vllm[/\\]|\(EngineCore|\bvllm\.(?:engine|entrypoints|v1|worker)\b")
+# A pasted log line of vLLM's (its engine-core process, its loggers); a traceback's file of a
+# job of several ranks.
+_VLLM_LOG = regex.compile(r"\(EngineCore|\bvllm\.(?:engine|entrypoints|v1|worker)\b")
 _DISTRIBUTED = regex.compile(
     r"[/\\](?:torch[/\\](?:distributed|nn[/\\]parallel)|deepspeed|accelerate)[/\\]"
 )
@@ -303,8 +307,10 @@ _DISTRIBUTED = regex.compile(
 
 def _where(evidence: Evidence) -> str | None:
     """``"vllm"`` or ``"distributed"`` when the traceback's files or the pasted text say so."""
+    from errkb.advisors._callsite import engine_file
+
     files = [f.file for info in evidence.infos for f in info.frames]
-    if any(_VLLM.search(f) for f in files) or (evidence.text and _VLLM.search(evidence.text)):
+    if any(map(engine_file, files)) or (evidence.text and _VLLM_LOG.search(evidence.text)):
         return "vllm"
     if any(_DISTRIBUTED.search(f) for f in files):
         return "distributed"
@@ -323,25 +329,34 @@ def _moving(evidence: Evidence) -> bool:
 # --- the fix -------------------------------------------------------------------------------
 
 
-def fitting_batch(fig: Figures, batch: Batch, fixed: int) -> tuple[int, int] | None:
-    """The micro-batch that fits and the accumulation that keeps the effective batch.
+def activation_share(fig: Figures, fixed: int) -> float | None:
+    """The share of today's batch whose activations fit, with :data:`HEADROOM` kept.
 
     The step's activations are at least what was allocated, less ``fixed`` (weights,
     gradients, optimizer state), plus the request; what they may have is what this process's
-    allocator could reach (free, allocated, reserved) less ``fixed``; :data:`HEADROOM` of
-    that ratio scales the batch. The micro-batch divides the effective batch (micro-batch x
-    accumulation stays exactly what it was). ``None`` when the figures give no smaller batch.
+    allocator could reach (free, allocated, reserved) less ``fixed``. ``None`` when the
+    figures do not give both.
     """
     if fig.free is None or fig.allocated is None:
         return None
-    reach = fig.free + fig.allocated + (fig.reserved_unallocated or 0)
+    budget = fig.free + fig.allocated + (fig.reserved_unallocated or 0) - fixed
     needed = fig.allocated - fixed + fig.requested
-    budget = reach - fixed
     if needed <= 0 or budget <= 0:
         return None
-    largest = math.floor(batch.size * HEADROOM * budget / needed)
-    if largest >= batch.size:
+    return HEADROOM * budget / needed
+
+
+def fitting_batch(fig: Figures, batch: Batch, fixed: int) -> tuple[int, int] | None:
+    """The micro-batch that fits and the accumulation that keeps the effective batch.
+
+    The batch is scaled by :func:`activation_share`, then lowered to a divisor of the effective
+    batch (micro-batch x accumulation stays exactly what it was). ``None`` when the figures give
+    no smaller batch.
+    """
+    share = activation_share(fig, fixed)
+    if share is None:
         return None
+    largest = math.floor(batch.size * share)
     effective = batch.size * batch.accumulation
     micro = max((d for d in range(1, max(largest, 1) + 1) if effective % d == 0), default=1)
     return (micro, effective // micro) if micro < batch.size else None
@@ -372,7 +387,7 @@ def _facts(fig: Figures, model: ModelMemory | None, batch: Batch | None) -> list
             Fact(name="gradients", value=model.gradients, unit="bytes", source="computed",
                  note="one per trainable parameter, its dtype"),
             Fact(name="optimizer_state", value=model.optimizer_state, unit="bytes",
-                 source="frame" if model.optimizer and "tensors" in model.optimizer else "computed",
+                 source=model.optimizer_source,
                  note=model.optimizer),
         ]  # fmt: skip
     if batch is not None:
@@ -526,12 +541,7 @@ def _activation_solutions(
                 "checkpointing saves more."
             )
             return [Solution(text=text, settings=settings, estimate=True)]
-    share = None
-    if fig.free is not None and fig.allocated is not None:
-        reach = fig.free + fig.allocated + (fig.reserved_unallocated or 0) - fixed
-        needed = fig.allocated - fixed + fig.requested
-        if needed > 0 and reach > 0:
-            share = min(HEADROOM * reach / needed, 1.0)
+    share = activation_share(fig, fixed)
     text = (
         f"This step's tensors need more than the card has left: {b(fig.requested)} more was "
         f"asked for with {b(fig.free or 0)} free."
@@ -589,18 +599,12 @@ def _rewritten(first: Solution, evidence: Evidence) -> ExampleFix | None:
     if "per_device_train_batch_size" not in first.settings:
         return None
     from errkb.advisors._callsite import rewrite_named_call
+    from errkb.advisors._fix import rewritten
 
     for info in evidence.infos:
-        if not info.frames:
-            continue
         rewrite = rewrite_named_call(info.frames, BATCH_CALLS, first.settings)
         if rewrite is not None:
-            return ExampleFix(
-                before=rewrite.before,
-                after=rewrite.after,
-                location=f"{rewrite.file}:{rewrite.line}",
-                note="; ".join(rewrite.notes) or None,
-            )
+            return rewritten(rewrite)
     return None
 
 
