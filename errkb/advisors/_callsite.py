@@ -1,24 +1,27 @@
-"""Finding the call that built an engine in the traceback, and writing new settings into it.
+"""The call-site rewriter: find the user's call in the traceback, write new settings into it.
 
-Two steps. :func:`find_engine_call` reads the frames with :mod:`ast` (cheap, never run) and
-names the outermost call that builds an engine. :func:`rewrite_settings` then edits the user's
-file with LibCST, a concrete syntax tree that keeps every byte it is not told to change (commas,
-comments, tabs, the inside of strings), so the result is the user's own code with the new
-values in it. LibCST is imported there, never at ``import errkb``.
+The general part of every computed fix, for any family; it knows no library. Two steps.
+:func:`find_call` reads the frames with :mod:`ast` (cheap, never run) and names the outermost
+call of one of the given names. :func:`rewrite_call` then edits the user's file with LibCST, a
+concrete syntax tree that keeps every byte it is not told to change (commas, comments, tabs, the
+inside of strings), so the result is the user's own code with the new values in it. LibCST is
+imported there, never at ``import errkb``.
 
-A setting goes where the engine gets it from, never just onto the call in the frame:
+A setting goes where the call gets it from, never just onto the call in the frame:
 
-* into the call that accepts it: ``EngineArgs(...)`` inside ``from_engine_args(...)``, or the
-  ``engine_args = EngineArgs(...)`` assignment the call names;
+* into the call that accepts it, as the family's :class:`Accepting` says: ``Args(...)`` inside
+  ``build_from(Args(...))``, or the ``args = Args(...)`` assignment the call names;
 * where the value is written: the literal behind a name (``max_len = 131072``), the entry of the
   dict passed as ``**kwargs``, or, through a function's parameter or its ``**kw``, the keyword
   its caller passes (the caller's frame says which call that is);
 * as a new keyword only when none of these holds it.
 
-When the engine is built inside an installed library, its file is not edited:
-:func:`wrap_library_call` writes, before the user's call into the library, a few lines that give
-the engine the settings. When vLLM's own command line built it, the fix is the command line
-(:func:`rewrite_command`).
+When the call is made inside an installed library, its file is not edited: a family writes,
+before the user's statement into the library, lines that hand the library's call the settings
+(:func:`binding_of` says what to replace, :func:`insert_before` puts the lines there). When a
+program's own command line made the call, the fix is the command line (:func:`rewrite_command`).
+A family's specifics (the vLLM engine's calls, its files, ``vllm serve``) live with the family:
+:mod:`errkb.advisors.kv_cache._engine_calls`.
 """
 
 from __future__ import annotations
@@ -34,7 +37,7 @@ from typing import TYPE_CHECKING, Literal, TypeVar, cast
 import attrs
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Mapping, Sequence
+    from collections.abc import Callable, Iterator, Mapping, Sequence
 
     import libcst as cst
     from libcst.metadata import CodeRange
@@ -42,34 +45,19 @@ if TYPE_CHECKING:
     from errkb.findings import FrameInfo
 
 __all__ = [
-    "ENGINE_CALLS",
+    "Accepting",
     "CallSite",
+    "Passing",
     "Rewrite",
-    "engine_file",
-    "find_engine_call",
+    "binding_of",
+    "find_call",
+    "insert_before",
+    "literal",
+    "rewrite_call",
     "rewrite_command",
     "rewrite_named_call",
-    "rewrite_settings",
-    "wrap_library_call",
 ]
 
-#: Names of the calls that build an LLM engine (the last part of a dotted call).
-ENGINE_CALLS = frozenset(
-    {
-        "LLM",
-        "EngineArgs",
-        "AsyncEngineArgs",
-        "LLMEngine",
-        "AsyncLLMEngine",
-        "AsyncLLM",
-        "from_engine_args",
-        "from_vllm_config",
-    }
-)
-#: Calls whose keywords are the engine's settings (``LLM`` passes its ``**kwargs`` on).
-_ACCEPTING = frozenset({"LLM", "EngineArgs", "AsyncEngineArgs"})
-#: Calls that take an ``EngineArgs`` (their first argument, or this keyword).
-_TAKING_ARGS = {"from_engine_args": "engine_args", "from_vllm_config": "vllm_config"}
 #: How far a value is followed through names, dicts and callers.
 _MAX_HOPS = 6
 #: Larger files are left alone: parsing them would take much of the diagnosis' time bound.
@@ -77,12 +65,58 @@ _MAX_SOURCE = 1_000_000
 _N = TypeVar("_N", bound="cst.CSTNode")
 
 
+def _nowhere(path: str) -> bool:
+    del path
+    return False
+
+
+@attrs.frozen(kw_only=True)
+class Passing:
+    """A call that takes the settings through one argument, a call that accepts them.
+
+    ``from_engine_args(EngineArgs(...))``: the argument is the keyword ``argument`` (else the
+    first positional one). ``derived`` names methods whose result carries the settings of the
+    object they are called on (``vllm_config = engine_args.create_engine_config()``).
+    """
+
+    argument: str
+    derived: frozenset[str] = frozenset()
+
+
+def _passing(value: Mapping[str, Passing]) -> Mapping[str, Passing]:
+    return dict(value)
+
+
+@attrs.frozen(kw_only=True)
+class Accepting:
+    """The extension point of the rewriter: which calls take a family's settings.
+
+    A family passes one to :func:`rewrite_call`; the rewriter follows it and knows no library.
+
+    Attributes:
+        calls: the calls whose keywords are the settings (vLLM's ``LLM``, ``EngineArgs``).
+        passing: calls that take them through an argument, by name (see :class:`Passing`).
+        own_file: whether a file is the library's own code, never the user's, even where the
+            traceback does not mark it installed (a checkout of the library on the path).
+    """
+
+    calls: frozenset[str]
+    passing: Mapping[str, Passing] = attrs.field(factory=dict, converter=_passing)
+    own_file: Callable[[str], bool] = _nowhere
+
+    @property
+    def names(self) -> frozenset[str]:
+        """Every call that leads to the settings: those that accept them and those that pass."""
+        return self.calls | frozenset(self.passing)
+
+
 @attrs.frozen(kw_only=True)
 class CallSite:
-    """An engine-building call in a traceback frame: where it is, its text and keywords.
+    """A call found in a traceback frame: where it is, its text and keywords.
 
     ``index`` is the frame's position in the frames given (outermost first); ``library`` says
-    the file is installed code, ``engine`` that it is the engine's own (vLLM's).
+    the file is installed code, ``engine`` that it is the called library's own (its
+    :attr:`Accepting.own_file`).
     """
 
     file: str
@@ -120,7 +154,7 @@ def _name(func: ast.expr) -> str | None:
     return None
 
 
-def _calls_at(tree: ast.AST, line: int, names: frozenset[str] = ENGINE_CALLS) -> list[ast.Call]:
+def _calls_at(tree: ast.AST, line: int, names: frozenset[str]) -> list[ast.Call]:
     out = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and _name(node.func) in names:
@@ -145,42 +179,30 @@ def _parse(file: str) -> tuple[list[str], ast.AST] | None:
         return None
 
 
-def engine_file(path: str) -> bool:
-    """Whether ``path`` is a file of vLLM itself (a ``vllm`` package), not code that uses it.
-
-    A ``vllm`` folder counts when it is a package (its ``__init__.py`` exists) or, for a pasted
-    traceback whose files are not here, when it sits in site-packages or dist-packages.
-    """
-    parts = os.path.normcase(path).replace("\\", "/").split("/")
-    for i, part in enumerate(parts[:-1]):
-        if part != "vllm":
-            continue
-        if i > 0 and parts[i - 1] in ("site-packages", "dist-packages"):
-            return True
-        if Path("/".join([*parts[: i + 1], "__init__.py"])).is_file():
-            return True
-    return False
-
-
-def find_engine_call(frames: Sequence[FrameInfo]) -> CallSite | None:
-    """The outermost frame whose current line is inside an engine-building call.
+def find_call(
+    frames: Sequence[FrameInfo],
+    names: frozenset[str],
+    own_file: Callable[[str], bool] = _nowhere,
+) -> CallSite | None:
+    """The outermost frame whose current line is inside a call named one of ``names``.
 
     Outermost first: when ``LLM(...)`` in the user's code calls ``LLMEngine.from_engine_args``
-    inside vLLM, the user's call is the one to change.
+    inside the library, the user's call is the one to change. ``own_file`` tells the called
+    library's own files (:attr:`CallSite.engine`), which are never the user's.
     """
     for position, frame in enumerate(frames):
         parsed = _parse(frame.file)
         if parsed is None:
             continue
         lines, tree = parsed
-        calls = _calls_at(tree, frame.line)
+        calls = _calls_at(tree, frame.line, names)
         if not calls:
             continue
         node = calls[0]
         end = node.end_lineno or node.lineno
-        engine = engine_file(frame.file)
+        engine = own_file(frame.file)
         user = next(
-            (f for f in reversed(frames[:position]) if not f.library and not engine_file(f.file)),
+            (f for f in reversed(frames[:position]) if not f.library and not own_file(f.file)),
             None,
         )
         return CallSite(
@@ -423,10 +445,11 @@ class _Edits:
 
 
 class _Rewriter:
-    """Places each setting where the engine takes it from (see the module's docstring)."""
+    """Places each setting where the call takes it from (see the module's docstring)."""
 
-    def __init__(self, frames: Sequence[FrameInfo]) -> None:
+    def __init__(self, frames: Sequence[FrameInfo], own_file: Callable[[str], bool]) -> None:
         self.frames = frames
+        self.own_file = own_file
         self.modules: dict[str, _Module] = {}
         self.edits = _Edits()
 
@@ -439,40 +462,40 @@ class _Rewriter:
             self.modules[file] = _Module(file, source)
         return self.modules[file]
 
-    # -- where the engine's settings are taken --
+    # -- where the settings are taken --
 
     def accepting_call(
-        self, mod: _Module, call: cst.Call, index: int, hops: int = 0
+        self, mod: _Module, call: cst.Call, index: int, accepting: Accepting, hops: int = 0
     ) -> tuple[_Module, cst.Call, int]:
-        """The call whose keywords are the engine's settings: ``call`` or its ``EngineArgs``."""
+        """The call whose keywords are the settings: ``call``, or the one it is passed."""
         import libcst as cst
 
         name = _func_name(call)
-        if name in _ACCEPTING:
+        if name in accepting.calls:
             return mod, call, index
-        if name not in _TAKING_ARGS or hops > _MAX_HOPS:
-            raise _UnsupportedError(f"{name}(...) does not take the engine's settings")
-        arg = _keyword(call, _TAKING_ARGS[name]) or next(
+        passing = accepting.passing.get(name or "")
+        if passing is None or hops > _MAX_HOPS:
+            raise _UnsupportedError(f"{name}(...) does not take the settings")
+        arg = _keyword(call, passing.argument) or next(
             (a for a in call.args if a.keyword is None and not a.star), None
         )
         if arg is None:
-            raise _UnsupportedError(f"{name}(...) is given no engine arguments")
+            raise _UnsupportedError(f"{name}(...) is given no arguments to carry the settings")
         found = self.definition(mod, arg.value, index)
         if found is None:
             raise _UnsupportedError(f"cannot see where {name}(...)'s arguments are made")
         mod, expr, index = found
-        if isinstance(expr, cst.Call) and _func_name(expr) in _ACCEPTING:
+        if isinstance(expr, cst.Call) and _func_name(expr) in accepting.calls:
             return mod, expr, index
         if (
-            name == "from_vllm_config"
-            and isinstance(expr, cst.Call)
+            isinstance(expr, cst.Call)
             and isinstance(expr.func, cst.Attribute)
-            and expr.func.attr.value == "create_engine_config"
+            and expr.func.attr.value in passing.derived
         ):
-            # vllm_config = engine_args.create_engine_config(): the settings are engine_args'.
+            # config = args.make_config(): the settings are those of args.
             inner = self.definition(mod, expr.func.value, index)
             if inner is not None and isinstance(inner[1], cst.Call):
-                return self.accepting_call(inner[0], inner[1], inner[2], hops + 1)
+                return self.accepting_call(inner[0], inner[1], inner[2], accepting, hops + 1)
         raise _UnsupportedError(f"cannot see where {name}(...)'s arguments are made")
 
     def definition(
@@ -544,7 +567,8 @@ class _Rewriter:
 
     def caller_call(self, func: cst.FunctionDef, index: int) -> tuple[_Module, cst.Call, int]:
         """The call of ``func`` on the line of the frame that called it (frame ``index - 1``)."""
-        if index == 0 or self.frames[index - 1].library or engine_file(self.frames[index - 1].file):
+        caller = self.frames[index - 1] if index > 0 else None
+        if caller is None or caller.library or self.own_file(caller.file):
             raise _UnsupportedError(f"no caller of {func.name.value}() in your code")
         cmod = self.module(index - 1)
         calls = cmod.calls_at(self.frames[index - 1].line, frozenset({func.name.value}))
@@ -579,7 +603,7 @@ class _Rewriter:
     def set_keyword(
         self, mod: _Module, call: cst.Call, key: str, text: str, index: int, hops: int = 0
     ) -> None:
-        """Make ``call`` pass ``key=text`` to the engine, changing it where it is written."""
+        """Make ``call`` pass ``key=text``, changing it where it is written."""
         import libcst as cst
 
         if hops > _MAX_HOPS:
@@ -860,40 +884,31 @@ def _region(mod: _Module, edits: _Edits) -> Rewrite:
     )
 
 
-def rewrite_settings(
-    frames: Sequence[FrameInfo], index: int, settings: Mapping[str, object]
-) -> Rewrite | None:
-    """Write ``settings`` into the user's code where frame ``index``'s engine call takes them.
-
-    None when the code's shape is one this does not handle (the source is gone, the settings
-    would land in two files, a name's value cannot be seen): no fix beats a wrong one.
-    """
-    return _rewrite(frames, index, frames[index].line, ENGINE_CALLS, settings, engine=True)
-
-
-def _rewrite(
+def rewrite_call(
     frames: Sequence[FrameInfo],
     index: int,
     line: int,
     names: frozenset[str],
     settings: Mapping[str, object],
-    *,
-    engine: bool = False,
+    accepting: Accepting | None = None,
 ) -> Rewrite | None:
     """Set ``settings`` on the call named one of ``names`` at ``line`` of frame ``index``'s file.
 
-    ``engine``: the call takes an engine's settings, which go into the call that accepts them
-    (see :meth:`_Rewriter.accepting_call`). None when the edits would not land in one file, or
-    the shape is one the rewriter does not handle.
+    With ``accepting``, the settings go into the call that accepts them (a call that passes
+    them is followed to it: :class:`Accepting`); without, onto the call itself. None when the
+    code's shape is one this does not handle (the source is gone, the settings would land in
+    two files, a name's value cannot be seen): no fix beats a wrong one.
     """
-    rewriter = _Rewriter(frames)
+    rewriter = _Rewriter(frames, accepting.own_file if accepting is not None else _nowhere)
     try:
         mod = rewriter.module(index)
         calls = mod.calls_at(line, names)
         if not calls:
             return None
         target_mod, target, target_index = (
-            rewriter.accepting_call(mod, calls[0], index) if engine else (mod, calls[0], index)
+            rewriter.accepting_call(mod, calls[0], index, accepting)
+            if accepting is not None
+            else (mod, calls[0], index)
         )
         for key, value in settings.items():
             rewriter.set_keyword(target_mod, target, key, _literal(value), target_index)
@@ -913,11 +928,11 @@ def rewrite_named_call(
 ) -> Rewrite | None:
     """Write ``settings`` as keywords of the user's call named one of ``names``.
 
-    The general part of the rewriter, for any family: the call is the one at a user frame's
-    line (outermost first), else the one such call in the outermost user frame's file (a
+    For a call the traceback does not hold: the call is the one at a user frame's line
+    (outermost first), else the one such call in the outermost user frame's file (a
     ``TrainingArguments(...)`` made above the ``trainer.train()`` that failed). Each keyword
-    goes where its value is written, as for an engine's settings. None when there is no such
-    call, more than one in that file, or a shape the rewriter does not handle.
+    goes where its value is written (:func:`rewrite_call`). None when there is no such call,
+    more than one in that file, or a shape the rewriter does not handle.
     """
     users = [i for i, frame in enumerate(frames) if not frame.library]
     chosen: tuple[int, int] | None = None
@@ -937,10 +952,22 @@ def rewrite_named_call(
             chosen = (users[0], found[0].lineno)
     if chosen is None:
         return None
-    return _rewrite(frames, *chosen, names, settings)
+    return rewrite_call(frames, *chosen, names, settings)
 
 
-# --- An engine built inside an installed library ------------------------------------------
+# --- A call made inside an installed library ------------------------------------------------
+
+
+def literal(value: object) -> str | None:
+    """``value`` as Python source (:func:`repr` of a number, a double-quoted string); else None.
+
+    >>> literal(0.93), literal("fp8"), literal([1])
+    ('0.93', '"fp8"', None)
+    """
+    try:
+        return _literal(value)
+    except _UnsupportedError:
+        return None
 
 
 def _module_name(path: str) -> str | None:
@@ -957,22 +984,24 @@ def _module_name(path: str) -> str | None:
     return ".".join(names) if names and all(n.isidentifier() for n in names) else None
 
 
-def _engine_binding(site: CallSite) -> tuple[str, str] | None:
-    """Where the library looks its engine up: (module, attribute) to wrap, or None.
+def binding_of(file: str, line: int, names: frozenset[str]) -> tuple[str, str] | None:
+    """Where the call named one of ``names`` at ``file:line`` looks its callable up.
 
-    ``from vllm import LLM`` inside the function that calls it: ``vllm.LLM`` is looked up at
-    each call. Otherwise the name is the library module's own global.
+    ``(module, attribute)``, to be replaced for one run: ``from pkg import Thing`` inside the
+    function that calls ``Thing(...)`` looks ``pkg.Thing`` up at each call; otherwise the name is
+    the installed module's own global. None when the file is not installed code (no import
+    name), the call is not a plain name, or the source cannot be read.
     """
-    parsed = _parse(site.file)
+    parsed = _parse(file)
     if parsed is None:
         return None
-    module = _module_name(site.file)
+    module = _module_name(file)
     tree = parsed[1]
-    call = next(iter(_calls_at(tree, site.line)), None)
+    call = next(iter(_calls_at(tree, line, names)), None)
     if module is None or call is None or not isinstance(call.func, ast.Name):
         return None
     name = call.func.id
-    package = module if site.file.endswith("__init__.py") else module.rpartition(".")[0]
+    package = module if file.endswith("__init__.py") else module.rpartition(".")[0]
     for func in ast.walk(tree):
         if not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
             continue
@@ -1008,27 +1037,20 @@ def _statement_at(mod: _Module, line: int) -> cst.CSTNode | None:
     return best
 
 
-def wrap_library_call(site: CallSite, settings: Mapping[str, object]) -> Rewrite | None:
-    """Give an engine built inside a library ``settings``, from the user's file.
+def insert_before(frame: FrameInfo, lines: Sequence[str]) -> Rewrite | None:
+    """``lines`` put before the statement at ``frame``'s line, indented as it is.
 
-    The library's file is never edited. Before the user's statement that calls into the
-    library, a few lines replace the engine class the library calls with one that passes the
-    settings, so this run of the library builds its engine with them. None when the user's call
-    or the library's lookup cannot be seen.
+    The statement stays whole and unchanged below them (a compound statement's first line
+    only); every other byte of the file too. None when the file cannot be read or parsed.
     """
-    user = site.user_frame
-    binding = _engine_binding(site)
-    if user is None or binding is None:
-        return None
-    source = _source(user.file)
+    source = _source(frame.file)
     if source is None:
         return None
     try:
-        mod = _Module(user.file, source)
-        values = ", ".join(f"{json.dumps(k)}: {_literal(v)}" for k, v in settings.items())
+        mod = _Module(frame.file, source)
+        statement = _statement_at(mod, frame.line)
     except _UnsupportedError:
         return None
-    statement = _statement_at(mod, user.line)
     if statement is None:
         return None
     first, last = mod.lines(statement)
@@ -1036,34 +1058,28 @@ def wrap_library_call(site: CallSite, settings: Mapping[str, object]) -> Rewrite
 
     if isinstance(statement, cst.BaseCompoundStatement):
         last = first
-    lines = source.split("\n")
-    indent = lines[first - 1][: len(lines[first - 1]) - len(lines[first - 1].lstrip())]
-    module, attr = binding
-    where = f"{Path(site.file).name}:{site.line}"
-    wrapper = [
-        f"import {module} as _engine_home  # the engine {attr}() is built inside a library ({where})",
-        f"_build_engine = _engine_home.{attr}",
-        f"_engine_home.{attr} = lambda *args, **kwargs: _build_engine(*args, **{{**kwargs, {values}}})",
-    ]
-    before = "\n".join(lines[first - 1 : last])
+    text = source.split("\n")
+    indent = text[first - 1][: len(text[first - 1]) - len(text[first - 1].lstrip())]
+    before = "\n".join(text[first - 1 : last])
     return Rewrite(
-        file=user.file,
+        file=frame.file,
         line=first,
         before=before,
-        after="\n".join([*(indent + w for w in wrapper), before]),
+        after="\n".join([*(indent + new for new in lines), before]),
     )
 
 
-# --- vLLM's own command line ----------------------------------------------------------------
+# --- A program's own command line -----------------------------------------------------------
 
 
 def rewrite_command(argv: Sequence[str], settings: Mapping[str, object]) -> tuple[str, str]:
     """The command line ``argv`` with ``settings`` as flags: ``(before, after)``.
 
     ``--max-model-len 131072`` or ``--max-model-len=131072`` get the new value; a flag not
-    given is added at the end. The program is shown as it is typed (``vllm``), not its path.
+    given is added at the end. The program is shown as it is typed (``vllm``), not its path;
+    a script as ``python SCRIPT``.
     """
-    program = Path(argv[0]).name if argv else "vllm"
+    program = Path(argv[0]).name if argv else ""
     if program.endswith(".py"):
         program = "python " + argv[0]
     args = list(argv[1:])

@@ -307,7 +307,7 @@ _DISTRIBUTED = regex.compile(
 
 def _where(evidence: Evidence) -> str | None:
     """``"vllm"`` or ``"distributed"`` when the traceback's files or the pasted text say so."""
-    from errkb.advisors._callsite import engine_file
+    from errkb.advisors.kv_cache._engine_calls import engine_file
 
     files = [f.file for info in evidence.infos for f in info.frames]
     if any(map(engine_file, files)) or (evidence.text and _VLLM_LOG.search(evidence.text)):

@@ -11,11 +11,10 @@ from __future__ import annotations
 import ast
 import textwrap
 
-from errkb.advisors._callsite import (
-    CallSite,
+from errkb.advisors._callsite import CallSite, rewrite_command
+from errkb.advisors.kv_cache._engine_calls import (
     engine_file,
     find_engine_call,
-    rewrite_command,
     rewrite_settings,
     wrap_library_call,
 )
@@ -263,3 +262,37 @@ def test_library_call_that_cannot_be_resolved_gives_no_wrapper(tmp_path):
         user_frame=_frame(user, 1),
     )
     assert wrap_library_call(site, {"max_model_len": 4096}) is None
+
+
+def test_rewrite_call_follows_a_familys_own_accepting_call(tmp_path):
+    """The general rewriter knows no library: a family's Accepting (Trainer passes its
+    TrainingArguments as args=) sends the keyword into the assignment that makes them."""
+    from errkb.advisors._callsite import Accepting, Passing, rewrite_call
+
+    path = _write(
+        tmp_path,
+        """\
+        args = TrainingArguments(output_dir="out", per_device_train_batch_size=16)
+        trainer = Trainer(model=None, args=args)
+        """,
+    )
+    accepting = Accepting(
+        calls=frozenset({"TrainingArguments"}), passing={"Trainer": Passing(argument="args")}
+    )
+    rewrite = rewrite_call(
+        [_frame(path, 2)],
+        0,
+        2,
+        frozenset({"Trainer"}),
+        {"per_device_train_batch_size": 4},
+        accepting,
+    )
+    assert rewrite is not None
+    assert (1, 'args = TrainingArguments(output_dir="out", per_device_train_batch_size=4)') == (
+        rewrite.line,
+        rewrite.after,
+    )
+    # Without it, the keyword goes onto the call itself.
+    plain = rewrite_call([_frame(path, 2)], 0, 2, frozenset({"Trainer"}), {"max_steps": 10})
+    assert plain is not None
+    assert "trainer = Trainer(model=None, args=args, max_steps=10)" == plain.after

@@ -8,7 +8,7 @@ there is (the message and its wording, the engine's objects in the frames, the l
 model config, the user's flags, an installed vLLM) and names every number with its source as a
 fact.
 
-The work is done in four rooms, each a module:
+The work is done in these rooms, each a module:
 
 * :mod:`~errkb.advisors.kv_cache._inputs` gathers every input into a frozen
   :class:`~errkb.advisors.kv_cache._inputs.Inputs`, each value with its fact;
@@ -17,7 +17,10 @@ The work is done in four rooms, each a module:
 * :mod:`~errkb.advisors.kv_cache._arithmetic` and :mod:`~errkb.advisors.kv_cache._layouts`
   hold the formulas of each era (V0 blocks, V1 spec pages with sliding windows and MLA, the
   CPU backend), and :mod:`~errkb.advisors.kv_cache._outcome` applies them to the inputs;
-* :mod:`~errkb.advisors.kv_cache._wording` words the outcome as solutions.
+* :mod:`~errkb.advisors.kv_cache._wording` words the outcome as solutions;
+* :mod:`~errkb.advisors.kv_cache._example` shows the fix in the user's own call or command,
+  found and rewritten with vLLM's specifics (:mod:`~errkb.advisors.kv_cache._engine_calls`)
+  by the general rewriter (:mod:`errkb.advisors._callsite`).
 
 ``errkb probe`` uses the same arithmetic (:func:`layout_for_model`). docs/kv-cache.md gives
 each formula with the vLLM source line it follows.
@@ -28,7 +31,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from errkb.advisors import Advice, Contract, Variant, advisor
-from errkb.advisors._fix import example_fix
 from errkb.advisors.kv_cache._arithmetic import (
     Layout,
     longest_length,
@@ -38,6 +40,7 @@ from errkb.advisors.kv_cache._arithmetic import (
     v0_blocks,
 )
 from errkb.advisors.kv_cache._eras import Era, era_of
+from errkb.advisors.kv_cache._example import example_fix
 from errkb.advisors.kv_cache._inputs import gather
 from errkb.advisors.kv_cache._layouts import Sized, layout_from_shape, sizing_for
 from errkb.advisors.kv_cache._outcome import compute
