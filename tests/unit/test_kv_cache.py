@@ -759,3 +759,22 @@ def test_a_paste_cut_before_the_docs_link_keeps_the_wordings_range():
     for text in (LLAMA_V024, LLAMA_V013, LLAMA_V090, cut, LLAMA_V013.split(" See https://")[0]):
         era, _ = era_of("v1", text, None, None)
         assert era.low is None or era.high is None or era.low <= era.high, era.describe()
+
+
+def test_a_capture_that_is_not_a_number_is_a_note_not_a_crash():
+    """A record's pattern that captures "3488.5" as the cache's tokens: the KV advisor reads it
+    through the contract's Captures, which report it as a note; no figure comes from it."""
+    from errkb.testing import record_dict, registry_from_dicts
+
+    record = record_dict(
+        id="acme-kv-cache",
+        messagePattern=r"stored in KV cache \((?P<max_seq_len>[\d.]+)\)",
+        advisors=["kv-cache"],
+    )
+    text = SEED_MESSAGE.replace("(12288)", "(3488.5)")
+    d = errkb.explain(
+        text, options=Options(measurements=NO_GPU), registry=registry_from_dicts([record])
+    )
+    assert ["acme-kv-cache"] == [f.record.id for f in d.findings]
+    assert any("capture 'max_seq_len' is not a whole number: 3488.5" in n for n in d.notes), d.notes
+    assert "kv_cache_capacity" not in _facts(d)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import attrs
 
+from errkb.advisors import CaptureError, Captures
 from errkb.advisors.kv_cache._eras import Era, era_of, show
 from errkb.exceptions import UsageError
 from errkb.findings import Fact, Source
@@ -121,18 +122,20 @@ def _message(match: Match, evidence: Evidence, variant: str) -> str | None:
     return None
 
 
-def _printed(caps: dict[str | int, Any], key: str, name: str) -> Value[float] | None:
-    """A size the message prints (``key`` and ``key_unit``), in GiB as printed."""
-    raw = caps.get(key)
-    if not isinstance(raw, (int, float)) or isinstance(raw, bool):
+def _printed(raw: float | None, unit: str | None, name: str) -> Value[float] | None:
+    """A size the message prints (a number and its unit, GiB if none), in GiB as printed."""
+    if raw is None:
         return None
-    unit = str(caps.get(f"{key}_unit") or "GiB")
+    unit = unit or "GiB"
     note = None
     if unit == "GB":
         note = "vLLM computes this figure in GiB even where it prints 'GB'"
     elif unit != "GiB":
-        return value(name, to_bytes(float(raw), unit) / (1 << 30), "GiB", "message")
-    return value(name, float(raw), "GiB", "message", note)
+        try:
+            return value(name, to_bytes(raw, unit) / (1 << 30), "GiB", "message")
+        except (UsageError, OverflowError, ValueError) as exc:
+            raise CaptureError(f"capture {name!r} is not a size: {exc}") from None
+    return value(name, raw, "GiB", "message", note)
 
 
 def _shape(
@@ -286,7 +289,7 @@ def _release(era: Era, installed: str | None) -> Value[str] | None:
 
 
 def _sizes(
-    caps: dict[str | int, Any],
+    caps: Captures,
     e: EngineReading | None,
     evidence: Evidence,
     variant: str,
@@ -297,7 +300,7 @@ def _sizes(
         "max_model_len",
         "tokens",
         (e.max_model_len if e else None, "frame"),
-        (caps.get("max_model_len"), "message"),
+        (caps.integer("max_model_len"), "message"),
     )
     positions = shape.max_position_embeddings if shape is not None else None
     if max_model_len is None and variant == "no-blocks" and isinstance(positions, int):
@@ -360,7 +363,7 @@ def _gpu(evidence: Evidence, notes: list[str]) -> dict[str, Any]:
 
 
 def _utilization(
-    caps: dict[str | int, Any],
+    caps: Captures,
     e: EngineReading | None,
     evidence: Evidence,
     variant: str,
@@ -377,9 +380,9 @@ def _utilization(
         utilization = value(
             "gpu_memory_utilization", float(evidence.given("gpu_memory_utilization")), None, "flag"
         )
-    message = caps.get("gpu_memory_utilization")
-    if isinstance(message, (int, float)) and (utilization is None or variant == "free-memory"):
-        utilization = value("gpu_memory_utilization", float(message), None, "message")
+    message = caps.number("gpu_memory_utilization")
+    if message is not None and (utilization is None or variant == "free-memory"):
+        utilization = value("gpu_memory_utilization", message, None, "message")
     if variant == "free-memory":
         return {"requested_utilization": utilization}
     defaults = era.default_utilizations()
@@ -403,15 +406,25 @@ def _utilization(
     return {"utilization": utilization}
 
 
-def _memory(caps: dict[str | int, Any], e: EngineReading | None, variant: str) -> dict[str, Any]:
+def _memory(caps: Captures, e: EngineReading | None, variant: str) -> dict[str, Any]:
     """The cache's memory as the frames have it exactly and the message prints it."""
     out: dict[str, Any] = {
-        "available_printed": _printed(caps, "available", "available_kv_cache_memory_printed"),
-        "needed_printed": _printed(caps, "needed", "needed_kv_cache_memory_printed"),
-        "estimate": _int_from(
-            "estimated_max_model_len", "tokens", (caps.get("estimated_max_model_len"), "message")
+        "available_printed": _printed(
+            caps.number("available"),
+            caps.text("available_unit"),
+            "available_kv_cache_memory_printed",
         ),
-        "capacity": _int_from("kv_cache_capacity", "tokens", (caps.get("max_seq_len"), "message")),
+        "needed_printed": _printed(
+            caps.number("needed"), caps.text("needed_unit"), "needed_kv_cache_memory_printed"
+        ),
+        "estimate": _int_from(
+            "estimated_max_model_len",
+            "tokens",
+            (caps.integer("estimated_max_model_len"), "message"),
+        ),
+        "capacity": _int_from(
+            "kv_cache_capacity", "tokens", (caps.integer("max_seq_len"), "message")
+        ),
     }
     if e is not None and e.available_memory is not None:
         out["available"] = value("available_kv_cache_memory", e.available_memory, "bytes", "frame")
@@ -420,19 +433,15 @@ def _memory(caps: dict[str | int, Any], e: EngineReading | None, variant: str) -
     if e is not None and e.num_gpu_blocks is not None:
         out["num_gpu_blocks"] = value("num_gpu_blocks", e.num_gpu_blocks, "blocks", "frame")
     if variant == "free-memory":
-        unit = caps.get("memory_unit")
-        out["free_at_start"] = _printed(
-            {"free": caps.get("free"), "free_unit": unit}, "free", "free_memory_at_start"
-        )
-        out["total_at_start"] = _printed(
-            {"total": caps.get("total"), "total_unit": unit}, "total", "total_memory"
-        )
+        unit = caps.text("memory_unit")
+        out["free_at_start"] = _printed(caps.number("free"), unit, "free_memory_at_start")
+        out["total_at_start"] = _printed(caps.number("total"), unit, "total_memory")
     return out
 
 
 def gather(match: Match, evidence: Evidence, variant: str) -> Inputs:
     """Every input there is for ``match`` (of the form ``variant``), frozen."""
-    caps = dict(match.captures)
+    caps = Captures(match.captures)
     notes: list[str] = []
     engine = evidence.engine()
     message = _message(match, evidence, variant)
@@ -476,7 +485,7 @@ def gather(match: Match, evidence: Evidence, variant: str) -> Inputs:
         cache_dtype=cache_dtype,
         cache_bytes=cache_bytes,
         weights=weights,
-        env_var=str(caps["env_var"]) if caps.get("env_var") else None,
+        env_var=caps.text("env_var"),
         **_sizes(caps, engine, evidence, variant, shape),
         **_gpu(evidence, notes),
         **_utilization(caps, engine, evidence, variant, era),
