@@ -710,6 +710,14 @@ def _ends_after_blank(text: str) -> bool:
 
 
 _ARROW = ParsedFrame(file="", line=0, function=None)
+#: The most digits a frame's line number is read with; a longer one is no line of a file
+#: (and past 4,300 digits ``int()`` refuses it): the frame is kept, its line unknown (0).
+_MAX_LINE_DIGITS = 9
+
+
+def _line(digits: str) -> int:
+    """A frame's line number, or 0 (unknown) for one of more than nine digits."""
+    return int(digits) if len(digits) <= _MAX_LINE_DIGITS else 0
 
 
 def _frame(text: str, frames: list[ParsedFrame]) -> ParsedFrame | None:
@@ -720,23 +728,23 @@ def _frame(text: str, frames: list[ParsedFrame]) -> ParsedFrame | None:
     """
     first = text[:1]
     if first in " \t" and (m := _FRAME.match(text)):
-        return ParsedFrame(file=m["file"], line=int(m["line"]), function=m["func"])
+        return ParsedFrame(file=m["file"], line=_line(m["line"]), function=m["func"])
     if first == "F" and (m := _IPY_FILE.match(text)):
-        return ParsedFrame(file=m["file"], line=int(m["line"]), function=m["func"])
+        return ParsedFrame(file=m["file"], line=_line(m["line"]), function=m["func"])
     if first == "C" and (m := _IPY_CELL.match(text)):
-        return ParsedFrame(file=f"Cell In[{m['cell']}]", line=int(m["line"]), function=None)
+        return ParsedFrame(file=f"Cell In[{m['cell']}]", line=_line(m["line"]), function=None)
     if first == "I" and (m := _IPY_INPUT.match(text)):
         line = regex.search(r"line: (\d+)>", m["func"])
         return ParsedFrame(
             file=f"Input In [{m['cell']}]",
-            line=int(line[1]) if line else 0,
+            line=_line(line[1]) if line else 0,
             function=m["func"],
         )
     old = first in "<~/" or (first.isalpha() and text[1:3] == ":\\")
     if old and (m := _IPY_OLD.match(text)):
         return ParsedFrame(file=m["file"], line=0, function=m["func"])
     if first == "-" and frames and frames[-1].line == 0 and (m := _IPY_ARROW.match(text)):
-        frames[-1] = attrs.evolve(frames[-1], line=int(m["line"]))
+        frames[-1] = attrs.evolve(frames[-1], line=_line(m["line"]))
         return _ARROW
     return None
 
@@ -762,12 +770,12 @@ def _rich_frame(parts: list[str], width: int) -> ParsedFrame | None:
             candidates.append(joined)
     for candidate in candidates:
         if m := _RICH_FRAME.match(candidate):
-            return ParsedFrame(file=m["file"], line=int(m["line"]), function=m["func"])
+            return ParsedFrame(file=m["file"], line=_line(m["line"]), function=m["func"])
     return None
 
 
 def _located(m: regex.Match[str]) -> ParsedFrame:
-    return ParsedFrame(file=m["file"], line=int(m["line"]), function=m["func"])
+    return ParsedFrame(file=m["file"], line=_line(m["line"]), function=m["func"])
 
 
 def _looks_like_class(name: str) -> bool:

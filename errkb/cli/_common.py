@@ -77,18 +77,14 @@ def add_evidence_flags(parser: argparse.ArgumentParser) -> None:
 def given(args: argparse.Namespace) -> dict[str, Any]:
     """The evidence flags that were given, by :class:`errkb.options.Given` field name.
 
-    A bad ``--gpu-memory`` raises ``UsageError`` with the flag's name in front of what the
-    size parser says.
+    A bad ``--gpu-memory`` or a figure out of its plausible range
+    (:mod:`errkb.probes._plausible`) raises ``UsageError`` naming the flag and the range.
     """
-    from errkb.exceptions import UsageError
-    from errkb.units import parse_size
+    from errkb.probes._plausible import RANGES, gpu_memory
 
     values: dict[str, Any] = {}
     if getattr(args, "gpu_memory", None):
-        try:
-            values["gpu_memory_bytes"] = parse_size(args.gpu_memory)
-        except UsageError as exc:
-            raise UsageError(f"--gpu-memory: {exc}") from None
+        values["gpu_memory_bytes"] = gpu_memory(args.gpu_memory, "--gpu-memory")
     for name in (
         "model",
         "gpu_memory_utilization",
@@ -99,6 +95,8 @@ def given(args: argparse.Namespace) -> dict[str, Any]:
     ):
         value = getattr(args, name, None)
         if value is not None:
+            if name in RANGES:  # each figure in its plausible range, as errkb serve checks it
+                value = RANGES[name].check(value, "--" + name.replace("_", "-"))
             values[name] = value
     return values
 

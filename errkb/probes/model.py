@@ -23,6 +23,7 @@ import attrs
 
 from errkb._traceback import safe_getattr
 from errkb.exceptions import UsageError
+from errkb.probes._plausible import RANGES
 
 if TYPE_CHECKING:
     from errkb.evidence import Evidence
@@ -174,11 +175,19 @@ def _text_config(config: Any, origin: str) -> tuple[Any, str | None]:
     return text, f"transformers' {type(text).__name__} defaults"
 
 
-def _positive(origin: str, name: str, value: object) -> int:
-    """``value`` as a positive integer; ``UsageError`` naming the field otherwise."""
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise UsageError(f"{origin}: field {name!r}: expected a positive integer, got {value!r}")
-    return value
+def _figure(config: Any, origin: str, name: str) -> Any:
+    """The figure ``name`` of ``config`` (under its name or an alias), in its plausible range.
+
+    None when the config does not give it; ``OutOfRange`` (a ``UsageError``) naming the
+    field as the config spells it when the value is of the wrong kind or out of range
+    (:mod:`errkb.probes._plausible`): nothing downstream ever loops over 10^8 layers.
+    """
+    figure = RANGES[name]
+    for key in (figure.name, *figure.aliases):
+        value = _get(config, key)
+        if value is not None:
+            return figure.check(value, f"{origin}: field {key!r}")
+    return None
 
 
 def _layer_kinds(config: Any, layers: int, window: int | None) -> tuple[str, ...]:
@@ -246,25 +255,32 @@ def _window(config: Any) -> int | None:
 def model_shape(config: Any, *, origin: str) -> ModelShape:
     """Read a :class:`ModelShape` from a config object or dict; ``UsageError`` if incomplete.
 
-    Every count must be a positive integer; a zero, negative or fractional head count is an
-    error that names the field, never a shape to compute with.
+    Every figure must be in its plausible range (:mod:`errkb.probes._plausible`, printed in
+    docs/console.md); a zero, negative, fractional or absurd count is an error that names the
+    field, never a shape to compute with. The layer count sizes :attr:`ModelShape.layer_kinds`,
+    one entry per layer: its range (at most 1,024) keeps that tuple small.
     """
     config, defaults_from = _text_config(config, origin)
-    layers = _get(config, *_LAYER_COUNT)
-    heads = _get(config, "num_attention_heads", "n_head", "num_heads")
+    layers = _figure(config, origin, "num_hidden_layers")
+    heads = _figure(config, origin, "num_attention_heads")
     if layers is None or heads is None:
         raise UsageError(f"{origin}: the config has no num_hidden_layers/num_attention_heads")
-    layers = _positive(origin, "num_hidden_layers", layers)
-    heads = _positive(origin, "num_attention_heads", heads)
-    kv = _get(config, "num_key_value_heads", "num_kv_heads", "n_head_kv", "multi_query_group_num")
+    kv = _figure(config, origin, "num_key_value_heads")
     if kv is None:
         kv = 1 if _get(config, "multi_query") is True else heads
-    kv = _positive(origin, "num_key_value_heads", kv)
-    explicit = _get(config, "head_dim")
-    hidden = _get(config, "hidden_size", "n_embd", "d_model")
-    hidden = _positive(origin, "hidden_size", hidden) if hidden is not None else None
+    if kv > heads and isinstance(config, dict):
+        # Refused in a config given as data or read from a file; a live config object is what
+        # the process ran with (transformers' Qwen2Config defaults to 32 KV heads whatever
+        # the heads), and its diagnosis still reads it as it is.
+        raise UsageError(
+            f"{origin}: field 'num_key_value_heads': expected at most num_attention_heads "
+            f"({heads}), got {kv}"
+        )
+    explicit = _figure(config, origin, "head_dim")
+    hidden = _figure(config, origin, "hidden_size")
+    _figure(config, origin, "vocab_size")
     if explicit is not None:
-        head_dim = _positive(origin, "head_dim", explicit)
+        head_dim = explicit
     elif hidden is not None:
         head_dim = hidden // heads
         if head_dim <= 0:
@@ -274,16 +290,20 @@ def model_shape(config: Any, *, origin: str) -> ModelShape:
             )
     else:
         raise UsageError(f"{origin}: the config gives neither head_dim nor hidden_size")
-    latent = _get(config, "kv_lora_rank")
+    latent = _figure(config, origin, "kv_lora_rank")
     mla = None
     if latent is not None:
         mla = (
-            _positive(origin, "kv_lora_rank", latent),
-            int(_get(config, "qk_rope_head_dim") or 0),
-            int(_get(config, "qk_nope_head_dim") or 0),
+            latent,
+            _figure(config, origin, "qk_rope_head_dim") or 0,
+            _figure(config, origin, "qk_nope_head_dim") or 0,
         )
     dtype = _get(config, "torch_dtype", "dtype")
     window = _window(config)
+    if window is not None:
+        _figure(config, origin, "sliding_window")
+    for name in ("sliding_window_pattern", "attn_layer_period", "attn_layer_offset"):
+        _figure(config, origin, name)
     kinds = _layer_kinds(config, layers, window)
     return ModelShape(
         layer_kinds=kinds,
@@ -294,9 +314,7 @@ def model_shape(config: Any, *, origin: str) -> ModelShape:
         head_dim_explicit=explicit is not None,
         hidden_size=hidden,
         dtype=str(dtype).removeprefix("torch.") if dtype is not None else None,
-        max_position_embeddings=_get(
-            config, "max_position_embeddings", "n_positions", "max_seq_len"
-        ),
+        max_position_embeddings=_figure(config, origin, "max_position_embeddings"),
         sliding_window=window,
         mla=mla,
         model_type=_get(config, "model_type"),
