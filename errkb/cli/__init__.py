@@ -122,7 +122,9 @@ def _parser() -> argparse.ArgumentParser:
         "page at /. Loopback by default; any other address needs a token.",
     )
     add_records_flag(serve)
-    serve.add_argument("--host", default="127.0.0.1", help="the address to listen on")
+    serve.add_argument(
+        "--host", default="127.0.0.1", help="the address to listen on (IPv6 with or without [])"
+    )
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument(
         "--token",
@@ -130,7 +132,34 @@ def _parser() -> argparse.ArgumentParser:
         "needed off loopback",
     )
     serve.add_argument(
-        "--timeout", type=float, default=10.0, help="seconds a request may take (then 503)"
+        "--token-file", metavar="PATH", help="read the token from this file (kept out of ps)"
+    )
+    serve.add_argument(
+        "--allowed-host",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="a name the server is reached under besides loopback and its address (repeatable; "
+        "* for any): the Host header must name one",
+    )
+    serve.add_argument(
+        "--timeout",
+        type=float,
+        default=10.0,
+        help="seconds a request may take (then 503, and its work stops)",
+    )
+    serve.add_argument(
+        "--threads",
+        type=int,
+        default=4,
+        help="worker threads for diagnoses and scans (default 4; more requests wait)",
+    )
+    serve.add_argument(
+        "--header-timeout",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="close a connection that sends no whole request head for this long (default 10)",
     )
     serve.add_argument("--quiet", action="store_true", help="no access log")
 

@@ -13,60 +13,33 @@ import re
 from typing import Any
 
 from errkb.exceptions import UsageError
+from errkb.probes._plausible import MODEL_RANGES, RANGES, OutOfRange, gpu_memory
 from errkb.probes.model import GIVEN_CONFIG, model_shape
 from errkb.serve._limits import Problem
-from errkb.units import parse_size
 
-__all__ = ["MAX_MODEL_CONFIG_BYTES", "WHAT_IF", "explain_body"]
+__all__ = ["MAX_DEPTH", "MAX_MODEL_CONFIG_BYTES", "WHAT_IF", "explain_body"]
 
 #: The largest model config, as JSON; a config.json is a few kilobytes.
 MAX_MODEL_CONFIG_BYTES = 256 * 1024
 #: How deep a model config may nest.
 _MAX_DEPTH = 16
-#: The config fields that are counts: each, when given, must be an integer.
-_COUNTS = (
-    "num_hidden_layers",
-    "n_layer",
-    "num_layers",
-    "num_attention_heads",
-    "n_head",
-    "num_heads",
-    "num_key_value_heads",
-    "num_kv_heads",
-    "n_head_kv",
-    "multi_query_group_num",
-    "head_dim",
-    "hidden_size",
-    "n_embd",
-    "d_model",
-    "max_position_embeddings",
-    "n_positions",
-    "max_seq_len",
-    "kv_lora_rank",
-    "qk_rope_head_dim",
-    "qk_nope_head_dim",
-    "sliding_window_pattern",
-    "attn_layer_period",
-    "attn_layer_offset",
-)
+#: How deep a whole request body may nest (the model config within it, 16 more or less).
+MAX_DEPTH = 32
 _NAME = re.compile(r"[A-Za-z0-9_.-]{1,40}")
 
 #: The what-if fields, each with what it expects (the OpenAPI document says the same).
 WHAT_IF = {
-    "gpu_memory": "total memory of one GPU: a size such as '80GiB', or a number of bytes",
-    "gpu_memory_utilization": "the fraction of GPU memory the engine was given, above 0, at most 1",
-    "block_size": "tokens per KV-cache block, a positive integer",
+    "gpu_memory": "total memory of one GPU: a size such as '80GiB', or a number of bytes "
+    f"({RANGES['gpu_memory'].span})",
+    "gpu_memory_utilization": "the fraction of GPU memory the engine was given "
+    f"({RANGES['gpu_memory_utilization'].span})",
+    "block_size": f"tokens per KV-cache block ({RANGES['block_size'].span})",
     "kv_cache_dtype": "the KV cache's dtype: auto, fp8, fp8_e5m2, ...",
-    "tensor_parallel_size": "GPUs the model is split over, a positive integer",
+    "tensor_parallel_size": f"GPUs the model is split over ({RANGES['tensor_parallel_size'].span})",
     "dtype": "the engine's dtype: float32, bfloat16, half, ...",
-    "model_config": "the content of the model's config.json, a JSON object",
+    "model_config": "the content of the model's config.json, a JSON object; each figure in its "
+    "plausible range (docs/console.md)",
 }
-
-
-def _positive_int(value: Any, field: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise Problem(422, f"{field}: expected a positive integer, got {_shown(value)}", field)
-    return value
 
 
 def _name(value: Any, field: str) -> str:
@@ -78,43 +51,57 @@ def _name(value: Any, field: str) -> str:
 
 
 def _shown(value: Any) -> str:
+    if isinstance(value, (dict, list)):
+        return "an object" if isinstance(value, dict) else "a list"
     text = json.dumps(value)
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def _depth(value: Any, level: int = 0) -> int:
-    if level > _MAX_DEPTH:
-        return level
-    if isinstance(value, dict):
-        return max((_depth(v, level + 1) for v in value.values()), default=level)
-    if isinstance(value, list):
-        return max((_depth(v, level + 1) for v in value), default=level)
-    return level
+def _depth(value: Any) -> int:
+    """How deep ``value`` nests, counted without recursion (a body may nest 900 levels)."""
+    deepest, todo = 0, [(value, 0)]
+    while todo:
+        item, level = todo.pop()
+        deepest = max(deepest, level)
+        if isinstance(item, dict):
+            todo.extend((v, level + 1) for v in item.values())
+        elif isinstance(item, list):
+            todo.extend((v, level + 1) for v in item)
+    return deepest
+
+
+def _range_problem(exc: OutOfRange, field: str) -> Problem:
+    """422 naming ``field`` (a dotted path), with the range the figure is outside."""
+    said = str(exc).removeprefix(exc.field).removeprefix(": ")
+    return Problem(422, f"{field}: {said}", field)
 
 
 def _model_config(value: Any) -> dict[str, Any]:
     field = "what_if.model_config"
     if not isinstance(value, dict):
         raise Problem(422, f"{field}: expected a JSON object (a config.json's content)", field)
+    if _depth(value) > _MAX_DEPTH:
+        raise Problem(422, f"{field}: nested deeper than {_MAX_DEPTH} levels", field)
     size = len(json.dumps(value))
     if size > MAX_MODEL_CONFIG_BYTES:
         raise Problem(
             422, f"{field}: {size:,} bytes of JSON, more than {MAX_MODEL_CONFIG_BYTES:,}", field
         )
-    if _depth(value) > _MAX_DEPTH:
-        raise Problem(422, f"{field}: nested deeper than {_MAX_DEPTH} levels", field)
-    for part in (value, *(value.get(k) for k in ("text_config", "language_config"))):
+    parts = ("text_config", "language_config", "llm_config")
+    for part in (value, *(value.get(k) for k in parts)):
         if not isinstance(part, dict):
             continue
         inner = field if part is value else f"{field}.{_which(value, part)}"
-        for name in _COUNTS:
-            count = part.get(name)
-            if count is not None and (isinstance(count, bool) or not isinstance(count, int)):
-                raise Problem(
-                    422,
-                    f"{inner}.{name}: expected an integer, got {_shown(count)}",
-                    f"{inner}.{name}",
-                )
+        # Every figure a config may give, under any of its names, even one this config's
+        # reading would pass over: none is let through out of range.
+        for figure in MODEL_RANGES:
+            for name in (figure.name, *figure.aliases):
+                if part.get(name) is not None:
+                    try:
+                        figure.check(part[name], name)
+                    except OutOfRange as exc:
+                        raise _range_problem(exc, f"{inner}.{name}") from None
+    _no_defaults(value, field)
     try:
         model_shape(value, origin=GIVEN_CONFIG)
     except UsageError as exc:
@@ -124,6 +111,29 @@ def _model_config(value: Any) -> dict[str, Any]:
             raise Problem(422, f"{field}.{named[1]}: {named[2]}", f"{field}.{named[1]}") from None
         raise Problem(422, f"{field}: {said}", field) from None
     return value
+
+
+def _no_defaults(config: dict[str, Any], field: str) -> None:
+    """422 for a multimodal config whose text model gives no layer count.
+
+    ``errkb explain --model`` fills those from transformers' classes; the server does not:
+    importing transformers (and torch) for one request would cost every later one 280 MB
+    of memory and seconds of CPU. The figures are asked for instead.
+    """
+    layers = RANGES["num_hidden_layers"]
+    names = (layers.name, *layers.aliases)
+    if any(config.get(n) is not None for n in names):
+        return
+    for part in ("text_config", "language_config", "llm_config"):
+        inner = config.get(part)
+        if isinstance(inner, dict) and not any(inner.get(n) is not None for n in names):
+            raise Problem(
+                422,
+                f"{field}.{part}: gives no num_hidden_layers; the server fills no defaults "
+                "from transformers: send the text model's figures (num_hidden_layers, "
+                "num_attention_heads, hidden_size, ...)",
+                f"{field}.{part}",
+            )
 
 
 def _which(config: dict[str, Any], part: dict[str, Any]) -> str:
@@ -148,55 +158,58 @@ def _what_if(value: Any) -> dict[str, Any]:
                 "content as what_if.model_config",
                 field,
             )
-        if key == "gpu_memory":
-            given["gpu_memory_bytes"] = _gpu_memory(item, field)
-        elif key == "gpu_memory_utilization":
-            if isinstance(item, bool) or not isinstance(item, (int, float)) or not 0 < item <= 1:
+        try:
+            if key == "gpu_memory":
+                given["gpu_memory_bytes"] = gpu_memory(item, field)
+            elif key in ("gpu_memory_utilization", "block_size", "tensor_parallel_size"):
+                given[key] = RANGES[key].check(item, field)
+            elif key in ("kv_cache_dtype", "dtype"):
+                given[key] = _name(item, field)
+            elif key == "model_config":
+                given[key] = _model_config(item)
+            else:
+                shown = key if len(key) <= 40 else key[:37] + "..."
                 raise Problem(
                     422,
-                    f"{field}: expected a number above 0 and at most 1, got {_shown(item)}",
-                    field,
+                    f"what_if.{shown}: unknown field (expected one of {', '.join(WHAT_IF)})",
+                    f"what_if.{shown}",
                 )
-            given[key] = float(item)
-        elif key in ("block_size", "tensor_parallel_size"):
-            given[key] = _positive_int(item, field)
-        elif key in ("kv_cache_dtype", "dtype"):
-            given[key] = _name(item, field)
-        elif key == "model_config":
-            given[key] = _model_config(item)
-        else:
-            raise Problem(
-                422, f"{field}: unknown field (expected one of {', '.join(WHAT_IF)})", field
-            )
+        except OutOfRange as exc:
+            raise _range_problem(exc, field) from None
+        except UsageError as exc:  # a gpu_memory that is no size: the message names the field
+            raise Problem(422, str(exc), field) from None
+    if "gpu_memory_utilization" in given:
+        given["gpu_memory_utilization"] = float(given["gpu_memory_utilization"])
     return given
 
 
-def _gpu_memory(value: Any, field: str) -> int:
-    if isinstance(value, str):
-        try:
-            return parse_size(value)
-        except UsageError as exc:
-            raise Problem(422, f"{field}: {exc}", field) from None
-    return _positive_int(value, field)
+def _refuse_constant(name: str) -> None:
+    raise ValueError(f"{name} is not JSON")
 
 
 def explain_body(raw: bytes) -> tuple[str, dict[str, Any]]:
     """The text to explain and the :class:`~errkb.options.Given` values, from the raw body.
 
-    :class:`~errkb.serve._limits.Problem` 400 when the body is not JSON, 422 naming the field
-    when a field is missing, unknown or of the wrong kind.
+    :class:`~errkb.serve._limits.Problem` 400 when the body is not JSON (``NaN`` and
+    ``Infinity`` are not), 422 naming the field when a field is missing, unknown, of the wrong
+    kind or outside its plausible range (:mod:`errkb.probes._plausible`), or when the body
+    nests deeper than :data:`MAX_DEPTH`. Runs in a worker thread: parsing 10 MiB is work.
     """
     try:
-        body = json.loads(raw)
+        body = json.loads(raw, parse_constant=_refuse_constant)
+    except RecursionError:
+        raise Problem(422, f"body: nested deeper than {MAX_DEPTH} levels", "body") from None
     except (ValueError, UnicodeDecodeError) as exc:
-        raise Problem(400, f"the body is not valid JSON ({exc})") from None
+        said = str(exc) if len(str(exc)) <= 200 else str(exc)[:197] + "..."
+        raise Problem(400, f"the body is not valid JSON ({said})") from None
     if not isinstance(body, dict):
         raise Problem(422, "body: expected a JSON object with 'text'", "body")
+    if _depth(body) > MAX_DEPTH:
+        raise Problem(422, f"body: nested deeper than {MAX_DEPTH} levels", "body")
     unknown = sorted(set(body) - {"text", "what_if"})
     if unknown:
-        raise Problem(
-            422, f"{unknown[0]}: unknown field (expected 'text' and 'what_if')", unknown[0]
-        )
+        shown = unknown[0] if len(unknown[0]) <= 40 else unknown[0][:37] + "..."
+        raise Problem(422, f"{shown}: unknown field (expected 'text' and 'what_if')", shown)
     text = body.get("text")
     if not isinstance(text, str) or not text.strip():
         raise Problem(422, "text: expected the message, traceback or log to explain", "text")

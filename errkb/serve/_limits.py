@@ -5,11 +5,18 @@ may send more than it announced, or send it chunked). A log upload is decompress
 a time and bounded by what it decompresses to, so a gzip bomb is cut after that many bytes,
 never expanded whole. Nothing here imports Starlette: the reader of an upload is a plain
 binary stream, fed one raw piece at a time by whatever receives the request.
+
+Work on a request runs in a worker thread, which nothing can kill: it stops itself. A
+:class:`Deadline` is what it asks, between one piece of work and the next (a window of the
+text, a megabyte of an upload): past the request's time bound, or once the client has gone,
+:meth:`Deadline.check` raises :class:`Stopped`, and the work ends within one piece.
 """
 
 from __future__ import annotations
 
 import io
+import threading
+import time
 import zlib
 from typing import TYPE_CHECKING
 
@@ -17,10 +24,13 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
 
 __all__ = [
+    "DEFAULT_THREADS",
     "DEFAULT_TIMEOUT",
     "MAX_JSON_BYTES",
     "MAX_UPLOAD_BYTES",
+    "Deadline",
     "Problem",
+    "Stopped",
     "Upload",
     "read_limited",
 ]
@@ -31,6 +41,9 @@ MAX_JSON_BYTES = 10 * 1024 * 1024
 MAX_UPLOAD_BYTES = 1024 * 1024 * 1024
 #: Seconds one request may take before it gets 503.
 DEFAULT_TIMEOUT = 10.0
+#: Worker threads for diagnoses and scans, shared by every request: more wait for a free one
+#: (within their time bound). Two cores run two diagnoses at once; the others add queueing.
+DEFAULT_THREADS = 4
 #: The most bytes one step of decompression makes.
 _STEP = 1 << 20
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -49,6 +62,40 @@ class Problem(Exception):  # noqa: N818 - an HTTP problem, not a programming err
         if self.field is not None:
             body["field"] = self.field
         return body
+
+
+class Stopped(Exception):  # noqa: N818 - a request that was stopped, not a programming error
+    """The request's work stopped: its time bound passed, or its client went away."""
+
+
+class Deadline:
+    """When a request's work must stop: a time on the monotonic clock, or its client gone.
+
+    Shared between the event loop (which calls :meth:`stop` when the client goes away) and
+    the worker thread (which calls :meth:`check` between pieces of work).
+    """
+
+    def __init__(self, seconds: float) -> None:
+        self.at = time.monotonic() + seconds
+        self._stop = threading.Event()
+        self.why = ""
+
+    def stop(self, why: str) -> None:
+        """Tell the work to stop at its next :meth:`check`."""
+        self.why = self.why or why
+        self._stop.set()
+
+    def left(self) -> float:
+        """Seconds until the bound, 0 when it has passed."""
+        return max(0.0, self.at - time.monotonic())
+
+    def check(self) -> None:
+        """Raise :class:`Stopped` once the bound has passed or :meth:`stop` was called."""
+        if self._stop.is_set():
+            raise Stopped(self.why)
+        if time.monotonic() >= self.at:
+            self.stop("the time bound passed")
+            raise Stopped(self.why)
 
 
 async def read_limited(
@@ -80,16 +127,25 @@ async def read_limited(
 class Upload(io.RawIOBase):
     """A log upload as a binary stream: plain or gzip, decompressed as read, at most ``limit``.
 
-    ``pull`` gives the next raw piece of the body (``None`` at its end). Gzip is recognised by
+    ``pull`` gives the next raw piece of the body (``None`` at its end); ``check`` is called
+    before each piece is read or decompressed (a :meth:`Deadline.check`). Gzip is recognised by
     ``gzip=True`` (the request said ``Content-Encoding: gzip``) or by its magic bytes; members
     written one after another are read in turn, as ``gzip`` does. Past ``limit`` bytes of text
     nothing more is read or decompressed, and :attr:`notes` says where the text was cut.
     ``UploadError`` (a :class:`Problem` with status 400) when the gzip data is broken.
     """
 
-    def __init__(self, pull: Callable[[], bytes | None], *, limit: int, gzip: bool) -> None:
+    def __init__(
+        self,
+        pull: Callable[[], bytes | None],
+        *,
+        limit: int,
+        gzip: bool,
+        check: Callable[[], None] = lambda: None,
+    ) -> None:
         super().__init__()
         self._pull = pull
+        self._check = check
         self._limit = limit
         self._gzip: bool | None = True if gzip else None
         self._inflate: zlib._Decompress | None = None
@@ -127,6 +183,7 @@ class Upload(io.RawIOBase):
         return raw
 
     def _fill(self) -> None:
+        self._check()
         room = self._limit - self.size
         raw = self._raw()
         if raw is None:

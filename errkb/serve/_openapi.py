@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from errkb._version import __version__
+from errkb.probes._plausible import RANGES
 from errkb.serve._fields import WHAT_IF
 
 __all__ = ["openapi"]
@@ -24,13 +25,29 @@ def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
 
 
 _ERRORS = {
-    "400": _json(_ref("Error"), "the body is not valid JSON, or not valid gzip"),
-    "401": _json(_ref("Error"), "a token is set and the request did not carry it"),
-    "413": _json(_ref("Error"), "the body is over the limit"),
-    "422": _json(
-        _ref("Error"), "a field is missing, unknown or of the wrong kind: `field` names it"
+    "400": _json(
+        _ref("Error"),
+        "the body is not valid JSON, or not valid gzip; a header is sent twice",
     ),
-    "503": _json(_ref("Error"), "the request ran past the server's time bound"),
+    "401": _json(_ref("Error"), "a token is set and the request did not carry it"),
+    "403": _json(
+        _ref("Error"),
+        "the Host header does not name this server, the Origin is another site's, or a scan "
+        "lacks the X-Errkb-Client header",
+    ),
+    "413": _json(_ref("Error"), "the body is over the limit"),
+    "415": _json(_ref("Error"), "the Content-Type is not one this endpoint takes"),
+    "422": _json(
+        _ref("Error"),
+        "a field is missing, unknown, of the wrong kind or outside its plausible range: "
+        "`field` names it",
+    ),
+    "500": _json(
+        _ref("Error"), "something nobody expected: `request_id` names it in the server's log"
+    ),
+    "503": _json(
+        _ref("Error"), "the request ran past the server's time bound; its work was stopped"
+    ),
 }
 
 
@@ -47,6 +64,7 @@ _SCHEMAS: dict[str, Any] = {
             "status": {"type": "integer"},
             "error": {"type": "string", "description": "what was wrong, naming the field"},
             "field": {"type": "string", "description": "the field at fault, as a dotted path"},
+            "request_id": {"type": "string", "description": "500 only: its id in the log"},
         },
     },
     "WhatIf": {
@@ -55,7 +73,14 @@ _SCHEMAS: dict[str, Any] = {
         "description": "values of the customer's machine, used as `errkb explain`'s flags are",
         "properties": {
             "gpu_memory": {
-                "oneOf": [{"type": "string"}, {"type": "integer", "minimum": 1}],
+                "oneOf": [
+                    {"type": "string"},
+                    {
+                        "type": "integer",
+                        "minimum": RANGES["gpu_memory"].low,
+                        "maximum": RANGES["gpu_memory"].high,
+                    },
+                ],
                 "description": WHAT_IF["gpu_memory"],
             },
             "gpu_memory_utilization": {
@@ -66,13 +91,15 @@ _SCHEMAS: dict[str, Any] = {
             },
             "block_size": {
                 "type": "integer",
-                "minimum": 1,
+                "minimum": RANGES["block_size"].low,
+                "maximum": RANGES["block_size"].high,
                 "description": WHAT_IF["block_size"],
             },
             "kv_cache_dtype": {"type": "string", "description": WHAT_IF["kv_cache_dtype"]},
             "tensor_parallel_size": {
                 "type": "integer",
-                "minimum": 1,
+                "minimum": RANGES["tensor_parallel_size"].low,
+                "maximum": RANGES["tensor_parallel_size"].high,
                 "description": WHAT_IF["tensor_parallel_size"],
             },
             "dtype": {"type": "string", "description": WHAT_IF["dtype"]},
@@ -185,7 +212,7 @@ _FORMAT = _query(
 
 def openapi() -> dict[str, Any]:
     """The OpenAPI 3.1 document."""
-    bounded = _errors("401", "503")
+    bounded = _errors("401", "403", "500", "503")
     return {
         "openapi": "3.1.0",
         "info": {
@@ -224,7 +251,7 @@ def openapi() -> dict[str, Any]:
                                 **_MARKDOWN,
                             },
                         },
-                        **_errors("400", "401", "413", "422", "503"),
+                        **_errors("400", "401", "403", "413", "415", "422", "500", "503"),
                     },
                 }
             },
@@ -238,13 +265,26 @@ def openapi() -> dict[str, Any]:
                             "in": "header",
                             "schema": {"type": "string", "enum": ["gzip"]},
                             "description": "gzip is also recognised by its magic bytes",
-                        }
+                        },
+                        {
+                            "name": "X-Errkb-Client",
+                            "in": "header",
+                            "required": True,
+                            "schema": {"type": "string"},
+                            "description": "any value: other web pages cannot send it",
+                        },
                     ],
                     "requestBody": {
                         "required": True,
                         "content": {
                             "text/plain": {"schema": {"type": "string"}},
                             "application/gzip": {"schema": {"type": "string", "format": "binary"}},
+                            "application/x-gzip": {
+                                "schema": {"type": "string", "format": "binary"}
+                            },
+                            "application/octet-stream": {
+                                "schema": {"type": "string", "format": "binary"}
+                            },
                         },
                     },
                     "responses": {
@@ -253,7 +293,7 @@ def openapi() -> dict[str, Any]:
                             "what was found; text past the decompressed limit (1 GiB by "
                             "default) is not read, and `notes` says so",
                         ),
-                        **_errors("400", "401", "503"),
+                        **_errors("400", "401", "403", "415", "500", "503"),
                     },
                 }
             },

@@ -71,7 +71,7 @@ CASES = {
 
 @pytest.fixture(scope="module")
 def client():
-    return TestClient(create_app())
+    return TestClient(create_app(), base_url="http://127.0.0.1:8000")
 
 
 def _cli_args(what_if: dict, config_path) -> list[str]:
@@ -136,7 +136,11 @@ def test_scan_upload_equals_errkb_scan_of_the_file(client, tmp_path):
     done = run_cli("scan", "--json", str(path))
     assert done.returncode == 0, done.stderr.decode()
     cli = json.loads(done.stdout)
-    served = client.post("/v1/scan", content=path.read_bytes()).json()
+    served = client.post(
+        "/v1/scan",
+        content=path.read_bytes(),
+        headers={"Content-Type": "application/gzip", "X-Errkb-Client": "test"},
+    ).json()
     assert cli.pop("path") == str(path)
     assert served == {**cli, "notes": []}
     assert served["groups"]

@@ -35,6 +35,17 @@ WHAT_IF_80G = {
 }
 
 
+#: The headers the console page sends with a log upload (a scan needs both).
+PLAIN = {"Content-Type": "text/plain", "X-Errkb-Client": "test"}
+GZIP = {"Content-Type": "application/gzip", "X-Errkb-Client": "test"}
+JSON = {"Content-Type": "application/json"}
+
+
+def _client(app) -> TestClient:
+    """A test client that calls the server as its own page does: by a loopback address."""
+    return TestClient(app, base_url="http://127.0.0.1:8000")
+
+
 @pytest.fixture(scope="module")
 def registry():
     return default_registry()
@@ -42,7 +53,7 @@ def registry():
 
 @pytest.fixture(scope="module")
 def client(registry):
-    return TestClient(create_app(registry=registry))
+    return _client(create_app(registry=registry))
 
 
 def _fact(diagnosis, name):
@@ -173,7 +184,7 @@ def test_explain_markdown_long_form_has_the_record_documentation(client):
             ),
             422,
             "what_if.model_config.num_hidden_layers",
-            'expected an integer, got "32"',
+            'expected a positive integer, got "32"',
         ),
         (
             (
@@ -228,7 +239,7 @@ def test_explain_refuses_an_unknown_format_or_detail(client, param, value):
 
 
 def test_a_body_over_the_limit_is_413_by_its_length_and_by_counting(registry):
-    small = TestClient(create_app(registry=registry, max_json=1000))
+    small = _client(create_app(registry=registry, max_json=1000))
     big = json.dumps({"text": "x" * 2000}).encode()
     announced = small.post("/v1/explain", content=big, headers={"Content-Type": "application/json"})
     assert announced.status_code == 413
@@ -238,7 +249,7 @@ def test_a_body_over_the_limit_is_413_by_its_length_and_by_counting(registry):
         for i in range(0, len(big), 100):
             yield big[i : i + 100]
 
-    counted = small.post("/v1/explain", content=chunked())
+    counted = small.post("/v1/explain", content=chunked(), headers=JSON)
     assert counted.status_code == 413
     assert "over the limit of 1,000 bytes" in counted.json()["error"]
     # Under the limit, the same server answers.
@@ -247,14 +258,14 @@ def test_a_body_over_the_limit_is_413_by_its_length_and_by_counting(registry):
 
 def test_the_default_json_limit_is_ten_mib(client):
     body = b'{"text": "' + b"x" * (10 * 2**20) + b'"}'
-    response = client.post("/v1/explain", content=body)
+    response = client.post("/v1/explain", content=body, headers=JSON)
     assert response.status_code == 413
 
 
 def test_a_request_past_the_time_bound_is_503_and_the_server_goes_on(registry):
     # A log of several megabytes takes a real diagnosis far longer than 5 ms.
     log = serve_log(60_000) + SEED_MESSAGE + "\n"
-    slow = TestClient(create_app(registry=registry, timeout=0.005))
+    slow = _client(create_app(registry=registry, timeout=0.005))
     started = time.perf_counter()
     response = slow.post("/v1/explain", json={"text": log})
     assert response.status_code == 503
@@ -264,7 +275,7 @@ def test_a_request_past_the_time_bound_is_503_and_the_server_goes_on(registry):
 
 
 def test_concurrent_requests_share_one_registry_and_agree(registry):
-    app = TestClient(create_app(registry=registry))
+    app = _client(create_app(registry=registry))
     results: list[tuple[int, str]] = []
 
     def ask():
@@ -326,7 +337,7 @@ def _scanned(body: bytes, registry) -> dict:
 def test_scan_finds_the_failure_in_an_upload(client, registry, form):
     body = _log() if form == "plain" else gzip.compress(_log())
     headers = {"Content-Encoding": "gzip"} if form == "gzip-header" else {}
-    response = client.post("/v1/scan", content=body, headers=headers)
+    response = client.post("/v1/scan", content=body, headers={**PLAIN, **headers})
     assert response.status_code == 200
     found = response.json()
     assert found["schema"] == "errkb.scan/1"
@@ -339,7 +350,7 @@ def test_scan_finds_the_failure_in_an_upload(client, registry, form):
 
 def test_scan_reads_gzip_members_one_after_another(client, registry):
     body = gzip.compress(_log()) + gzip.compress(_log())
-    found = client.post("/v1/scan", content=body).json()
+    found = client.post("/v1/scan", content=body, headers=GZIP).json()
     assert found["bytes"] == 2 * len(_log())
     assert found == {**_scanned(_log() * 2, registry), "notes": []}
 
@@ -350,9 +361,9 @@ def test_a_gzip_bomb_is_cut_not_expanded(registry):
     bomb = member * 64
     assert len(bomb) < 4 * 2**20
     limit = 2**20
-    app = TestClient(create_app(registry=registry, max_upload=limit))
+    app = _client(create_app(registry=registry, max_upload=limit))
     started = time.perf_counter()
-    response = app.post("/v1/scan", content=bomb)
+    response = app.post("/v1/scan", content=bomb, headers=GZIP)
     elapsed = time.perf_counter() - started
     assert response.status_code == 200
     found = response.json()
@@ -365,8 +376,8 @@ def test_a_gzip_bomb_is_cut_not_expanded(registry):
 
 
 def test_a_plain_upload_is_cut_at_the_limit_too(registry):
-    app = TestClient(create_app(registry=registry, max_upload=1000))
-    found = app.post("/v1/scan", content=_log()).json()
+    app = _client(create_app(registry=registry, max_upload=1000))
+    found = app.post("/v1/scan", content=_log(), headers=PLAIN).json()
     assert found["bytes"] == 1000
     assert "cut at 1,000 bytes" in found["notes"][0]
 
@@ -374,8 +385,8 @@ def test_a_plain_upload_is_cut_at_the_limit_too(registry):
 def test_an_upload_exactly_at_the_limit_is_not_cut(registry):
     body = _log()
     for form in (body, gzip.compress(body)):
-        app = TestClient(create_app(registry=registry, max_upload=len(body)))
-        found = app.post("/v1/scan", content=form).json()
+        app = _client(create_app(registry=registry, max_upload=len(body)))
+        found = app.post("/v1/scan", content=form, headers=PLAIN).json()
         assert found["bytes"] == len(body)
         assert found["notes"] == []
 
@@ -386,7 +397,7 @@ def test_an_upload_exactly_at_the_limit_is_not_cut(registry):
     ids=["garbage", "truncated"],
 )
 def test_broken_gzip_is_400(client, body):
-    response = client.post("/v1/scan", content=body)
+    response = client.post("/v1/scan", content=body, headers=GZIP)
     assert response.status_code == 400
     assert "gzip" in response.json()["error"]
 
@@ -472,12 +483,12 @@ def test_the_openapi_document_describes_every_endpoint(client):
 
 
 def test_with_a_token_every_v1_request_needs_it(registry):
-    app = TestClient(create_app(registry=registry, token="s3cret"))
+    app = _client(create_app(registry=registry, token="s3cret"))
     for request in (
         lambda h: app.get("/v1/records", headers=h),
         lambda h: app.get("/v1/model-shapes", headers=h),
         lambda h: app.post("/v1/explain", json={"text": SEED_MESSAGE}, headers=h),
-        lambda h: app.post("/v1/scan", content=_log(), headers=h),
+        lambda h: app.post("/v1/scan", content=_log(), headers={**PLAIN, **h}),
     ):
         missing = request({})
         assert missing.status_code == 401
@@ -502,7 +513,7 @@ def static(tmp_path):
 
 
 def test_the_page_and_its_files_with_their_types_and_headers(registry, static):
-    app = TestClient(create_app(registry=registry, static=static, token="t"))
+    app = _client(create_app(registry=registry, static=static, token="t"))
     page = app.get("/")
     assert page.status_code == 200
     assert page.headers["content-type"] == "text/html; charset=utf-8"
@@ -522,7 +533,7 @@ def test_the_page_and_its_files_with_their_types_and_headers(registry, static):
 
 
 def test_without_the_page_installed_the_root_says_so(registry, tmp_path):
-    app = TestClient(create_app(registry=registry, static=tmp_path))
+    app = _client(create_app(registry=registry, static=tmp_path))
     response = app.get("/")
     assert response.status_code == 404
     assert response.json()["error"] == "the console page is not installed"
@@ -533,7 +544,7 @@ def test_the_shipped_page_is_served_when_there():
 
     if not (STATIC / "index.html").is_file():
         pytest.skip("the console page is not in this tree yet")
-    app = TestClient(create_app())
+    app = _client(create_app())
     page = app.get("/")
     assert page.status_code == 200
     assert "<script" not in page.text or 'src="/static/' in page.text
