@@ -80,6 +80,7 @@ def given(args: argparse.Namespace) -> dict[str, Any]:
     A bad ``--gpu-memory`` or a figure out of its plausible range
     (:mod:`errkb.probes._plausible`) raises ``UsageError`` naming the flag and the range.
     """
+    from errkb.exceptions import UsageError
     from errkb.probes._plausible import RANGES, gpu_memory
 
     values: dict[str, Any] = {}
@@ -98,6 +99,15 @@ def given(args: argparse.Namespace) -> dict[str, Any]:
             if name in RANGES:  # each figure in its plausible range, as errkb serve checks it
                 value = RANGES[name].check(value, "--" + name.replace("_", "-"))
             values[name] = value
+    if values.get("model"):
+        # Read now, so that a config that cannot be used (absent, a figure out of range) is a
+        # usage error of every command, as a bad --gpu-memory is, not a note in a diagnosis.
+        from errkb.probes.model import read_model_path
+
+        try:
+            read_model_path(values["model"])
+        except UsageError as exc:
+            raise UsageError(f"--model {exc}") from None
     return values
 
 

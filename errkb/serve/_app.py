@@ -324,6 +324,9 @@ class _Server:
                 )
             except Problem as problem:
                 return _error(problem)
+            except ClientDisconnect:  # gone while its body was read: nobody reads an answer
+                deadline.stop("the client went away")
+                return _error(Problem(400, "the client went away before its body was read"))
 
         return run
 
