@@ -18,8 +18,13 @@ situation is chosen, in this order, and its fix is the first solution:
 3. ``single request``: the one tensor asked for is larger than what the card could give this
    process at all: shrink that tensor; nothing else helps.
 4. ``weights``: the model's weights, gradients and optimizer state alone exceed the card: what
-   does fit, with the arithmetic.
-5. ``activations``: the rest: the batch size that fits, an estimate, with gradient
+   does fit, with the arithmetic (for generation, the weights alone).
+5. ``generation``: ``generate()`` ran out while its KV cache grew: the beams, the prompts at a
+   time or the new tokens whose cache fits, from the model's config (transformers' cache keeps
+   keys and values of every attention layer for every token of every sequence).
+6. ``growing``: the step keeps the graph of every earlier step alive: a loss added up as a
+   tensor (``total += loss``) rather than as a number (``loss.item()``).
+7. ``activations``: the rest: the batch size that fits, an estimate, with gradient
    accumulation raised so that the effective batch stays exactly what it was.
 
 Each figure says where it came from: the message, a frame, or computed from those.
@@ -66,6 +71,8 @@ SITUATIONS = (
     "fragmentation",
     "single request",
     "weights",
+    "generation",
+    "growing",
     "activations",
 )
 
@@ -143,6 +150,66 @@ class Batch:
     #: Where it was found: the keywords to change, by what holds them.
     size_name: str = "batch_size"
     accumulation_name: str | None = None
+    #: The optimizer the arguments name (``TrainingArguments.optim``), when they name one.
+    optim: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class Generation:
+    """A ``generate()`` call found in the frames, and its KV cache's arithmetic.
+
+    transformers' cache keeps, for every token of every sequence, a key and a value of
+    ``head_dim`` for each KV head of each attention layer, in the model's dtype.
+    """
+
+    batch: int
+    prompt: int
+    new_tokens: int
+    beams: int
+    #: Bytes the cache keeps for one token of one sequence.
+    per_token: int
+    #: How ``per_token`` is made: ``2 x layers x heads x head_dim x bytes``.
+    formula: str
+    #: Tokens each sequence held when memory ran out (a frame's ``cur_len``), if a frame says.
+    length: int | None = None
+    #: The cache implementations this transformers accepts (``offloaded`` among them or not).
+    offloaded: bool = False
+
+    #: Attention layers: each grows its keys, then its values, by a new tensor while the
+    #: old one is still held, so the cache's peak is one tensor (of ``2 x layers``) above it.
+    layers: int = 1
+
+    def cache(
+        self, *, batch: int | None = None, beams: int | None = None, new_tokens: int | None = None
+    ) -> int:
+        """Bytes of the whole run's cache, with any of its figures changed."""
+        rows = (batch or self.batch) * (beams or self.beams)
+        tokens = self.prompt + (self.new_tokens if new_tokens is None else new_tokens)
+        return self.per_token * rows * tokens
+
+    @property
+    def growth(self) -> float:
+        """The cache's peak over its size: one more tensor of its ``2 x layers``."""
+        return 1 + 1 / (2 * self.layers)
+
+    def room(self, fig: Figures) -> int | None:
+        """What the cache may have: what it held when memory ran out, and what was left."""
+        if fig.free is None:
+            return None
+        now = self.per_token * self.batch * self.beams * (self.length or self.prompt)
+        return now + fig.free + (fig.reserved_unallocated or 0)
+
+
+@attrs.frozen(kw_only=True)
+class Growing:
+    """A tensor that adds up every step's graph: ``name += value`` in a user's function."""
+
+    name: str
+    file: str
+    line: int
+    #: The source line of the ``+=``, as the file has it, and with the number added instead.
+    text: str
+    after: str
 
 
 def figures_of(captures: Mapping[str | int, object], message: str | None) -> Figures | None:
@@ -186,6 +253,8 @@ def situation(
     *,
     moving: bool = False,
     where: str | None = None,
+    generation: Generation | None = None,
+    growing: Growing | None = None,
 ) -> str:
     """Which of :data:`SITUATIONS` the figures show (see the module docstring).
 
@@ -193,6 +262,8 @@ def situation(
     ``.cuda()``): the weights were still arriving when the card ran out. ``where``: what ran
     out, read from the traceback's files and the pasted text: ``"vllm"`` (a serving engine,
     whose fix is in its own settings) or ``"distributed"`` (a job of several ranks).
+    ``generation``: a ``generate()`` call in the frames; ``growing``: a tensor in a user's frame
+    that adds up the graphs of every step.
     """
     shortfall = fig.shortfall
     if where == "vllm":
@@ -212,8 +283,14 @@ def situation(
     if fig.total is not None and fig.requested > fig.total - fig.others_bytes:
         return "single request"
     room = None if fig.total is None else fig.total - fig.others_bytes
-    if moving or (model is not None and room is not None and model.fixed > room):
+    # Generation keeps no gradients or optimizer state: its weights alone must fit.
+    kept = None if model is None else model.weights if generation else model.fixed
+    if moving or (kept is not None and room is not None and kept > room):
         return "weights"
+    if generation is not None:
+        return "generation"
+    if growing is not None:
+        return "growing"
     return "activations"
 
 
@@ -240,7 +317,10 @@ def _model_memory(evidence: Evidence) -> ModelMemory | None:
     torch = _torch()
     if torch is None:
         return None
-    module = next((v for v in _values(evidence) if isinstance(v, torch.nn.Module)), None)
+    # The outermost module: inner frames hold the layers of the model being run.
+    module = next(
+        (v for v in reversed(list(_values(evidence))) if isinstance(v, torch.nn.Module)), None
+    )
     if module is None:
         return None
     weights = gradients = trainable = 0
@@ -284,16 +364,147 @@ def _batch(evidence: Evidence) -> Batch | None:
         size = getattr(value, "per_device_train_batch_size", None)
         if isinstance(size, int) and not isinstance(size, bool) and size > 0:
             steps = getattr(value, "gradient_accumulation_steps", 1)
+            optim = getattr(value, "optim", None)  # an OptimizerNames member, a str enum
             return Batch(
                 size=size,
                 accumulation=steps if isinstance(steps, int) and steps > 0 else 1,
                 size_name="per_device_train_batch_size",
                 accumulation_name="gradient_accumulation_steps",
+                optim=str(getattr(optim, "value", optim)) if optim is not None else None,
             )
         torch = _torch()
         loader = torch is not None and isinstance(value, torch.utils.data.DataLoader)
         if loader and isinstance(value.batch_size, int) and value.batch_size > 0:
             return Batch(size=value.batch_size)
+    return None
+
+
+_GENERATE_FILE = "transformers/generation/utils.py"
+
+
+def _generation(evidence: Evidence) -> Generation | None:
+    """The ``generate()`` call of transformers that ran out, read from its frame.
+
+    Its ``self`` is the model (its config gives the cache's shape, its parameters the dtype),
+    ``generation_config`` the beams and lengths, ``inputs_tensor`` the prompts; a decoding
+    loop's ``cur_len`` (or its ``input_ids``) inside it, how far it got. Encoder-decoder and latent-attention (MLA)
+    models keep other caches: None for them.
+    """
+    from errkb.exceptions import UsageError
+    from errkb.probes.model import model_shape
+
+    length = None
+    for view in evidence.frames():  # innermost first
+        if not view.file.replace("\\", "/").endswith(_GENERATE_FILE):
+            continue
+        if view.function != "generate":
+            if length is None:  # the decoding loop: beam search counts cur_len, sampling
+                length = _length(view.local("cur_len"), view.local("input_ids"))  # grows ids
+            continue
+        model, options = view.local("self"), view.local("generation_config")
+        shape = getattr(view.local("inputs_tensor"), "shape", None)
+        config = getattr(model, "config", None)
+        if config is None or options is None or shape is None or len(shape) != 2:
+            return None
+        if getattr(config, "is_encoder_decoder", False):
+            return None
+        try:
+            text = config.get_text_config() if hasattr(config, "get_text_config") else config
+            cache = model_shape(text, origin="the model's config (frame)")
+            width = next(iter(model.parameters())).element_size()
+        except (UsageError, StopIteration, AttributeError, TypeError):
+            return None
+        if cache.mla is not None:
+            return None
+        batch, prompt = int(shape[0]), int(shape[1])
+        beams = options.num_beams if isinstance(options.num_beams, int) else 1
+        new = options.max_new_tokens
+        if not isinstance(new, int):
+            most = options.max_length
+            new = most - prompt if isinstance(most, int) else None
+        if new is None or new <= 0 or batch <= 0 or beams <= 0:
+            return None
+        layers, heads, dim = cache.attention_layers, cache.num_kv_heads, cache.head_dim
+        implementations = getattr(
+            sys.modules.get("transformers.generation.configuration_utils"),
+            "ALL_CACHE_IMPLEMENTATIONS",
+            (),
+        )
+        return Generation(
+            batch=batch,
+            prompt=prompt,
+            new_tokens=new,
+            beams=max(beams, 1),
+            per_token=2 * layers * heads * dim * width,
+            formula=f"2 x {layers} layers x {heads} KV heads x {dim} x {width} bytes",
+            length=length if length and length >= prompt else None,
+            offloaded="offloaded" in implementations,
+            layers=max(layers, 1),
+        )
+    return None
+
+
+def _length(cur: object, ids: object) -> int | None:
+    if isinstance(cur, int) and not isinstance(cur, bool):
+        return cur
+    shape = getattr(ids, "shape", None)
+    return int(shape[-1]) if shape is not None and len(shape) == 2 else None
+
+
+def _growing(evidence: Evidence) -> Growing | None:
+    """A user's tensor that holds every step's graph: the target of ``+=`` with a ``grad_fn``.
+
+    Read in the innermost user frame that has one: the local is a tensor with history, and
+    its function's source adds to it (``name += ...``).
+    """
+    import ast
+
+    torch = _torch()
+    if torch is None:
+        return None
+    from errkb._traceback import is_library_file
+    from errkb.advisors._callsite import _parse
+
+    for view in evidence.frames():
+        if is_library_file(view.file):
+            continue
+        history = {
+            name
+            for name, value in view.locals().items()
+            if torch.is_tensor(value) and value.grad_fn is not None and value.dim() == 0
+        }
+        parsed = _parse(view.file) if history else None
+        if parsed is None:
+            continue
+        lines, tree = parsed
+        scope = next(
+            (
+                node
+                for node in ast.walk(tree)
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                and node.name == view.function
+                and node.lineno <= view.line <= (node.end_lineno or node.lineno)
+            ),
+            tree,
+        )
+        for node in ast.walk(scope):
+            if (
+                isinstance(node, ast.AugAssign)
+                and isinstance(node.op, ast.Add)
+                and isinstance(node.target, ast.Name)
+                and node.target.id in history
+                and node.lineno == node.end_lineno
+            ):
+                text = lines[node.lineno - 1].rstrip("\r\n")
+                raw = text.encode()  # ast's columns count UTF-8 bytes
+                start, end = node.value.col_offset, node.value.end_col_offset or 0
+                value = raw[start:end].decode()
+                simple = isinstance(node.value, (ast.Name, ast.Attribute, ast.Subscript, ast.Call))
+                number = f"{value}.item()" if simple else f"({value}).item()"
+                after = (raw[:start] + number.encode() + raw[end:]).decode()
+                return Growing(
+                    name=node.target.id, file=view.file, line=node.lineno, text=text, after=after
+                )
     return None
 
 
@@ -362,7 +573,12 @@ def fitting_batch(fig: Figures, batch: Batch, fixed: int) -> tuple[int, int] | N
     return (micro, effective // micro) if micro < batch.size else None
 
 
-def _facts(fig: Figures, model: ModelMemory | None, batch: Batch | None) -> list[Fact]:
+def _facts(
+    fig: Figures,
+    model: ModelMemory | None,
+    batch: Batch | None,
+    generation: Generation | None = None,
+) -> list[Fact]:
     facts = [Fact(name="requested", value=fig.requested, unit="bytes", source="message")]
     for name, value in (
         ("gpu_total", fig.total),
@@ -381,7 +597,12 @@ def _facts(fig: Figures, model: ModelMemory | None, batch: Batch | None) -> list
         )  # fmt: skip
     if fig.shortfall:  # none when the card had the request free (it failed in the allocator)
         facts.append(Fact(name="shortfall", value=fig.shortfall, unit="bytes", source="computed"))
-    if model is not None:
+    if model is not None and generation is not None:
+        if model.weights:  # a model kept on the CPU holds nothing of the card
+            facts.append(
+                Fact(name="weights_on_gpu", value=model.weights, unit="bytes", source="frame")
+            )
+    elif model is not None:
         facts += [
             Fact(name="weights_on_gpu", value=model.weights, unit="bytes", source="frame"),
             Fact(name="gradients", value=model.gradients, unit="bytes", source="computed",
@@ -390,7 +611,19 @@ def _facts(fig: Figures, model: ModelMemory | None, batch: Batch | None) -> list
                  source=model.optimizer_source,
                  note=model.optimizer),
         ]  # fmt: skip
-    if batch is not None:
+    if generation is not None:
+        g = generation
+        facts += [
+            Fact(name="kv_cache_per_token", value=g.per_token, unit="bytes", source="computed",
+                 note=f"{g.formula}, from the model's config in a frame"),
+            Fact(name="generate_prompts", value=g.batch, source="frame"),
+            Fact(name="prompt_tokens", value=g.prompt, source="frame"),
+            Fact(name="num_beams", value=g.beams, source="frame"),
+            Fact(name="max_new_tokens", value=g.new_tokens, source="frame"),
+            Fact(name="kv_cache_needed", value=g.cache(), unit="bytes", source="computed",
+                 note="the whole run's cache: prompts x beams x tokens x kv_cache_per_token"),
+        ]  # fmt: skip
+    elif batch is not None:
         facts.append(Fact(name=batch.size_name, value=batch.size, source="frame"))
         if batch.accumulation_name:
             facts.append(
@@ -400,7 +633,12 @@ def _facts(fig: Figures, model: ModelMemory | None, batch: Batch | None) -> list
 
 
 def _solutions(
-    kind: str, fig: Figures, model: ModelMemory | None, batch: Batch | None
+    kind: str,
+    fig: Figures,
+    model: ModelMemory | None,
+    batch: Batch | None,
+    generation: Generation | None = None,
+    growing: Growing | None = None,
 ) -> list[Solution]:
     b = format_bytes
     if kind == "another process":
@@ -445,8 +683,84 @@ def _solutions(
             "memory can hold it.",
         )]  # fmt: skip
     if kind == "weights":
-        return _weights_solutions(fig, model)
+        return _weights_solutions(fig, model, batch)
+    if kind == "generation" and generation is not None:
+        return _generation_solutions(fig, generation)
+    if kind == "growing" and growing is not None:
+        return [Solution(
+            text=f"{growing.name} adds up each step's loss as a tensor, so it keeps every step's "
+            f"graph, and the activations saved in it, alive until the card is full: add the "
+            f"number instead ({growing.after.strip()}, at {growing.file}:{growing.line}).",
+        )]  # fmt: skip
     return _activation_solutions(fig, model, batch)
+
+
+def generation_fix(fig: Figures, gen: Generation) -> dict[str, int]:
+    """The one change of ``generate()``'s figures whose cache fits, with :data:`HEADROOM` kept.
+
+    Fewer beams first (the same prompts and lengths), then fewer prompts at a time (the same
+    outputs: ``prompts_at_a_time``, not a keyword), then fewer new tokens. The cache's peak
+    (:attr:`Generation.growth`) must fit. Empty when the whole run's cache already fits what it
+    had, or nothing smaller does.
+    """
+    room = gen.room(fig)
+    if room is None:
+        return {}
+    limit = HEADROOM * room / gen.growth
+    if gen.cache() <= limit:
+        return {}
+    tokens = gen.prompt + gen.new_tokens
+    beams = math.floor(limit / (gen.per_token * gen.batch * tokens))
+    if gen.beams > 1 and beams >= 1:
+        return {"num_beams": min(beams, gen.beams - 1)}
+    prompts = math.floor(limit / (gen.per_token * gen.beams * tokens))
+    if gen.batch > 1 and prompts >= 1:
+        return {"prompts_at_a_time": min(prompts, gen.batch - 1)}
+    new = math.floor(limit / (gen.per_token * gen.batch * gen.beams)) - gen.prompt
+    return {"max_new_tokens": new} if 1 <= new < gen.new_tokens else {}
+
+
+def _generation_solutions(fig: Figures, gen: Generation) -> list[Solution]:
+    b = format_bytes
+    room = gen.room(fig) or 0
+    prompts = "prompt" if gen.batch == 1 else "prompts"
+    beams = "beam" if gen.beams == 1 else "beams"
+    text = (
+        f"generate() ran out as its KV cache grew. The cache keeps {b(gen.per_token)} for each "
+        f"token of each sequence ({gen.formula}, from the model's config): {gen.batch} {prompts} "
+        f"x {gen.beams} {beams} x ({gen.prompt} + {gen.new_tokens} tokens) = {b(gen.cache())} "
+        f"for the whole run, and about {b(room)} can hold it (the cache when memory ran out, "
+        "and what was free or reserved)."
+    )
+    fix = generation_fix(fig, gen)
+    settings: dict[str, object] = {}
+    if "num_beams" in fix:
+        n = fix["num_beams"]
+        text += f" Lower num_beams from {gen.beams} to {n}: {b(gen.cache(beams=n))}."
+        settings = dict(fix)
+    elif "prompts_at_a_time" in fix:
+        n = fix["prompts_at_a_time"]
+        text += (
+            f" Generate {n} prompts at a time instead of {gen.batch}: "
+            f"{b(gen.cache(batch=n))}, and the same outputs."
+        )
+    elif "max_new_tokens" in fix:
+        n = fix["max_new_tokens"]
+        text += f" Lower max_new_tokens from {gen.new_tokens} to {n}: {b(gen.cache(new_tokens=n))}."
+        settings = dict(fix)
+    if fix:
+        text += (
+            f" An estimate: the cache grows one layer's tensor at a time (a peak of "
+            f"{gen.growth:.3g}x its size), and logits and activations need room beside it, so "
+            f"it keeps {round((1 - HEADROOM) * 100)}% headroom."
+        )
+    if gen.offloaded:
+        text += (
+            ' Or keep the cache off the card: generate(..., cache_implementation="offloaded") '
+            "(this transformers accepts it) holds one layer's cache on the GPU at a time, "
+            "slower."
+        )
+    return [Solution(text=text, settings=settings, estimate=bool(fix))]
 
 
 def _serving_solutions(fig: Figures) -> list[Solution]:
@@ -478,7 +792,13 @@ def _serving_solutions(fig: Figures) -> list[Solution]:
     return [Solution(text=text)]
 
 
-def _weights_solutions(fig: Figures, model: ModelMemory | None) -> list[Solution]:
+#: The 8-bit AdamW of bitsandbytes, as ``TrainingArguments(optim=...)`` names it.
+EIGHT_BIT = "adamw_bnb_8bit"
+
+
+def _weights_solutions(
+    fig: Figures, model: ModelMemory | None, batch: Batch | None = None
+) -> list[Solution]:
     b = format_bytes
     if model is None:
         return [Solution(
@@ -491,11 +811,12 @@ def _weights_solutions(fig: Figures, model: ModelMemory | None) -> list[Solution
         f"weights {b(model.weights)} + gradients {b(model.gradients)} + optimizer state "
         f"{b(model.optimizer_state)} = {b(model.fixed)}, more than the {b(room)} this card has"
     )
+    eight_bit = model.weights + model.gradients + model.optimizer_state // 4
     options = [
+        ("an 8-bit optimizer (bitsandbytes' AdamW8bit): a quarter of the optimizer state",
+         eight_bit),
         ("freeze the base model and train adapters (LoRA): about the weights alone",
          model.weights),
-        ("an 8-bit optimizer (bitsandbytes' AdamW8bit): a quarter of the optimizer state",
-         model.weights + model.gradients + model.optimizer_state // 4),
     ]  # fmt: skip
     if model.wide:
         options.append(
@@ -510,7 +831,16 @@ def _weights_solutions(fig: Figures, model: ModelMemory | None) -> list[Solution
         else " None of LoRA, an 8-bit optimizer or bf16 brings it under the card: offload "
         "(device_map, DeepSpeed ZeRO) or a smaller model."
     )
-    return [Solution(text=text)]
+    settings: dict[str, object] = {}
+    eight_bit_named = batch is not None and batch.optim is not None and "8bit" in batch.optim
+    if batch is not None and batch.optim and not eight_bit_named and eight_bit < HEADROOM * room:
+        # The arguments name the optimizer: the 8-bit one is a setting of the same call.
+        settings = {"optim": EIGHT_BIT}
+        text += (
+            f" The 8-bit optimizer is one setting of the training arguments: optim={EIGHT_BIT!r} "
+            f"instead of {batch.optim!r} (it needs bitsandbytes)."
+        )
+    return [Solution(text=text, settings=settings)]
 
 
 def _activation_solutions(
@@ -576,11 +906,27 @@ def advise(match: Match, evidence: Evidence) -> Advice | None:
         return None  # the request alone decides nothing: the record's own solutions stand
     model = _model_memory(evidence)
     batch = _batch(evidence)
-    kind = situation(fig, model, moving=_moving(evidence), where=_where(evidence))
-    facts = _facts(fig, model, batch)
+    generation = _generation(evidence)
+    growing = None if generation is not None else _growing(evidence)
+    kind = situation(
+        fig,
+        model,
+        moving=_moving(evidence),
+        where=_where(evidence),
+        generation=generation,
+        growing=growing,
+    )
+    facts = _facts(fig, model, batch, generation)
     facts.append(Fact(name="situation", value=kind, source="computed"))
-    found = _solutions(kind, fig, model, batch)
+    found = _solutions(kind, fig, model, batch, generation, growing)
     example = _rewritten(found[0], evidence) or _example(found[0])
+    if kind == "growing" and growing is not None:
+        example = ExampleFix(
+            before=growing.text,
+            after=growing.after,
+            location=f"{growing.file}:{growing.line}",
+            note="the number, not the tensor: its graph is freed with each step",
+        )
     return Advice(
         solutions=tuple(found),
         facts=tuple(facts),
@@ -592,17 +938,29 @@ def advise(match: Match, evidence: Evidence) -> Advice | None:
 
 #: The calls whose keywords hold a training run's batch: what a fix rewrites.
 BATCH_CALLS = frozenset({"TrainingArguments", "Seq2SeqTrainingArguments", "SFTConfig"})
+#: The calls that take each setting a fix changes, by the setting's name.
+HOLDERS = {
+    "per_device_train_batch_size": BATCH_CALLS,
+    "gradient_accumulation_steps": BATCH_CALLS,
+    "optim": BATCH_CALLS,
+    "batch_size": frozenset({"DataLoader"}),
+    "num_beams": frozenset({"generate"}),
+    "max_new_tokens": frozenset({"generate"}),
+}
 
 
 def _rewritten(first: Solution, evidence: Evidence) -> ExampleFix | None:
-    """The first solution's batch settings written into the user's own call, when it is found."""
-    if "per_device_train_batch_size" not in first.settings:
-        return None
+    """The first solution's settings written into the user's own call, when it is found."""
+    holders = {HOLDERS.get(key) for key in first.settings}
+    if len(holders) != 1 or None in holders:
+        return None  # no settings, or settings no one call takes
+    names = holders.pop()
+    assert names is not None
     from errkb.advisors._callsite import rewrite_named_call
     from errkb.advisors._fix import rewritten
 
     for info in evidence.infos:
-        rewrite = rewrite_named_call(info.frames, BATCH_CALLS, first.settings)
+        rewrite = rewrite_named_call(info.frames, names, first.settings)
         if rewrite is not None:
             return rewritten(rewrite)
     return None
@@ -631,11 +989,14 @@ def _example(first: Solution) -> ExampleFix | None:
             f"vllm serve MODEL --gpu-memory-utilization {share}",
             note="an illustration: set it where your engine is made",
         )
-    if "per_device_train_batch_size" in settings:
-        holder = "TrainingArguments"
-    elif "batch_size" in settings:
-        holder = "DataLoader"
-    else:
+    holder = {
+        "per_device_train_batch_size": "TrainingArguments",
+        "optim": "TrainingArguments",
+        "batch_size": "DataLoader",
+        "num_beams": "model.generate",
+        "max_new_tokens": "model.generate",
+    }.get(next(iter(settings)))
+    if holder is None:
         return None
     args = ", ".join(f"{k}={v!r}" for k, v in settings.items())
     return ExampleFix(

@@ -146,6 +146,12 @@ SHAPES = {
 
         main()
         """,
+    "arguments made inside the Trainer call": """\
+        from transformers import TrainingArguments
+        from simtrain import Trainer
+
+        Trainer(TrainingArguments(output_dir=OUT, per_device_train_batch_size=16, report_to=[])).train()
+        """,
     "accumulation already on": """\
         from transformers import TrainingArguments
         from simtrain import Trainer
@@ -192,3 +198,186 @@ def test_another_process_named_and_the_job_fits_once_it_is_gone(project):
     assert diagnosis["example_fix"] is None
     gone = {k: v for k, v in env.items() if k != "SIM_OTHERS"}
     assert "trained: effective batch 16" in project.fits(path, gone)
+
+
+# --- more call shapes: the model on the card, a DataLoader, generate(), an eval loop --------
+
+#: 28 fp32 layers of 8192 x 8192 (1.88 billion parameters) on the card: weights 7 GiB,
+#: gradients 7 GiB, AdamW's state 14 GiB: 28 GiB, more than the 24 GiB card. With an 8-bit
+#: optimizer, 17.5 GiB.
+BIG_MODEL = """\
+    from transformers import TrainingArguments
+    from simtrain import Trainer, model_on_card
+
+    model = model_on_card(layers=28, width=8192)
+    args = TrainingArguments(
+        output_dir=OUT,
+        per_device_train_batch_size=4,
+        OPTIM
+        report_to=[],
+    )
+    Trainer(args, model).train()
+    """
+
+
+@pytest.mark.parametrize("optim", [None, "adamw_torch"])
+def test_a_model_too_big_for_its_optimizer_gets_the_8_bit_one_and_fits(project, optim):
+    """Weights + gradients + AdamW's state exceed the card: optim='adamw_bnb_8bit' in the call."""
+    line = f'optim="{optim}",' if optim else ""
+    source = BIG_MODEL.replace("OPTIM\n", f"{line}\n" if line else "")
+    path = project.script(source)
+    env = {**CARD, "SIM_PER_SAMPLE": str(256 * MIB)}
+    diagnosis = project.fails(path, env)
+    facts = {f["name"]: f["value"] for f in diagnosis["facts"]}
+    assert "weights" == facts["situation"]
+    assert 28 * 8192 * 8192 * 4 == facts["weights_on_gpu"]
+    assert 2 * facts["weights_on_gpu"] == facts["optimizer_state"]  # AdamW, before its first step
+    fix = diagnosis["example_fix"]
+    assert 'optim="adamw_bnb_8bit"' in fix["after"]
+    splice(path, fix)
+    assert "trained: effective batch 4" in project.fits(path, env)
+
+
+DATALOADER_SHAPES = {
+    "DataLoader keyword": """\
+        import torch
+        from torch.utils.data import DataLoader, TensorDataset
+        from simtrain import fit
+
+        data = TensorDataset(torch.zeros(64, 8))
+        loader = DataLoader(data, batch_size=16, shuffle=True)
+        fit(loader)
+        """,
+    "DataLoader batch named above": """\
+        import torch
+        from torch.utils.data import DataLoader, TensorDataset
+        from simtrain import fit
+
+        BATCH_SIZE = 16
+
+
+        def main():
+            loader = DataLoader(TensorDataset(torch.zeros(64, 8)), batch_size=BATCH_SIZE)
+            fit(loader)
+
+
+        if __name__ == "__main__":
+            main()
+        """,
+}
+
+
+@pytest.mark.parametrize("shape", list(DATALOADER_SHAPES))
+def test_a_dataloaders_batch_is_lowered_in_its_call_and_fits(project, shape):
+    path = project.script(DATALOADER_SHAPES[shape])
+    diagnosis = project.fails(path, CARD)
+    first = diagnosis["solutions"][0]
+    assert {"batch_size": 4} == first["settings"]
+    assert "accumulate gradients over 4 steps" in first["text"]
+    fix = diagnosis["example_fix"]
+    # A global read inside a function: the call's keyword, as for an engine's settings.
+    assert "batch_size=4" in fix["after"]
+    splice(path, fix)
+    assert "trained: batch 4" in project.fits(path, CARD)
+
+
+# A two-layer Llama (2 KV heads of 8, fp32): 256 bytes of cache a token of a sequence. The card
+# keeps 448 KiB for the cache; 8 beams x 304 tokens need 608 KiB. The cache peaks at 1.25x its
+# size (each of its 4 tensors grows while the old one is held) and errkb keeps 10% headroom:
+# 0.9 x 448 KiB / 1.25 / (256 B x 304 tokens) = 4.2 beams; greedy, 0.9 x 448 KiB / 1.25 / 256 B
+# = 1290 tokens, 1286 new after the prompt's 4.
+GENERATION_CARD = {
+    "SIM_TOTAL": str(1 * MIB),
+    "SIM_CONTEXT": str(64 << 10),
+    "SIM_FIXED": str(512 << 10),
+    "FAKE_GPU_TOTAL_BYTES": str(1 * MIB),
+}
+
+GENERATE_SHAPES = {
+    "beam search": (
+        """\
+        import torch
+        from simtrain import on_card, tiny_llm
+
+        model = on_card(tiny_llm())
+        prompt = torch.tensor([[1, 2, 3, 4]])
+        out = model.generate(prompt, max_new_tokens=300, num_beams=8, do_sample=False)
+        print(f"generated: {out.shape[1] - prompt.shape[1]} tokens")
+        """,
+        "num_beams=4",
+        "generated: 300 tokens",
+    ),
+    "settings in a dict": (
+        """\
+        import torch
+        from simtrain import on_card, tiny_llm
+
+        settings = dict(max_new_tokens=300, num_beams=8, do_sample=False)
+        model = on_card(tiny_llm())
+        prompt = torch.tensor([[1, 2, 3, 4]])
+        out = model.generate(prompt, **settings)
+        print(f"generated: {out.shape[1] - prompt.shape[1]} tokens")
+        """,
+        "num_beams=4",
+        "generated: 300 tokens",
+    ),
+    "greedy, too many new tokens": (
+        """\
+        import torch
+        from simtrain import on_card, tiny_llm
+
+
+        def complete(model, prompt):
+            return model.generate(
+                prompt,
+                max_new_tokens=2000,  # a long answer
+            )
+
+
+        prompt = torch.tensor([[1, 2, 3, 4]])
+        out = complete(on_card(tiny_llm()), prompt)
+        print(f"generated: {out.shape[1] - prompt.shape[1]} tokens")
+        """,
+        "max_new_tokens=1286,  # a long answer",
+        "generated: 1286 tokens",
+    ),
+}
+
+
+@pytest.mark.parametrize("shape", list(GENERATE_SHAPES))
+def test_generate_gets_the_beams_or_tokens_whose_cache_fits(project, shape):
+    """transformers' real generate(): the cache's arithmetic from the model's config fits."""
+    source, expected, printed = GENERATE_SHAPES[shape]
+    path = project.script(source)
+    diagnosis = project.fails(path, GENERATION_CARD)
+    facts = {f["name"]: f["value"] for f in diagnosis["facts"]}
+    assert "generation" == facts["situation"]
+    assert 2 * 2 * 2 * 8 * 4 == facts["kv_cache_per_token"]  # K and V x layers x heads x dim x fp32
+    fix = diagnosis["example_fix"]
+    assert expected in fix["after"]
+    splice(path, fix)
+    assert printed in project.fits(path, GENERATION_CARD)
+
+
+def test_a_loss_added_up_as_a_tensor_is_added_as_a_number_and_fits(project):
+    """An eval loop's ``total += loss`` keeps every step's graph: ``loss.item()`` frees them."""
+    path = project.script("""\
+        import torch
+        from simtrain import eval_step
+
+        weight = torch.ones(16, requires_grad=True)
+        total = 0.0
+        for step in range(40):
+            loss = eval_step(weight)
+            total += loss
+        print(f"evaluated: {total / 40:.1f}")
+        """)  # fmt: skip
+    env = {**CARD, "SIM_FIXED": str(20 * GIB), "SIM_PER_STEP": str(512 * MIB)}
+    diagnosis = project.fails(path, env)
+    facts = {f["name"]: f["value"] for f in diagnosis["facts"]}
+    assert "growing" == facts["situation"]
+    fix = diagnosis["example_fix"]
+    assert "    total += loss" == fix["before"]
+    assert "    total += loss.item()" == fix["after"]
+    splice(path, fix)
+    assert "evaluated: 16.0" in project.fits(path, env)

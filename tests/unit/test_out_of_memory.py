@@ -6,6 +6,7 @@ frames hold real torch modules and optimizers and a real transformers TrainingAr
 
 from __future__ import annotations
 
+import attrs
 import pytest
 import torch
 
@@ -228,3 +229,123 @@ def test_ranks_of_one_job_on_one_card(tmp_path):
     first = diagnose(exc, options=Options(probes=False)).findings[0].solutions[0]
     assert "torch.cuda.set_device(int(os.environ['LOCAL_RANK']))" in first.text
     assert "502587" in first.text
+
+
+# --- generate(): transformers' KV cache --------------------------------------------------
+
+
+def _tiny_llama():
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2, eos_token_id=None,
+                         pad_token_id=0)  # fmt: skip
+    model = LlamaForCausalLM(config).eval()
+    model.generation_config.eos_token_id = None
+    return model
+
+
+def _generate_until(model, steps: int, **settings):
+    """generate() that runs out at its ``steps``-th forward; the cache's real bytes then."""
+    seen: list[int] = []
+
+    def run_out(module, args, kwargs, output):
+        cache = output.past_key_values
+        seen.append(sum(t.numel() * t.element_size() for layer in cache.layers
+                        for t in (layer.keys, layer.values)))  # fmt: skip
+        if len(seen) == steps:
+            raise torch.OutOfMemoryError(REPORTED[2][0])  # the lm_eval report's figures
+        return output
+
+    model.register_forward_hook(run_out, with_kwargs=True)
+    try:
+        model.generate(torch.tensor([[1, 2, 3, 4], [5, 6, 7, 8]]), do_sample=False, **settings)
+    except torch.OutOfMemoryError as exc:
+        return exc, seen[-1]
+    raise AssertionError("generate() did not run out")
+
+
+@pytest.mark.parametrize("beams", [1, 3])
+def test_the_generation_cache_is_counted_as_transformers_keeps_it(beams):
+    """kv_cache_per_token x sequences x length is the bytes of transformers' real cache."""
+    exc, held = _generate_until(_tiny_llama(), steps=6, max_new_tokens=40, num_beams=beams)
+    finding = diagnose(exc, options=Options(probes=False)).findings[0]
+    facts = {f.name: f for f in finding.facts}
+    assert "generation" == facts["situation"].value
+    per_token = facts["kv_cache_per_token"].value
+    assert 2 * 2 * 2 * 8 * 4 == per_token  # K and V x 2 layers x 2 KV heads x 8 x fp32
+    assert "2 x 2 layers x 2 KV heads x 8 x 4 bytes" in facts["kv_cache_per_token"].note
+    # At the 6th forward: the 4-token prompt and 5 new tokens are cached for 2 x beams rows.
+    assert held == per_token * 2 * beams * (4 + 5)
+    assert per_token * 2 * beams * (4 + 40) == facts["kv_cache_needed"].value
+    assert (2, 4, beams, 40) == tuple(
+        facts[n].value for n in ("generate_prompts", "prompt_tokens", "num_beams", "max_new_tokens")
+    )
+
+
+def test_the_generation_fix_lowers_beams_then_prompts_then_tokens():
+    fig = oom.Figures(requested=1 * MIB, free=100 * MIB, total=24 * GIB, allocated=20 * GIB)
+    gen = oom.Generation(batch=4, prompt=1000, new_tokens=3000, beams=8, per_token=128 << 10,
+                         formula="", layers=32, length=1000)  # fmt: skip
+    # room: 4 x 8 x 1000 tokens x 128 KiB = 3.91 GiB held, + 100 MiB free; 4 x 8 x 4000 needed
+    room = gen.room(fig)
+    assert 4 * 8 * 1000 * (128 << 10) + 100 * MIB == room
+    beams = oom.generation_fix(fig, gen)["num_beams"]
+    assert gen.cache(beams=beams) * gen.growth <= oom.HEADROOM * room
+    assert gen.cache(beams=beams + 1) * gen.growth > oom.HEADROOM * room
+    greedy = attrs.evolve(gen, beams=1, length=4000)  # the same room: 4 x 4000 tokens held
+    prompts = oom.generation_fix(fig, greedy)["prompts_at_a_time"]
+    assert 0 < prompts < 4
+    one = attrs.evolve(greedy, batch=1, length=2000)
+    new = oom.generation_fix(fig, one)["max_new_tokens"]
+    assert (one.prompt + new) * one.per_token * one.growth <= oom.HEADROOM * one.room(fig)
+    assert {} == oom.generation_fix(fig, attrs.evolve(one, new_tokens=10))  # it fits already
+
+
+# --- a loss added up as a tensor ----------------------------------------------------------
+
+
+def _evaluate(weight, message):
+    total = 0.0
+    for step in range(3):
+        loss = (weight * step).sum()
+        total += loss
+    raise torch.OutOfMemoryError(message)
+
+
+def _evaluate_by_number(weight, message):
+    total = 0.0
+    for step in range(3):
+        loss = (weight * step).sum()
+        total += loss.item()
+    raise torch.OutOfMemoryError(message)
+
+
+def test_a_loss_added_up_as_a_tensor_keeps_every_graph():
+    """``total += loss`` with a grad_fn: its line, rewritten to add the number."""
+    try:
+        _evaluate(torch.ones(4, requires_grad=True), REPORTED[2][0])
+    except torch.OutOfMemoryError as exc:
+        finding = diagnose(exc, options=Options(probes=False)).findings[0]
+    assert "growing" == {f.name: f.value for f in finding.facts}["situation"]
+    assert "total += loss" == finding.example_fix.before.strip()
+    assert "total += loss.item()" == finding.example_fix.after.strip()
+    assert finding.example_fix.location.startswith(__file__)
+    assert "keeps every step's graph" in finding.solutions[0].text
+    try:
+        _evaluate_by_number(torch.ones(4, requires_grad=True), REPORTED[2][0])
+    except torch.OutOfMemoryError as exc:
+        finding = diagnose(exc, options=Options(probes=False)).findings[0]
+    assert "activations" == {f.name: f.value for f in finding.facts}["situation"]
+
+
+def test_the_8_bit_optimizer_is_set_where_the_arguments_name_one():
+    model = oom.ModelMemory(weights=7 * GIB, gradients=7 * GIB, optimizer_state=14 * GIB)
+    fig = oom.Figures(requested=1 * GIB, free=0, total=24 * GIB, allocated=23 * GIB)
+    torch_adam = oom.Batch(size=4, optim="adamw_torch")
+    first = oom._weights_solutions(fig, model, torch_adam)[0]
+    assert {"optim": "adamw_bnb_8bit"} == first.settings  # 7 + 7 + 3.5 GiB under 0.9 x 24
+    already = oom.Batch(size=4, optim="paged_adamw_8bit")
+    assert {} == oom._weights_solutions(fig, model, already)[0].settings
+    assert {} == oom._weights_solutions(fig, model, oom.Batch(size=4))[0].settings  # no optim
