@@ -59,6 +59,11 @@ CONTRACT = Contract(
             requires={"requested", "requested_unit", "free", "free_unit"},
             reads={"total", "allocated", "reserved_unallocated", "reserved", "process_in_use"},
         ),
+        Variant(
+            name="mps",
+            requires={"requested", "requested_unit", "mps_allocated", "mps_allocated_unit"},
+            reads={"other_allocations", "max_allowed"},
+        ),
         Variant(name="request", requires={"requested", "requested_unit"}),
     ),
 )
@@ -86,7 +91,8 @@ _SETTING = regex.compile(r"(?P<var>PYTORCH_(?:CUDA|HIP)_ALLOC_CONF)=expandable_s
 HEADROOM = 0.9
 # Other processes count as the cause when they hold at least this share of the card.
 _OTHERS_SHARE = 0.05
-#: The device types whose tensors are on the card (ROCm's are "cuda" too).
+#: The device types whose tensors are on the card (ROCm's are "cuda" too; MPS's figures
+#: count the "mps" device instead).
 CARD_DEVICES = frozenset({"cuda"})
 # Bytes of optimizer state per trainable parameter, by class: Adam keeps two fp32 moments.
 _STATE_BYTES = {"Adam": 8, "AdamW": 8, "Adamax": 8, "NAdam": 8, "RAdam": 8, "Adagrad": 4}
@@ -109,6 +115,9 @@ class Figures:
     #: The wording of torch 2.0 and older ("reserved in total by PyTorch"), whose message
     #: advises max_split_size_mb.
     older: bool = False
+    #: The device type whose memory ran out: ``cuda`` (ROCm's too) or ``mps`` (Apple's GPU,
+    #: whose "total" is the allocator's cap on unified memory, its "max allowed").
+    device: str = "cuda"
 
     @property
     def others_bytes(self) -> int:
@@ -221,6 +230,17 @@ def figures_of(captures: Mapping[str | int, object], message: str | None) -> Fig
     requested = size("requested")
     if requested is None:
         return None
+    mps = size("mps_allocated")
+    if mps is not None:  # torch's MPS allocator: its tensors, the rest, and its cap
+        cap, other = size("max_allowed"), size("other_allocations") or 0
+        return Figures(
+            requested=requested,
+            free=None if cap is None else max(cap - mps - other, 0),
+            total=cap,
+            this_process=mps + other,
+            allocated=mps,
+            device="mps",
+        )
     allocated = size("allocated")
     unused = size("reserved_unallocated")
     reserved = size("reserved")  # the older wording: reserved in total
@@ -313,7 +333,8 @@ def _values(evidence: Evidence) -> Iterator[Any]:
                         yield held
 
 
-def _model_memory(evidence: Evidence) -> ModelMemory | None:
+def _model_memory(evidence: Evidence, devices: frozenset[str] = CARD_DEVICES) -> ModelMemory | None:
+    """The model of the frames: what it keeps on a device of ``devices`` for training."""
     torch = _torch()
     if torch is None:
         return None
@@ -326,7 +347,7 @@ def _model_memory(evidence: Evidence) -> ModelMemory | None:
     weights = gradients = trainable = 0
     wide = False
     for param in module.parameters():
-        if param.device.type not in CARD_DEVICES:
+        if param.device.type not in devices:
             continue  # offloaded, or not placed yet: it holds nothing on the card
         size = param.numel() * param.element_size()
         weights += size
@@ -340,7 +361,7 @@ def _model_memory(evidence: Evidence) -> ModelMemory | None:
     if optimizer is not None:
         held = [t for s in optimizer.state.values() for t in s.values() if torch.is_tensor(t)]
         if held:
-            on_card = [t for t in held if t.device.type in CARD_DEVICES]
+            on_card = [t for t in held if t.device.type in devices]
             state = sum(t.numel() * t.element_size() for t in on_card)
             how, source = f"{type(optimizer).__name__}: its state's tensors", "frame"
         elif type(optimizer).__name__ in _STATE_BYTES:
@@ -904,7 +925,9 @@ def advise(match: Match, evidence: Evidence) -> Advice | None:
     fig = figures_of(match.captures, _message(evidence))
     if fig is None or fig.free is None:
         return None  # the request alone decides nothing: the record's own solutions stand
-    model = _model_memory(evidence)
+    model = _model_memory(
+        evidence, frozenset({fig.device}) if fig.device == "mps" else CARD_DEVICES
+    )
     batch = _batch(evidence)
     generation = _generation(evidence)
     growing = None if generation is not None else _growing(evidence)

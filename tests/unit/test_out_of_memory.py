@@ -14,6 +14,7 @@ import errkb
 from errkb.advisors import out_of_memory as oom
 from errkb.diagnosis import diagnose
 from errkb.options import Options
+from errkb.units import to_bytes
 
 GIB, MIB = 1 << 30, 1 << 20
 
@@ -349,3 +350,58 @@ def test_the_8_bit_optimizer_is_set_where_the_arguments_name_one():
     already = oom.Batch(size=4, optim="paged_adamw_8bit")
     assert {} == oom._weights_solutions(fig, model, already)[0].settings
     assert {} == oom._weights_solutions(fig, model, oom.Batch(size=4))[0].settings  # no optim
+
+
+# --- Apple's MPS ---------------------------------------------------------------------------
+
+# (message, what was free under the cap), each from a public report.
+MPS_REPORTED = [
+    (  # ComfyUI: a 5.81 GiB request with 2.41 GiB left under the cap
+        (
+            "MPS backend out of memory (MPS allocated: 15.72 GiB, other allocations: 2.41 MiB, "
+            "max allowed: 18.13 GiB). Tried to allocate 5.81 GiB on private pool. Use "
+            "PYTORCH_MPS_HIGH_WATERMARK_RATIO=0.0 to disable upper limit for memory allocations "
+            "(may cause system failure)."
+        ),
+        to_bytes(18.13, "GiB") - to_bytes(15.72, "GiB") - to_bytes(2.41, "MiB"),
+    ),
+    (  # hunyuan3d: other allocations take the rest; 256 bytes cannot be had
+        (
+            "MPS backend out of memory (MPS allocated: 16.00 GB, other allocations: 3.31 GB, max "
+            "allowed: 18.13 GB). Tried to allocate 256 bytes on shared pool. Use "
+            "PYTORCH_MPS_HIGH_WATERMARK_RATIO=0.0 to disable upper limit for memory allocations "
+            "(may cause system failure)."
+        ),
+        0,
+    ),
+]
+
+
+@pytest.mark.parametrize(("message", "free"), MPS_REPORTED)
+def test_mps_figures_are_read_under_the_allocators_cap(message, free):
+    """MPS's "max allowed" is the total; what it and the other allocations leave, the free."""
+    finding = diagnose(RuntimeError(message), options=Options(probes=False)).findings[0]
+    assert "torch-mps-out-of-memory" == finding.record.id
+    facts = {f.name: f.value for f in finding.facts}
+    assert "activations" == facts["situation"]
+    unit = "GiB" if "GiB" in message else "GB"
+    assert to_bytes(18.13, unit) == facts["gpu_total"]
+    assert free == facts["gpu_free"]
+    assert "Lower the batch size" in finding.solutions[0].text
+
+
+def test_an_mps_model_is_counted_on_the_mps_device(monkeypatch, tmp_path):
+    """The figures say which device ran out: the model's parameters on it are its weights."""
+    from transformers import TrainingArguments
+
+    model = torch.nn.Linear(1024, 1024)  # on the CPU: nothing of it on the MPS device
+    args = TrainingArguments(output_dir=str(tmp_path), per_device_train_batch_size=8,
+                             report_to=[])  # fmt: skip
+    try:
+        _train_step(model, torch.optim.AdamW(model.parameters()), args, MPS_REPORTED[0][0])
+    except torch.OutOfMemoryError as exc:
+        finding = diagnose(exc, options=Options(probes=False)).findings[0]
+    facts = {f.name: f.value for f in finding.facts}
+    assert 0 == facts["weights_on_gpu"]
+    assert 8 == facts["per_device_train_batch_size"]
+    assert finding.solutions[0].settings["per_device_train_batch_size"] < 8
