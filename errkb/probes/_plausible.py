@@ -200,14 +200,14 @@ WHAT_IF_RANGES: tuple[Range, ...] = (
         name="block_size",
         low=1,
         high=65536,
-        why="vLLM offers 1 to 256 tokens; hybrid models align attention blocks to the "
-        "Mamba state, a few thousand",
+        why="vLLM's --block-size choices stop at a few hundred tokens; hybrid models align "
+        "attention blocks to the Mamba state, a few thousand",
     ),
     Range(
         name="tensor_parallel_size",
         low=1,
         high=1024,
-        why="a node has 8 GPUs; the largest published deployments split over 64",
+        why="a node holds 8 GPUs (16 in some); the bound leaves two orders of magnitude",
     ),
 )
 

@@ -548,3 +548,15 @@ def test_the_shipped_page_is_served_when_there():
     page = app.get("/")
     assert page.status_code == 200
     assert "<script" not in page.text or 'src="/static/' in page.text
+
+
+def test_the_plausible_ranges_in_the_docs_are_the_codes():
+    """docs/console.md prints every plausible range, its names and its reason, as the code has them."""
+    from pathlib import Path
+
+    from errkb.probes._plausible import MODEL_RANGES, WHAT_IF_RANGES
+
+    docs = (Path(__file__).parents[2] / "docs" / "console.md").read_text(encoding="utf-8")
+    for figure in (*WHAT_IF_RANGES, *MODEL_RANGES):
+        names = " ".join(f"`{n}`" for n in (figure.name, *figure.aliases))
+        assert f"| {names} | {figure.span} | {figure.why} |" in docs
