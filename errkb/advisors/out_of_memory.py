@@ -15,16 +15,18 @@ situation is chosen, in this order, and its fix is the first solution:
    move to a free card.
 2. ``fragmentation``: the memory reserved but unallocated is at least the request: the
    allocator's expandable segments (the setting the message itself names).
-3. ``single request``: the one tensor asked for is larger than what the card could give this
+3. ``allocator limit``: the card had the request free: the allocator refused it without the card
+   running out (a per-process memory fraction), or the memory came free after the failure.
+4. ``single request``: the one tensor asked for is larger than what the card could give this
    process at all: shrink that tensor; nothing else helps.
-4. ``weights``: the model's weights, gradients and optimizer state alone exceed the card: what
+5. ``weights``: the model's weights, gradients and optimizer state alone exceed the card: what
    does fit, with the arithmetic (for generation, the weights alone).
-5. ``generation``: ``generate()`` ran out while its KV cache grew: the beams, the prompts at a
+6. ``generation``: ``generate()`` ran out while its KV cache grew: the beams, the prompts at a
    time or the new tokens whose cache fits, from the model's config (transformers' cache keeps
    keys and values of every attention layer for every token of every sequence).
-6. ``growing``: the step keeps the graph of every earlier step alive: a loss added up as a
+7. ``growing``: the step keeps the graph of every earlier step alive: a loss added up as a
    tensor (``total += loss``) rather than as a number (``loss.item()``).
-7. ``activations``: the rest: the batch size that fits, an estimate, with gradient
+8. ``activations``: the rest: the batch size that fits, an estimate, with gradient
    accumulation raised so that the effective batch stays exactly what it was.
 
 Each figure says where it came from: the message, a frame, or computed from those.
@@ -74,6 +76,7 @@ SITUATIONS = (
     "ranks on one card",
     "another process",
     "fragmentation",
+    "allocator limit",
     "single request",
     "weights",
     "generation",
@@ -300,6 +303,8 @@ def situation(
         return "another process"
     if fig.reserved_unallocated is not None and fig.reserved_unallocated >= fig.requested > 0:
         return "fragmentation"
+    if fig.free is not None and fig.free >= fig.requested:
+        return "allocator limit"
     if fig.total is not None and fig.requested > fig.total - fig.others_bytes:
         return "single request"
     room = None if fig.total is None else fig.total - fig.others_bytes
@@ -531,7 +536,9 @@ def _growing(evidence: Evidence) -> Growing | None:
 
 # A pasted log line of vLLM's (its engine-core process, its loggers); a traceback's file of a
 # job of several ranks.
-_VLLM_LOG = regex.compile(r"\(EngineCore|\bvllm\.(?:engine|entrypoints|v1|worker)\b")
+_VLLM_LOG = regex.compile(
+    r"\((?:EngineCore|VllmWorker)\b|\bvllm\.(?:engine|entrypoints|v1|worker)\b"
+)
 _DISTRIBUTED = regex.compile(
     r"[/\\](?:torch[/\\](?:distributed|nn[/\\]parallel)|deepspeed|accelerate)[/\\]"
 )
@@ -694,6 +701,15 @@ def _solutions(
             f"more than the {b(fig.requested)} asked for: set PYTORCH_CUDA_ALLOC_CONF="
             "max_split_size_mb:<MB> before torch starts, as this release's message advises, so "
             "that large cached blocks are not split.",
+        )]  # fmt: skip
+    if kind == "allocator limit":
+        return [Solution(
+            text=f"The card had {b(fig.free or 0)} free, more than the {b(fig.requested)} asked "
+            "for: the caching allocator refused the request without the card running out. A "
+            "limit set with torch.cuda.set_per_process_memory_fraction refuses any allocation "
+            "past its share without asking the card: raise it or remove it. Without one, memory "
+            "came free between the failure and the message (another process's, most often): "
+            "run again and watch nvidia-smi.",
         )]  # fmt: skip
     if kind == "single request":
         room = (fig.total or 0) - fig.others_bytes

@@ -405,3 +405,40 @@ def test_an_mps_model_is_counted_on_the_mps_device(monkeypatch, tmp_path):
     assert 0 == facts["weights_on_gpu"]
     assert 8 == facts["per_device_train_batch_size"]
     assert finding.solutions[0].settings["per_device_train_batch_size"] < 8
+
+
+# --- the report corpus's out-of-memory errors ---------------------------------------------
+
+CORPUS_SITUATIONS = {
+    "vllm-9": "activations",  # the message alone, torch 2.0's wording: 565 MiB free of 44.56 GiB
+    "vllm-10": "serving engine",  # vLLM's worker log lines around torch's message
+    "torch-14": "allocator limit",  # 4.08 GiB free, 2.26 GiB refused
+    "bitsandbytes-9": "fragmentation",
+    "bitsandbytes-10": "activations",
+    "flash-attn-9": "fragmentation",  # 1.39 GiB reserved, unused; 744 MiB asked for
+}
+
+
+@pytest.mark.parametrize("report", list(CORPUS_SITUATIONS))
+def test_the_report_corpus_gets_the_situation_its_figures_show(report):
+    import json
+    from pathlib import Path
+
+    from errkb.diagnosis import explain
+
+    corpus = Path(__file__).parents[1] / "data" / "reports" / "corpus.jsonl"
+    rows = (json.loads(line) for line in corpus.read_text(encoding="utf-8").splitlines())
+    text = next(row["text"] for row in rows if row["id"] == report)
+    finding = explain(text, options=Options(probes=False)).findings[0]
+    assert "torch-cuda-out-of-memory" == finding.record.id
+    assert CORPUS_SITUATIONS[report] == {f.name: f.value for f in finding.facts}["situation"]
+
+
+def test_a_request_below_what_was_free_is_not_the_cards_capacity():
+    message = (
+        "CUDA out of memory. Tried to allocate 2.26 GiB (GPU 0; 6.00 GiB total capacity; 209.63 "
+        "MiB already allocated; 4.08 GiB free; 246.00 MiB reserved in total by PyTorch)"
+    )
+    first = diagnose(RuntimeError(message), options=Options(probes=False)).findings[0].solutions[0]
+    assert "set_per_process_memory_fraction" in first.text
+    assert "need more than the card has left" not in first.text
