@@ -108,7 +108,10 @@ from errkb.testing import FakeGpu, FakeMeasurements
 
 total = int(os.environ["FAKE_GPU_TOTAL_BYTES"])
 free = int(os.environ.get("FAKE_GPU_FREE_BYTES", total))
-gpu = FakeGpu(total_bytes=total, free_bytes=free)
+# What torch's allocator holds now and held at its peak, where a test says (else unmeasured).
+held = {k: int(os.environ[v]) for k, v in (("reserved_bytes", "FAKE_GPU_RESERVED_BYTES"),
+        ("peak_reserved_bytes", "FAKE_GPU_PEAK_RESERVED_BYTES")) if v in os.environ}
+gpu = FakeGpu(total_bytes=total, free_bytes=free, **held)
 # A generous bound: these tests check what the fix is, not how fast it comes on a busy machine.
 options = Options(probes=False, timeout=60, measurements=FakeMeasurements(gpus=[gpu]))
 errkb.install(options)

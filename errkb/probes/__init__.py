@@ -69,6 +69,8 @@ class GpuDevice:
     free_bytes: int | None = None
     allocated_bytes: int | None = None
     reserved_bytes: int | None = None
+    #: The most torch's allocator held at once in this process (``max_memory_reserved``).
+    peak_reserved_bytes: int | None = None
     capability: tuple[int, int] | None = None
     other_processes_bytes: int | None = None
     source: Source = "gpu"

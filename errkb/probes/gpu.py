@@ -56,6 +56,7 @@ def _measure() -> GpuReading:
                 free_bytes=int(free),
                 allocated_bytes=int(cuda.memory_allocated(index)),
                 reserved_bytes=int(cuda.memory_reserved(index)),
+                peak_reserved_bytes=int(cuda.max_memory_reserved(index)),
                 capability=(int(props.major), int(props.minor)),
                 other_processes_bytes=others.get(index),
             )

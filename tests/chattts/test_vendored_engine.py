@@ -96,10 +96,10 @@ class Project:
         source = USER_SCRIPT.replace("MODEL", json.dumps(str(self.model)))
         self.script.write_text(source.replace("EMBED", json.dumps(str(self.embed))))
 
-    def run(self) -> subprocess.CompletedProcess[bytes]:
+    def run(self, gpu: dict[str, str] = GPU) -> subprocess.CompletedProcess[bytes]:
         self.diagnosis_file.unlink(missing_ok=True)
         paths = [str(self.start), str(HERE), *(str(Path(p).resolve()) for p in sys.path if p)]
-        env = {**GPU, "PYTHONPATH": os.pathsep.join(paths), "NO_COLOR": "1"}
+        env = {**gpu, "PYTHONPATH": os.pathsep.join(paths), "NO_COLOR": "1"}
         env["DIAGNOSIS_JSON"] = str(self.diagnosis_file)
         return subprocess.run(
             [sys.executable, str(self.script)],
@@ -172,3 +172,20 @@ def test_no_kv_cache_dtype_is_offered(project):
     solutions = project.fails()["solutions"]
     assert solutions
     assert all("kv_cache_dtype" not in s["settings"] for s in solutions)
+
+
+def test_zero_blocks_get_the_utilization_that_starts_the_engine(project):
+    """The issue's case: 7.3 GiB of the 8 GiB GPU in use, so 0.9 leaves no block. The GPU
+    measured when the engine gave up gives 0.9 + (256 blocks + 0.1 GiB) / 8 GiB = 0.9418, 0.95
+    (the old "at least 0.93" left 2432 tokens); the re-run starts."""
+    peak = int(7.3 * GIB)
+    gpu = {**GPU, "FAKE_PEAK_BYTES": str(peak), "FAKE_GPU_FREE_BYTES": str(8 * GIB - peak)}
+    proc = project.run(gpu)
+    assert 1 == proc.returncode, proc.stderr.decode()
+    assert b"ValueError: No available memory for the cache blocks." in proc.stderr
+    fix = json.loads(project.diagnosis_file.read_text())["example_fix"]
+    assert '"gpu_memory_utilization": 0.95' in fix["after"]
+    splice(project.script, fix)
+    proc = project.run(gpu)
+    assert 0 == proc.returncode, proc.stderr.decode()
+    assert b"engine started" in proc.stdout

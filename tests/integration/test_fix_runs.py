@@ -722,3 +722,107 @@ def test_swapped_numbers_get_a_note_and_no_fix(harness):
     # whose figures could read as advice for these contradicting numbers.
     assert diagnosis["example_fix"] is None
     assert any("contradict each other" in n for n in diagnosis["notes"]), diagnosis["notes"]
+
+
+# --- Zero blocks (issue 22): the utilization that starts the engine in one step -------------
+
+#: ChatTTS's GPT as its config describes it (ChatTTS/config/config.py:51-57@0.2.5): 20 layers,
+#: 12 heads of 64, float16, so a block of 16 tokens takes 983040 bytes; 4096 positions.
+CHATTTS_GPT = {
+    "model_type": "llama",
+    "num_hidden_layers": 20,
+    "num_attention_heads": 12,
+    "hidden_size": 768,
+    "torch_dtype": "float16",
+    "max_position_embeddings": 4096,
+}
+
+
+def test_zero_blocks_under_the_hook_take_the_gpus_peak(harness):
+    """The issue's case: an 8 GiB GPU with 7.3 GiB in use after profiling (1 GiB of weights, so
+    the weights bound says little). "At least 0.93" leaves 152 blocks, 2432 tokens, and fails;
+    the peak the probe measures (6.8 GiB in use at the failure, plus the 0.5 GiB torch's cache
+    gave back) gives 0.9 + (256 blocks + 0.1 GiB) / 8 GiB = 0.9418, so 0.95, which starts."""
+    gpt = model_folder(harness, "gpt", CHATTTS_GPT)
+    path = harness.script(f"from vllm import LLM\n\nllm = LLM(model={gpt})\n")
+    peak, weights = int(7.3 * GIB), GIB
+    env = {
+        "FAKE_GPU_TOTAL_BYTES": str(8 * GIB),
+        "FAKE_PEAK_BYTES": str(peak),
+        "FAKE_WEIGHTS_BYTES": str(weights),
+        # At the failure torch's cache has given back the profile's 0.5 GiB of activations.
+        "FAKE_GPU_FREE_BYTES": str(8 * GIB - (peak - GIB // 2)),
+        "FAKE_GPU_RESERVED_BYTES": str(weights),
+        "FAKE_GPU_PEAK_RESERVED_BYTES": str(weights + GIB // 2),
+    }
+    before = path.read_text()
+    path.write_text(before.replace(")\n", ", gpu_memory_utilization=0.93)\n"))
+    proc = harness.run(str(path), env=env, hook=False)
+    assert b"stored in KV cache (2432)" in proc.stderr, proc.stderr.decode()
+    path.write_text(before)
+    fix = fix_and_rerun(harness, path, env)
+    assert fix["after"].endswith(f"LLM(model={gpt}, gpu_memory_utilization=0.95)")
+
+
+def test_zero_blocks_in_a_pasted_v0_log_take_its_profile_line(harness):
+    """vLLM 0.6.6's worker logs its profile: 60 GiB of weights, 1.3 non-torch, 11 of activations,
+    "the rest of the memory reserved for KV Cache is -0.30GiB" at 0.90 of 80.00 GiB. From the
+    paste alone (no --gpu-memory): 0.9 + (2 GiB for 16384 tokens + 0.305 GiB) / 79.995 GiB =
+    0.9288, so 0.93, which starts."""
+    env = {
+        **ROOMY,
+        "FAKE_PEAK_BYTES": str(int(72.3 * GIB)),
+        "FAKE_WEIGHTS_BYTES": str(60 * GIB),
+        "FAKE_NON_TORCH_BYTES": str(int(1.3 * GIB)),
+        "FAKE_VLLM_VERSION": "0.6.6",
+    }
+    command = ["python", "-m", API_SERVER, "--model", str(harness.model)]
+    command += ["--max-model-len", "16384"]
+    paste = pasted_log(harness, command, env)
+    assert b"the rest of the memory reserved for KV Cache is -0.30GiB." in paste
+    assert b"No available memory for the cache blocks" in paste
+    diagnosis = explain_paste(paste, "--model", str(harness.model))
+    facts = {f["name"]: f for f in diagnosis["facts"]}
+    assert ("message", 0.93) == (
+        facts["gpu_memory_total"]["source"],
+        facts["gpu_memory_utilization_needed"]["value"],
+    )
+    fix = diagnosis["example_fix"]
+    assert shlex.join([*command, "--gpu-memory-utilization", "0.93"]) == fix["after"]
+    harness.starts(*shlex.split(fix["after"])[1:], env=env)
+
+
+def test_zero_blocks_in_a_pasted_v1_log_take_its_available_memory(harness):
+    """V1 0.9.1 logs "Available KV cache memory: -0.30 GiB" before it raises; with the GPU's
+    80 GiB given and the command's 0.9: 0.9 + (2 GiB + 0.305 GiB) / 80 GiB = 0.9288, 0.93."""
+    env = {**ROOMY, "FAKE_PEAK_BYTES": str(int(72.3 * GIB)), "VLLM_USE_V1": "1"}
+    command = ["python", "-m", API_SERVER, "--model", str(harness.model)]
+    command += ["--max-model-len", "16384", "--gpu-memory-utilization", "0.9"]
+    paste = pasted_log(harness, command, env)
+    assert b"Available KV cache memory: -0.30 GiB" in paste
+    diagnosis = explain_paste(paste, "--model", str(harness.model), "--gpu-memory", "80GiB")
+    fix = diagnosis["example_fix"]
+    expected = [*command]
+    expected[-1] = "0.93"
+    assert shlex.join(expected) == fix["after"]
+    harness.starts(*shlex.split(fix["after"])[1:], env=env)
+
+
+def test_zero_blocks_past_a_usable_utilization_change_the_length_too(harness):
+    """72.3 GiB profiled at 0.9 of 80 GiB and 131072 tokens asked (16 GiB of cache): the whole
+    length needs 0.9 + 16.305 / 79.995 = 1.11, above 1; at 0.95 the cache gets 3.695 GiB, 1891
+    blocks, 30256 tokens: both settings at once, which start."""
+    env = {
+        **ROOMY,
+        "FAKE_PEAK_BYTES": str(int(72.3 * GIB)),
+        "FAKE_WEIGHTS_BYTES": str(60 * GIB),
+        "FAKE_VLLM_VERSION": "0.6.6",
+    }
+    command = ["python", "-m", API_SERVER, "--model", str(harness.model)]
+    command += ["--max-model-len", "131072"]
+    diagnosis = explain_paste(pasted_log(harness, command, env), "--model", str(harness.model))
+    first = diagnosis["solutions"][0]
+    assert {"gpu_memory_utilization": 0.95, "max_model_len": 30256} == first["settings"]
+    after = shlex.split(diagnosis["example_fix"]["after"])
+    assert ["--max-model-len", "30256", "--gpu-memory-utilization", "0.95"] == after[-4:]
+    harness.starts(*after[1:], env=env)

@@ -778,3 +778,63 @@ def test_a_capture_that_is_not_a_number_is_a_note_not_a_crash():
     assert ["acme-kv-cache"] == [f.record.id for f in d.findings]
     assert any("capture 'max_seq_len' is not a whole number: 3488.5" in n for n in d.notes), d.notes
     assert "kv_cache_capacity" not in _facts(d)
+
+
+#: vLLM's V0 profile as a user reported it (zero blocks, the paste wrapped by hand), and a V0
+#: start's lines as an unsloth run printed them: real reports' text.
+REPORTED_V0_NO_BLOCKS = """\
+22:07:58  INFO [model_runner.py:1115] Model loading took 6.5935 GiB and 7.243515 seconds
+22:12:16  INFO [worker.py:295] Memory profiling takes 257.11 seconds
+22:12:16  INFO [worker.py:295] model weights take 6.59GiB; non_torch_memory takes 8.29GiB;
+                               PyTorch activation peak memory takes 4.93GiB;
+                               the rest of the memory reserved for KV Cache is -7.83GiB.
+22:12:16  INFO [executor_base.py:118] Maximum concurrency for 4096 tokens per request: 0.00x
+"""
+REPORTED_V0_START = (
+    "INFO 08-12 22:32:11 [worker.py:295] the current vLLM instance can use total_gpu_memory "
+    "(47.50GiB) x gpu_memory_utilization (0.78) = 37.18GiB\n"
+    "INFO 08-12 22:32:11 [worker.py:295] model weights take 0.52GiB; non_torch_memory takes "
+    "0.08GiB; PyTorch activation peak memory takes 1.78GiB; the rest of the memory reserved for "
+    "KV Cache is 34.81GiB.\n"
+)
+REPORTED_V1_RANKS = (
+    "(VllmWorker rank=0 pid=11) INFO Available KV cache memory: 10.50 GiB\n"
+    "(VllmWorker rank=1 pid=12) INFO Available KV cache memory: 10.50 GiB\n"
+)
+
+
+def test_vllms_profile_lines_give_what_was_left_for_the_cache():
+    """Each wording vLLM printed gives the left-over (negative when the profile overshot), and
+    the total and utilization where the line prints them; text without the lines gives None."""
+    from errkb.advisors.kv_cache._profile import read_profile
+
+    no_blocks = read_profile(REPORTED_V0_NO_BLOCKS)
+    assert ("vllm-v0", -7.83, 6.59, 8.29, 4.93, None) == (
+        no_blocks.engine,
+        no_blocks.cache,
+        no_blocks.weights,
+        no_blocks.non_torch,
+        no_blocks.activation,
+        no_blocks.total,
+    )
+    start = read_profile(REPORTED_V0_START)
+    assert (34.81, 47.5, 0.78) == (start.cache, start.total, start.utilization)
+    ranks = read_profile(REPORTED_V1_RANKS)
+    assert ("vllm-v1", 10.5) == (ranks.engine, ranks.cache)
+    assert read_profile(SEED_MESSAGE) is None
+
+
+def test_a_pasted_no_blocks_profile_gives_an_exact_utilization_not_a_least_one(tmp_path):
+    """The reported V0 paste with its error, for a Llama-3-8B shape (131072 tokens, 16 GiB) on
+    an 80 GiB GPU at the default 0.9: the log's -7.83 GiB (at least -7.835) gives 0.9 + 23.835 /
+    80 = 1.198, so 1.2, infeasible, and said without "at least"."""
+    text = f"{REPORTED_V0_NO_BLOCKS}ValueError: {NO_BLOCKS}\n"
+    d = _explain(text, model=_model(tmp_path, LLAMA), measurements=GPU_80GIB)
+    facts = _facts(d)
+    assert ("message", math.ceil(-7.835 * GIB)) == (
+        facts["kv_cache_memory_left"]["source"],
+        facts["kv_cache_memory_left"]["value"],
+    )
+    needed = facts["gpu_memory_utilization_needed"]
+    assert 1.2 == needed["value"]
+    assert needed["note"].startswith("1.19794 rounded up; infeasible")

@@ -63,15 +63,19 @@ def round_down(x: float, places: int = 2) -> float:
     return float(math.floor(round(x * scale, 9)) / scale)
 
 
-def printed_range(value: float, unit_bytes: int = GIB, places: int = 2) -> tuple[int, int]:
+def printed_range(
+    value: float, unit_bytes: int = GIB, places: int = 2, *, signed: bool = False
+) -> tuple[int, int]:
     """The bytes a size printed with ``places`` decimals can stand for: ``(low, high)``.
 
     vLLM prints sizes as ``f"{x:.2f}"`` or ``round(x, 2)`` of GiB, so "9.47 GiB" is anything
     from 9.465 GiB to 9.475 GiB (vllm/v1/core/kv_cache_utils.py:547-549@v0.9.0,
-    vllm/utils/mem_utils.py:27-28@v0.20.0).
+    vllm/utils/mem_utils.py:27-28@v0.20.0). A size is never below zero, except with
+    ``signed``: what is left for the cache, "-0.30GiB", when the profile overshot.
     """
     half = 0.5 * 10**-places
-    return max(0, math.ceil((value - half) * unit_bytes)), math.floor((value + half) * unit_bytes)
+    low = math.ceil((value - half) * unit_bytes)
+    return low if signed else max(0, low), math.floor((value + half) * unit_bytes)
 
 
 @attrs.frozen(kw_only=True)

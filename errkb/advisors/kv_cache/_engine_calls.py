@@ -45,6 +45,7 @@ __all__ = [
     "ENGINE",
     "ENGINE_CALLS",
     "SERVE_LINE",
+    "command_flag",
     "engine_file",
     "find_engine_call",
     "pasted_command",
@@ -212,3 +213,14 @@ def pasted_command(text: str | None) -> list[str] | None:
         end = next((i for i, a in enumerate(args) if _SHELL_END.match(a)), len(args))
         found = [program, *args[:end]]
     return found
+
+
+def command_flag(argv: Sequence[str], key: str) -> str | None:
+    """The value ``argv`` gives the flag of ``key`` (``--max-model-len 4096`` or ``=4096``)."""
+    flag = "--" + key.replace("_", "-")
+    for i, arg in enumerate(argv):
+        if arg == flag and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith(flag + "="):
+            return arg[len(flag) + 1 :]
+    return None

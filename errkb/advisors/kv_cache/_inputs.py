@@ -13,7 +13,10 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 import attrs
 
 from errkb.advisors import CaptureError, Captures
+from errkb.advisors.kv_cache._arithmetic import printed_range
+from errkb.advisors.kv_cache._engine_calls import command_flag, pasted_command
 from errkb.advisors.kv_cache._eras import Era, era_of, show
+from errkb.advisors.kv_cache._profile import Profile, read_profile
 from errkb.exceptions import UsageError
 from errkb.findings import Fact, Source
 from errkb.probes.engine import installed_version
@@ -51,7 +54,9 @@ class Inputs:
     """What the arithmetic works on, frozen. ``None`` where no source had the figure.
 
     Sizes printed in the message stay as printed (GiB, two decimals): the arithmetic knows
-    what range of bytes such a figure stands for.
+    what range of bytes such a figure stands for. For zero blocks, ``left_printed`` is what
+    vLLM's log says was left for the cache (negative: how far the profile overshot), and
+    ``in_use`` what the GPU held when the engine gave up, measured under the hook.
     """
 
     variant: str
@@ -86,6 +91,8 @@ class Inputs:
     free_at_start: Value[float] | None = None
     total_at_start: Value[float] | None = None
     requested_utilization: Value[float] | None = None
+    left_printed: Value[float] | None = None
+    in_use: Value[int] | None = None
     env_var: str | None = None
     notes: tuple[str, ...] = ()
 
@@ -362,6 +369,32 @@ def _gpu(evidence: Evidence, notes: list[str]) -> dict[str, Any]:
     return {"visible_gpus": visible, "total": total, "free": free}
 
 
+def _in_use(evidence: Evidence) -> Value[int] | None:
+    """What this process's GPU held when the engine gave up: V0's ``peak_memory``, measured.
+
+    The V0 worker takes, after its profiling run, all the memory in use on the GPU as the
+    peak (``total - free``, vllm/worker/worker.py:102-110@v0.2.7; ChatTTS's engine too), then
+    empties torch's cache. Measured at the failure, the memory in use lacks what torch's cache
+    gave back; torch's peak of reserved memory puts it back. Only for a live failure: a GPU
+    measured for a pasted text is another moment's, or another machine's.
+    """
+    if next(iter(evidence.frames()), None) is None:
+        return None
+    gpus = evidence.gpus()
+    device = gpus.devices[0] if gpus.devices else None
+    if device is None or device.free_bytes is None:
+        return None
+    used = device.total_bytes - device.free_bytes
+    note = "total - free, measured when the engine gave up"
+    if device.reserved_bytes is not None and device.peak_reserved_bytes is not None:
+        used += max(0, device.peak_reserved_bytes - device.reserved_bytes)
+        note = (
+            "total - free when the engine gave up, plus what torch's cache held at its peak "
+            "beyond what it holds now (max_memory_reserved - memory_reserved)"
+        )
+    return value("gpu_memory_in_use", used, "bytes", device.source, note)
+
+
 def _utilization(
     caps: Captures,
     e: EngineReading | None,
@@ -439,6 +472,88 @@ def _memory(caps: Captures, e: EngineReading | None, variant: str) -> dict[str, 
     return out
 
 
+def _from_command(evidence: Evidence, sizes: dict[str, Any], utilization: dict[str, Any]) -> None:
+    """The pasted command line's length and utilization, for a message that carries neither.
+
+    "No available memory for the cache blocks" names no length: ``--max-model-len`` of the
+    command that started the server beats the model's default, and its
+    ``--gpu-memory-utilization`` beats an assumed default.
+    """
+    if evidence.text is None or next(iter(evidence.frames()), None) is not None:
+        return
+    command = pasted_command(evidence.text)
+    if command is None:
+        return
+    note = "the pasted command line's flag"
+    length = sizes.get("max_model_len")
+    given = command_flag(command, "max_model_len")
+    if given is not None and given.isdigit() and (length is None or length.fact.source != "frame"):
+        sizes["max_model_len"] = value("max_model_len", int(given), "tokens", "message", note)
+    current = utilization.get("utilization")
+    given = command_flag(command, "gpu_memory_utilization")
+    if given is not None and (current is None or current.fact.source == "default"):
+        try:
+            util = float(given)
+        except ValueError:
+            return
+        utilization["utilization"] = value("gpu_memory_utilization", util, None, "message", note)
+        utilization["default_utilizations"] = ()
+
+
+def _from_profile(
+    profile: Profile,
+    era: Era,
+    gpu: dict[str, Any],
+    utilization: dict[str, Any],
+    weights: Value[int] | None,
+    out: dict[str, Any],
+) -> tuple[Era, Value[int] | None]:
+    """What vLLM's log lines add for zero blocks: the left-over, and what the run lacks.
+
+    The left-over goes into ``out``; the GPU's total and the run's utilization, where the
+    line prints them, go into ``gpu`` and ``utilization`` when no better source had them.
+    Returns the era (the worker that printed the lines, when the message could not tell) and
+    the weights (vLLM's own figure beats the files beside the config).
+    """
+    if profile.cache is not None:
+        out["left_printed"] = value(
+            "kv_cache_memory_left_printed", profile.cache, "GiB", "message", profile.line
+        )
+    if gpu["total"] is None and profile.total is not None:
+        gpu["total"] = value(
+            "gpu_memory_total",
+            printed_range(profile.total)[0],
+            "bytes",
+            "message",
+            f"the least vLLM's printed total_gpu_memory ({profile.total:.2f}GiB) can stand for",
+        )
+    current = utilization.get("utilization")
+    if profile.utilization is not None and (current is None or current.fact.source == "default"):
+        utilization["utilization"] = value(
+            "gpu_memory_utilization",
+            profile.utilization,
+            None,
+            "message",
+            "vLLM's log line: total_gpu_memory x gpu_memory_utilization",
+        )
+        utilization["default_utilizations"] = ()
+    if profile.weights is not None and (weights is None or weights.fact.source != "frame"):
+        weights = value(
+            "weights_bytes",
+            printed_range(profile.weights)[0],
+            "bytes",
+            "message",
+            f"the least vLLM's printed {profile.weights:.2f} GiB of weights can stand for",
+        )
+    if era.engine == "unknown" and profile.engine is not None:
+        era = attrs.evolve(
+            era,
+            engine=profile.engine,
+            why="; ".join(w for w in (era.why, f"the log's lines: {profile.line}") if w),
+        )
+    return era, weights
+
+
 def gather(match: Match, evidence: Evidence, variant: str) -> Inputs:
     """Every input there is for ``match`` (of the form ``variant``), frozen."""
     caps = Captures(match.captures)
@@ -472,6 +587,16 @@ def gather(match: Match, evidence: Evidence, variant: str) -> Inputs:
     has_kv_dtype = None
     if engine is not None and (engine.kind != "unknown" or engine.has_cache_dtype):
         has_kv_dtype = engine.has_cache_dtype
+    gpu = _gpu(evidence, notes)
+    utilization = _utilization(caps, engine, evidence, variant, era)
+    sizes = _sizes(caps, engine, evidence, variant, shape)
+    profiled: dict[str, Any] = {}
+    if variant == "no-blocks":
+        _from_command(evidence, sizes, utilization)
+        profiled["in_use"] = _in_use(evidence)
+        profile = read_profile(evidence.text)
+        if profile is not None:
+            era, weights = _from_profile(profile, era, gpu, utilization, weights, profiled)
     return Inputs(
         variant=variant,
         era=era,
@@ -486,9 +611,10 @@ def gather(match: Match, evidence: Evidence, variant: str) -> Inputs:
         cache_bytes=cache_bytes,
         weights=weights,
         env_var=caps.text("env_var"),
-        **_sizes(caps, engine, evidence, variant, shape),
-        **_gpu(evidence, notes),
-        **_utilization(caps, engine, evidence, variant, era),
+        **sizes,
+        **gpu,
+        **utilization,
+        **profiled,
         **_memory(caps, engine, variant),
         notes=tuple(notes),
     )

@@ -10,6 +10,9 @@ the least it can have.
 
 from __future__ import annotations
 
+import math
+from typing import TYPE_CHECKING
+
 import attrs
 
 from errkb.advisors.kv_cache._arithmetic import (
@@ -31,6 +34,9 @@ from errkb.advisors.kv_cache._layouts import (
 )
 from errkb.findings import Fact
 from errkb.units import format_bytes
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 __all__ = ["COMFORTABLE_UTILIZATION", "Outcome", "TensorParallel", "compute"]
 
@@ -57,7 +63,9 @@ class Outcome:
 
     ``fits`` is the longest ``max_model_len`` the cache holds now; ``utilization_needed`` the
     ``gpu_memory_utilization`` that holds the requested one (``lower_bound`` when it is only
-    a least value), ``infeasible`` the reasons it cannot be used.
+    a least value, ``measured`` when it rests on the GPU measured at the failure rather than
+    vLLM's own figures), ``infeasible`` the reasons it cannot be used; ``together`` the
+    utilization and length that start the engine together when that one is too high.
     """
 
     facts: tuple[Fact, ...] = ()
@@ -74,6 +82,8 @@ class Outcome:
     free_fits: float | None = None
     free_short: int | None = None
     contradiction: bool = False
+    together: tuple[float, int] | None = None
+    measured: bool = False
 
 
 @attrs.define
@@ -189,8 +199,12 @@ def _v0(inp: Inputs, sized: Sized | None, work: _Work) -> Outcome:
         blocks = inp.capacity.value // block
     elif inp.variant == "no-blocks":
         blocks = 0
-    # Zero blocks is vLLM's clamp of a count that may have been far below zero.
-    lower_bound = blocks == 0
+    bb = sized.layout.block_bytes if sized is not None else None
+    u0 = _utilization_ok(inp, work)
+    # Zero blocks is vLLM's clamp of a count that may have been far below zero; what vLLM left
+    # for the cache, where a log line or the GPU says it, tells how far.
+    left = _left(inp, work, u0, bb) if blocks == 0 else None
+    lower_bound = blocks == 0 and left is None
     fits = blocks * block if blocks is not None else None
     if length is not None and fits is not None and fits >= length:
         work.notes.append(
@@ -200,13 +214,12 @@ def _v0(inp: Inputs, sized: Sized | None, work: _Work) -> Outcome:
         return work.outcome(sized=sized, contradiction=True)
     if fits:
         work.fact("max_model_len_that_fits", fits, "tokens", "num_gpu_blocks x block_size")
-    bb = sized.layout.block_bytes if sized is not None else None
     deficit = need = None
     if length and blocks is not None:
         need = cdiv(length, block)
         work.fact("kv_cache_deficit_tokens", (need - blocks) * block, "tokens")
         if bb is not None:
-            deficit = (need - blocks) * bb
+            deficit = (need - blocks) * bb if left is None else need * bb - left[0]
             work.fact(
                 "kv_cache_deficit_bytes",
                 deficit,
@@ -221,9 +234,15 @@ def _v0(inp: Inputs, sized: Sized | None, work: _Work) -> Outcome:
         return work.outcome(sized=sized, fits=fits, cpu_space_gib=space)
     util: float | None = None
     infeasible: tuple[str, ...] = ()
-    u0 = _utilization_ok(inp, work)
+    together = None
     if deficit is not None and need is not None and bb is not None and u0 is not None:
-        if lower_bound:
+        if left is not None:
+            util, infeasible = _utilization(
+                inp, work, u0, deficit, bound=None, v1=False, lower_bound=False
+            )
+            if util is not None and (infeasible or util > COMFORTABLE_UTILIZATION):
+                together = _together(inp, work, u0, left[0], lambda room: room // bb * block)
+        elif lower_bound:
             # Zero blocks: (total x u0 - peak) is under one block, so all but one block of the
             # request is missing at least; and the weights take memory before any block.
             bound = (need * bb + inp.weights.value) if inp.weights is not None else None
@@ -241,9 +260,83 @@ def _v0(inp: Inputs, sized: Sized | None, work: _Work) -> Outcome:
         utilization_needed=util,
         lower_bound=lower_bound,
         infeasible=infeasible,
+        together=together,
+        measured=left is not None and left[1],
     )
     cache_memory = blocks * bb if bb is not None and blocks else None
     return _options(inp, out, work, cache_memory, v1=False)
+
+
+def _left(
+    inp: Inputs, work: _Work, u0: float | None, block_bytes: int | None
+) -> tuple[int, bool] | None:
+    """What vLLM left for the cache at the run's utilization, in bytes, when it can be told.
+
+    Negative when the profile took more than the utilization allows. vLLM's own log line
+    first (the least its printed figure can stand for); else, for a failure under the hook,
+    the run's share of the GPU less the memory in use when the engine gave up (V0's peak).
+    The second value says whether the figure is measured rather than printed.
+    """
+    if inp.left_printed is not None:
+        low = printed_range(inp.left_printed.value, signed=True)[0]
+        work.fact(
+            "kv_cache_memory_left",
+            low,
+            "bytes",
+            _printed_note(inp.left_printed, "least"),
+            "message",
+        )
+        return low, False
+    if inp.in_use is None or inp.total is None or u0 is None:
+        return None
+    left = math.floor(inp.total.value * u0) - inp.in_use.value
+    if block_bytes is not None and left >= block_bytes:
+        work.notes.append(
+            f"the GPU held {format_bytes(inp.in_use.value)} when the engine gave up, which leaves "
+            f"room for blocks at gpu_memory_utilization={u0:g}: it is not what the engine "
+            "measured, so it is not used"
+        )
+        return None
+    work.put(inp.in_use)
+    work.fact(
+        "kv_cache_memory_left",
+        left,
+        "bytes",
+        "total x gpu_memory_utilization - the memory in use, as V0's worker computes it",
+    )
+    return left, True
+
+
+def _together(
+    inp: Inputs, work: _Work, u0: float, left: int, holds: Callable[[int], int]
+) -> tuple[float, int] | None:
+    """The utilization and ``max_model_len`` that start the engine together, in one step.
+
+    For when the utilization that holds the requested length is too high to use: the highest
+    comfortable utilization (and, V1, one the free memory allows), and the longest length
+    ``holds`` finds in the memory the cache then gets. None when that is no length at all.
+    """
+    if inp.total is None:
+        return None
+    total = inp.total.value
+    cap = COMFORTABLE_UTILIZATION
+    if inp.era.engine == "vllm-v1" and inp.free is not None:
+        cap = min(cap, round_down(inp.free.value / total))
+    if cap <= u0:
+        return None
+    # What the profile took (total x u0 - left) stays; the rest of total x cap is the cache's.
+    room = math.floor(total * cap) - math.ceil(total * u0) + left
+    fits = holds(room) if room > 0 else 0
+    length = inp.max_model_len.value if inp.max_model_len else None
+    if fits <= 0 or (length is not None and fits >= length):
+        return None
+    work.fact(
+        "max_model_len_that_fits_together",
+        fits,
+        "tokens",
+        f"the longest length the cache holds at gpu_memory_utilization={cap:g}",
+    )
+    return cap, fits
 
 
 def _utilization(
@@ -382,9 +475,13 @@ def _v1_needed(inp: Inputs, sized: Sized | None, work: _Work) -> tuple[int | Non
 def _v1(inp: Inputs, sized: Sized | None, work: _Work) -> Outcome:
     """V1: the bytes one longest request needs against the bytes available."""
     length = inp.max_model_len.value if inp.max_model_len else None
-    # No blocks: the memory left is zero or less; only the frames say how much less.
-    lower_bound = inp.variant == "no-blocks" and inp.available is None
-    available = _v1_available(inp, work)
+    # No blocks: the memory left is zero or less; the frames or vLLM's log say how much less.
+    left = None
+    if inp.variant == "no-blocks" and inp.available is None:
+        found = _left(inp, work, None, None)
+        left = found[0] if found is not None else None
+    lower_bound = inp.variant == "no-blocks" and inp.available is None and left is None
+    available = left if left is not None else _v1_available(inp, work)
     needed, grouped, batched = _v1_needed(inp, sized, work)
     n_msg, a_msg = inp.needed_printed, inp.available_printed
     if n_msg and a_msg and n_msg.value <= a_msg.value:
@@ -427,6 +524,7 @@ def _v1(inp: Inputs, sized: Sized | None, work: _Work) -> Outcome:
         return work.outcome(sized=sized, contradiction=True)
     util: float | None = None
     infeasible: tuple[str, ...] = ()
+    together = None
     u0 = _utilization_ok(inp, work)
     if deficit is not None and u0 is not None:
         bound = None
@@ -435,6 +533,19 @@ def _v1(inp: Inputs, sized: Sized | None, work: _Work) -> Outcome:
         util, infeasible = _utilization(
             inp, work, u0, deficit, bound=bound, v1=True, lower_bound=lower_bound
         )
+        high = util is not None and (bool(infeasible) or util > COMFORTABLE_UTILIZATION)
+        zero = inp.variant == "no-blocks" and not lower_bound
+        if zero and high and sized is not None and available is not None:
+            layout = sized.layout
+            together = _together(
+                inp,
+                work,
+                u0,
+                available,
+                lambda room: longest_length(
+                    layout, room, limit=length or SEARCH_LIMIT, batched=batched, grouped=grouped
+                ),
+            )
     out = work.outcome(
         sized=sized,
         fits=fits or None,
@@ -442,6 +553,7 @@ def _v1(inp: Inputs, sized: Sized | None, work: _Work) -> Outcome:
         utilization_needed=util,
         lower_bound=lower_bound,
         infeasible=infeasible,
+        together=together,
     )
     cache_memory = available if available and available > 0 else None
     return _options(inp, out, work, cache_memory, v1=True, batched=batched, grouped=grouped)

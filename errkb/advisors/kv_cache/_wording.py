@@ -53,7 +53,9 @@ def solutions(inp: Inputs, out: Outcome) -> list[Solution]:
                 f"{format_bytes(out.deficit_bytes)} more, enough for max_model_len={length}."
             )
         primary = Solution(
-            text=text, settings={"gpu_memory_utilization": util}, estimate=out.lower_bound
+            text=text,
+            settings={"gpu_memory_utilization": util},
+            estimate=out.lower_bound or out.measured,
         )
     fit = None
     if out.fits:
@@ -77,6 +79,13 @@ def solutions(inp: Inputs, out: Outcome) -> list[Solution]:
             out_list.append(fit)
         if primary is not None:
             out_list.append(primary)
+    if out.together is not None:
+        # Before a utilization that cannot be used; after one that can, as the safer choice.
+        both = _together(inp, out, out.together)
+        if primary is None or out.infeasible:
+            out_list.insert(0, both)
+        else:
+            out_list.insert(out_list.index(primary) + 1, both)
     if out.fits_fp8:
         settings: dict[str, object] = {"kv_cache_dtype": "fp8"}
         if length and out.fits_fp8 < length:
@@ -102,6 +111,27 @@ def solutions(inp: Inputs, out: Outcome) -> list[Solution]:
             )
         )
     return out_list
+
+
+def _together(inp: Inputs, out: Outcome, together: tuple[float, int]) -> Solution:
+    """Both settings at once, when the utilization for the whole length is too high to use."""
+    util, fits = together
+    length = inp.max_model_len.value if inp.max_model_len else None
+    why = ""
+    if out.utilization_needed is not None and length:
+        why = f" the whole {length} tokens would need {out.utilization_needed:g}, " + (
+            f"which cannot be used ({'; '.join(out.infeasible)})"
+            if out.infeasible
+            else "which leaves too little for activations and other processes"
+        )
+        why = ";" + why
+    lower = f" from {length}" if length else ""
+    return Solution(
+        text=f"Raise gpu_memory_utilization {_from(inp)}to {util:g} and lower max_model_len"
+        f"{lower} to {fits}: at {util:g} the cache holds {fits} tokens{why}.",
+        settings={"gpu_memory_utilization": util, "max_model_len": fits},
+        estimate=out.measured,
+    )
 
 
 def _free_memory(inp: Inputs, out: Outcome) -> list[Solution]:

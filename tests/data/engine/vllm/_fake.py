@@ -6,7 +6,11 @@
   ``peak_memory`` (weights and activations), V1's ``non_kv_cache_memory``;
 * ``FAKE_WEIGHTS_BYTES``: what loading the weights took (V0's
   ``model_runner.model_memory_usage``); by default the whole peak, a profile whose activations
-  take nothing worth counting.
+  take nothing worth counting;
+* ``FAKE_NON_TORCH_BYTES``: of the peak, what is outside torch's allocator (default 0); the
+  rest of the peak past the weights is the activations.
+
+Also the log lines, as vLLM's logger prints them to stdout (:func:`log`).
 
 Also the stand-in's small helpers that real vLLM gets from torch (dtype sizes).
 """
@@ -54,6 +58,22 @@ def peak_memory() -> int:
 
 def weights_memory() -> int:
     return _bytes("FAKE_WEIGHTS_BYTES", peak_memory())
+
+
+def non_torch_memory() -> int:
+    return _bytes("FAKE_NON_TORCH_BYTES", 0)
+
+
+def log(file: str, line: int, message: str) -> None:
+    """An INFO line as vLLM's logger prints it: ``INFO 12-02 10:00:00 [worker.py:241] ...``.
+
+    The format is vllm/logger.py:20-22@v0.6.6 (no brackets) and :24-26@v0.9.1 (brackets); each
+    newline of a message is followed by the line's prefix again, after a carriage return
+    (``NewLineFormatter``, vllm/logging_utils/formatter.py@v0.6.6).
+    """
+    where = f"[{file}:{line}]" if release() >= (0, 9, 0) else f"{file}:{line}]"
+    prefix = f"INFO 12-02 10:00:00 {where} "
+    print(prefix + message.replace("\n", "\r\n" + prefix), flush=True)
 
 
 def version() -> str:

@@ -5,8 +5,10 @@ run, ``num_gpu_blocks = int((total_gpu_memory * gpu_memory_utilization - peak_me
 cache_block_size)`` (worker.py:238), then ``max(num_gpu_blocks, 0)`` (worker.py:243), so a
 profile that leaves nothing gives zero blocks, never a negative count. The GPU's total and the
 profiled peak come from :mod:`vllm._fake`. ``raise_if_cache_size_invalid`` is worker.py:468,
-its two messages word for word. The worker's ``model_runner`` has loaded the weights first and
-kept what that took in ``model_memory_usage`` (vllm/worker/model_runner.py:1098@v0.6.6),
+its two messages word for word. From 0.6.5 the worker logs the profile's figures
+(worker.py:225-240@v0.6.6), and the model runner what the weights took
+(model_runner.py:1099@v0.6.6, :1203@v0.9.1), as :func:`vllm._fake.log` prints them. The
+worker's ``model_runner`` has loaded the weights first and kept what that took in ``model_memory_usage`` (vllm/worker/model_runner.py:1098@v0.6.6),
 also from :mod:`vllm._fake`.
 """
 
@@ -23,6 +25,19 @@ class ModelRunner:
 
     def load_model(self) -> None:
         self.model_memory_usage = _fake.weights_memory()
+        if _fake.release() >= (0, 8, 5):
+            _fake.log(
+                "model_runner.py",
+                1203,
+                f"Model loading took {self.model_memory_usage / _fake.GiB_bytes:.4f} GiB and "
+                "3.141593 seconds",
+            )
+        else:
+            _fake.log(
+                "model_runner.py",
+                1099,
+                f"Loading model weights took {self.model_memory_usage / float(2**30):.4f} GB",
+            )
 
 
 class Worker:
@@ -48,10 +63,35 @@ class Worker:
             (total_gpu_memory * self.cache_config.gpu_memory_utilization - peak_memory)
             // cache_block_size
         )
+        if _fake.release() >= (0, 6, 5):
+            self._log_profile(total_gpu_memory, peak_memory)
         num_cpu_blocks = int(self.cache_config.swap_space_bytes // cache_block_size)
         num_gpu_blocks = max(num_gpu_blocks, 0)
         num_cpu_blocks = max(num_cpu_blocks, 0)
         return num_gpu_blocks, num_cpu_blocks
+
+    def _log_profile(self, total_gpu_memory: int, peak_memory: int) -> None:
+        """The profile's figures as worker.py:225-240@v0.6.6 logs them (0.6.5 on)."""
+        gib = _fake.GiB_bytes
+        util = self.cache_config.gpu_memory_utilization
+        memory_for_current_instance = total_gpu_memory * util
+        weights = self.model_runner.model_memory_usage
+        non_torch = _fake.non_torch_memory()
+        activation = peak_memory - weights - non_torch
+        available_kv_cache_memory = memory_for_current_instance - peak_memory
+        _fake.log(
+            "worker.py",
+            241,
+            "Memory profiling takes 1.27 seconds\n"
+            "the current vLLM instance can use total_gpu_memory "
+            f"({(total_gpu_memory / gib):.2f}GiB) x gpu_memory_utilization ({util:.2f})"
+            f" = {(memory_for_current_instance / gib):.2f}GiB\n"
+            f"model weights take {(weights / gib):.2f}GiB;"
+            f" non_torch_memory takes {(non_torch / gib):.2f}GiB;"
+            f" PyTorch activation peak memory takes {(activation / gib):.2f}GiB;"
+            " the rest of the memory reserved for KV Cache is "
+            f"{(available_kv_cache_memory / gib):.2f}GiB.",
+        )
 
     def initialize_cache(self, num_gpu_blocks: int, num_cpu_blocks: int) -> None:
         del num_cpu_blocks

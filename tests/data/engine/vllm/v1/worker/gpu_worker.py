@@ -48,6 +48,13 @@ class Worker:
     def determine_available_memory(self) -> int:
         non_kv_cache_memory = _fake.peak_memory()
         available_kv_cache_memory = self.requested_memory - non_kv_cache_memory
+        if _fake.release() >= (0, 9, 1):
+            # gpu_worker.py:227@v0.9.1 (not in 0.8.5).
+            _fake.log(
+                "gpu_worker.py",
+                227,
+                f"Available KV cache memory: {available_kv_cache_memory / GiB_bytes:.2f} GiB",
+            )
         return int(available_kv_cache_memory)
 
     def get_kv_cache_spec(self) -> dict[str, FullAttentionSpec]:
