@@ -122,10 +122,19 @@ class Figures:
     #: whose "total" is the allocator's cap on unified memory, its "max allowed").
     device: str = "cuda"
 
+    #: What other processes hold as the live GPU probe measured it (NVML, no pids), for a
+    #: message that lists none (torch 2.0 and older, or none listed).
+    others_measured: int | None = None
+
     @property
     def others_bytes(self) -> int:
         """What the other processes hold, together."""
-        return sum(n for _, n in self.others)
+        return sum(n for _, n in self.others) or (self.others_measured or 0)
+
+    @property
+    def has_others(self) -> bool:
+        """Whether the message or the probe says other processes hold memory on the card."""
+        return self.others_bytes > 0
 
     @property
     def shortfall(self) -> int | None:
@@ -291,10 +300,10 @@ def situation(
     shortfall = fig.shortfall
     if where == "vllm":
         return "serving engine"
-    if where == "distributed" and fig.others and fig.total:
+    if where == "distributed" and fig.has_others and fig.total:
         return "ranks on one card"
     if (
-        fig.others
+        fig.has_others
         and shortfall is not None
         and fig.others_bytes >= shortfall
         and fig.total
@@ -617,6 +626,11 @@ def _facts(
     ):
         if value is not None:
             facts.append(Fact(name=name, value=value, unit="bytes", source="message"))
+    if fig.has_others and not fig.others:
+        facts.append(
+            Fact(name="other_processes", value=fig.others_bytes, unit="bytes", source="gpu",
+                 note="measured after the error, through NVML")
+        )  # fmt: skip
     if fig.others:
         pids = ", ".join(str(pid) for pid, _ in fig.others)
         facts.append(
@@ -670,7 +684,7 @@ def _solutions(
 ) -> list[Solution]:
     b = format_bytes
     if kind == "another process":
-        pids = ", ".join(f"{pid} ({b(n)})" for pid, n in fig.others)
+        pids = ", ".join(f"{pid} ({b(n)})" for pid, n in fig.others) or "nvidia-smi names them"
         return [Solution(
             text=f"Free the GPU: other processes hold {b(fig.others_bytes)} of it ({pids}), at "
             f"least the {b(fig.shortfall or 0)} this request lacked. Stop them (nvidia-smi "
@@ -680,7 +694,7 @@ def _solutions(
     if kind == "serving engine":
         return _serving_solutions(fig)
     if kind == "ranks on one card":
-        pids = ", ".join(str(pid) for pid, _ in fig.others)
+        pids = ", ".join(str(pid) for pid, _ in fig.others) or "nvidia-smi names them"
         return [Solution(
             text=f"Each rank must use its own GPU: other processes ({pids}) hold "
             f"{b(fig.others_bytes)} of this card, most likely the job's other ranks, all on "
@@ -803,7 +817,7 @@ def _generation_solutions(fig: Figures, gen: Generation) -> list[Solution]:
 def _serving_solutions(fig: Figures) -> list[Solution]:
     """A serving engine's fix is its own settings: the share of the card it takes."""
     b = format_bytes
-    if fig.others and fig.total:
+    if fig.has_others and fig.total:
         # gpu_memory_utilization is a share of the whole card, not of what is free.
         share = math.floor((fig.total - fig.others_bytes) / fig.total * 100 - 1) / 100
         if share > 0:
@@ -941,6 +955,7 @@ def advise(match: Match, evidence: Evidence) -> Advice | None:
     fig = figures_of(match.captures, _message(evidence))
     if fig is None or fig.free is None:
         return None  # the request alone decides nothing: the record's own solutions stand
+    fig = _with_probe(fig, evidence)
     model = _model_memory(
         evidence, frozenset({fig.device}) if fig.device == "mps" else CARD_DEVICES
     )
@@ -973,6 +988,29 @@ def advise(match: Match, evidence: Evidence) -> Advice | None:
         # The record's example lowers a batch size: beside another fix it would contradict it.
         withhold_example=example is None and kind != "activations",
     )
+
+
+_GPU_INDEX = regex.compile(r"\bGPU (?P<index>\d+)\b")
+
+
+def _with_probe(fig: Figures, evidence: Evidence) -> Figures:
+    """The figures, with other processes as the GPU probe measured them, if the message has none.
+
+    Only for a live exception (a pasted one ran on someone else's machine), on the card the
+    message names (or the only one).
+    """
+    if fig.others or fig.device != "cuda" or evidence.text is not None:
+        return fig
+    if not any(True for _ in evidence.frames()):
+        return fig
+    devices = evidence.gpus().devices
+    message = _message(evidence) or ""
+    named = _GPU_INDEX.search(message)
+    index = int(named["index"]) if named else 0 if len(devices) == 1 else None
+    device = next((d for d in devices if d.index == index), None)
+    if device is None or not device.other_processes_bytes:
+        return fig
+    return attrs.evolve(fig, others_measured=device.other_processes_bytes)
 
 
 #: The calls whose keywords hold a training run's batch: what a fix rewrites.

@@ -12,7 +12,7 @@ import torch
 
 import errkb
 from errkb.advisors import out_of_memory as oom
-from errkb.diagnosis import diagnose
+from errkb.diagnosis import diagnose, explain
 from errkb.options import Options
 from errkb.units import to_bytes
 
@@ -424,8 +424,6 @@ def test_the_report_corpus_gets_the_situation_its_figures_show(report):
     import json
     from pathlib import Path
 
-    from errkb.diagnosis import explain
-
     corpus = Path(__file__).parents[1] / "data" / "reports" / "corpus.jsonl"
     rows = (json.loads(line) for line in corpus.read_text(encoding="utf-8").splitlines())
     text = next(row["text"] for row in rows if row["id"] == report)
@@ -442,3 +440,28 @@ def test_a_request_below_what_was_free_is_not_the_cards_capacity():
     first = diagnose(RuntimeError(message), options=Options(probes=False)).findings[0].solutions[0]
     assert "set_per_process_memory_fraction" in first.text
     assert "need more than the card has left" not in first.text
+
+
+def test_other_processes_measured_live_when_the_message_names_none():
+    """torch 2.0's wording lists no processes: under the hook, the probe's NVML figure counts."""
+    from errkb.testing import FakeGpu, FakeMeasurements
+
+    message = (  # vLLM issue 783: 16 GiB of the 44.56 GiB card unaccounted for
+        "CUDA out of memory. Tried to allocate 1.63 GiB (GPU 0; 44.56 GiB total capacity; 27.91 "
+        "GiB already allocated; 565.31 MiB free; 27.93 GiB reserved in total by PyTorch) If "
+        "reserved memory is >> allocated memory try setting max_split_size_mb to avoid "
+        "fragmentation.  See documentation for Memory Management and PYTORCH_CUDA_ALLOC_CONF"
+    )
+    gpu = FakeGpu(total_bytes=round(44.56 * GIB), free_bytes=565 * MIB,
+                  other_processes_bytes=15 * GIB)  # fmt: skip
+    options = Options(measurements=FakeMeasurements(gpus=[gpu]))
+    try:
+        raise torch.OutOfMemoryError(message)
+    except torch.OutOfMemoryError as exc:
+        finding = diagnose(exc, options=options).findings[0]
+    facts = {f.name: f for f in finding.facts}
+    assert "another process" == facts["situation"].value
+    assert (15 * GIB, "gpu") == (facts["other_processes"].value, facts["other_processes"].source)
+    assert "nvidia-smi names them" in finding.solutions[0].text
+    pasted = explain(message, options=options).findings[0]  # someone else's machine
+    assert "activations" == {f.name: f.value for f in pasted.facts}["situation"]
