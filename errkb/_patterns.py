@@ -28,6 +28,7 @@ __all__ = [
     "head_pattern",
     "key_sets",
     "lazy_compile",
+    "loose_whitespace",
     "read_compiled",
     "required_literals",
     "search",
@@ -59,7 +60,64 @@ def compile_pattern(pattern: str) -> regex.Pattern[str]:
     if _compiled_files:
         _load_compiled()
     found = _compiled.get(pattern)
-    return found if found is not None else regex.compile(pattern)
+    return found if found is not None else regex.compile(loose_whitespace(pattern))
+
+
+# What a record writes as whitespace: a space, a newline, a tab (or one of them escaped).
+_SPACE_ESCAPES = frozenset({"\\ ", "\\n", "\\t", "\\r"})
+_SPACES = re.compile(r"[ \n\t\r]+")
+
+
+def loose_whitespace(pattern: str) -> str:
+    r"""``pattern`` with each run of literal whitespace matching any run of whitespace.
+
+    A record writes a message as its library prints it; a paste wraps it (a terminal, an issue
+    renderer, an editor's hard wrap), collapses double spaces or breaks a figure from its unit
+    across lines. Every run of spaces, newlines and tabs the pattern requires becomes ``\s+``
+    (``\s*`` where the run was optional); character classes, escapes and the rest are kept.
+    A verbose pattern (``(?x)``, whose whitespace means nothing) is returned as it is.
+    """
+    if not _SPACES.search(pattern) and "\\" not in pattern:
+        return pattern
+    if any("x" in flags.group()[2:] for flags in _FLAG_GROUP.finditer(pattern)):
+        return pattern
+    out: list[str] = []
+    run: list[str] = []  # the pending whitespace, one entry a character, as the pattern wrote it
+
+    def flush() -> None:
+        if run:
+            out.append("\\s+")
+            run.clear()
+
+    for token in _TOKEN.finditer(pattern):
+        kind, text = token.lastgroup, token.group()
+        if kind == "lit":
+            start = 0
+            for space in _SPACES.finditer(text):
+                if space.start() > start:
+                    flush()
+                    out.append(text[start : space.start()])
+                run.extend(space.group())
+                start = space.end()
+            if start < len(text):
+                flush()
+                out.append(text[start:])
+        elif kind == "esc" and text in _SPACE_ESCAPES:
+            run.append(text)
+        elif kind == "quant" and run:
+            # The quantifier binds the run's last character only: the rest stays required.
+            if text[0] == "{":
+                out.extend(run)  # a counted run: kept exactly as written
+                out.append(text)
+            else:
+                optional = text[0] in "?*" and len(run) == 1
+                out.append("\\s*" if optional else "\\s+")
+            run.clear()
+        else:
+            flush()
+            out.append(text)
+    flush()
+    return "".join(out)
 
 
 def lazy_compile(pattern: str, flags: int = 0) -> regex.Pattern[str]:
@@ -100,7 +158,7 @@ _PATTERN_METHODS = (
 
 
 #: The format of a file of compiled patterns (:func:`write_compiled`).
-COMPILED_FORMAT = "errkb.compiled/1"
+COMPILED_FORMAT = "errkb.compiled/2"
 
 _compiled: dict[str, regex.Pattern[str]] = {}
 _compiled_files: list[Path] = []  # given to use_compiled, not read yet
@@ -137,17 +195,18 @@ def write_compiled(path: Path, patterns: Iterable[str]) -> int:
     """Write ``patterns`` (those that compile), compiled, to ``path``; returns how many.
 
     The file is a JSON header line (its format, the ``regex`` stamp, a CRC of the patterns)
-    and then the compiled patterns as ``regex`` pickles them: its own compiled code, which
-    loads without compiling again.
+    and then each pattern beside its compiled form (:func:`loose_whitespace`'s, as ``regex``
+    pickles it: its own compiled code, which loads without compiling again).
     """
     import json
     import pickle
 
-    kept = [c for c in map(_compiled_or_none, sorted(set(patterns))) if c is not None]
+    pairs = [(p, _compiled_or_none(loose_whitespace(p))) for p in sorted(set(patterns))]
+    kept = [(p, c) for p, c in pairs if c is not None]
     header = {
         "format": COMPILED_FORMAT,
         "regex": _regex_stamp(),
-        "crc": patterns_crc(p.pattern for p in kept),
+        "crc": patterns_crc(p for p, _ in kept),
         "count": len(kept),
     }
     data = json.dumps(header).encode() + b"\n" + pickle.dumps(kept, protocol=4)
@@ -197,7 +256,14 @@ def read_compiled(path: Path) -> dict[str, regex.Pattern[str]] | None:
         return None
     if not isinstance(loaded, list):
         return None
-    return {p.pattern: p for p in loaded if isinstance(p, regex.Pattern)}
+    return {
+        pair[0]: pair[1]
+        for pair in loaded
+        if isinstance(pair, tuple)
+        and len(pair) == 2
+        and isinstance(pair[0], str)
+        and isinstance(pair[1], regex.Pattern)
+    }
 
 
 def search(

@@ -465,7 +465,7 @@ class Matcher:
                 if hit is None and mined and not worded
                 else None
             )
-            if hit is None and (run is None or run not in message):
+            if hit is None and not _holds_run(message, run):
                 continue
             whole = record.load()
             bonus = _site(record, paths)
@@ -776,6 +776,13 @@ def _documented(record: Record, captures: Mapping[str | int, object]) -> Record:
     if not text or "{" not in text or not template_names(text)[0] & captures.keys():
         return record
     return attrs.evolve(record, documentation=fill_template(text, captures))
+
+
+def _holds_run(message: str, run: str | None) -> bool:
+    """Whether ``message`` holds ``run``, whatever whitespace a wrapped paste put in it."""
+    if run is None:
+        return False
+    return run in message or " ".join(run.split()) in " ".join(message.split())
 
 
 def _literal_run(pattern: str) -> str | None:

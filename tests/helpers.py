@@ -287,3 +287,15 @@ def splice(path: Path, fix: dict) -> str:
     ast.parse(new)
     path.write_bytes(new)
     return new.decode()
+
+
+#: torch 2.1's out-of-memory message with two other processes on the card, from a public report.
+TORCH_OOM_OTHERS = (
+    "CUDA out of memory. Tried to allocate 130.00 MiB. GPU 0 has a total capacity of 94.96 GiB "
+    "of which 59.69 MiB is free. Process 502587 has 1.78 GiB memory in use. Process 745081 has "
+    "86.44 GiB memory in use. Including non-PyTorch memory, this process has 6.62 GiB memory in "
+    "use. Of the allocated memory 5.97 GiB is allocated by PyTorch, and 116.33 MiB is reserved "
+    "by PyTorch but unallocated. If reserved but unallocated memory is large try setting "
+    "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation "
+    "for Memory Management  (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)"
+)

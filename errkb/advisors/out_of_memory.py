@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import attrs
 import regex
 
+from errkb._patterns import loose_whitespace
 from errkb.advisors import Advice, Captures, Contract, Variant, advisor
 from errkb.findings import ExampleFix, Fact, Solution
 from errkb.units import format_bytes, to_bytes
@@ -84,9 +85,12 @@ SITUATIONS = (
     "activations",
 )
 
-# One line per other process on the card, as torch (2.1 and later) writes them.
+# One line per other process on the card, as torch (2.1 and later) writes them; a paste may
+# have wrapped them anywhere a space was.
 _PROCESS = regex.compile(
-    r"Process (?P<pid>\d+) has (?P<n>\d+(?:\.\d+)?) (?P<unit>[KMGTP]iB|bytes) memory in use"
+    loose_whitespace(
+        r"Process (?P<pid>\d+) has (?P<n>\d+(?:\.\d+)?) (?P<unit>[KMGTP]iB|bytes) memory in use"
+    )
 )
 # The allocator setting the message names, when it names one.
 _SETTING = regex.compile(r"(?P<var>PYTORCH_(?:CUDA|HIP)_ALLOC_CONF)=expandable_segments:True")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import attrs
 import pytest
 import torch
+from helpers import TORCH_OOM_OTHERS
 
 import errkb
 from errkb.advisors import out_of_memory as oom
@@ -20,18 +21,7 @@ GIB, MIB = 1 << 30, 1 << 20
 
 # (message, situation), each from a public report.
 REPORTED = [
-    (  # two other jobs hold 88 GiB of a 95 GiB card
-        (
-            "CUDA out of memory. Tried to allocate 130.00 MiB. GPU 0 has a total capacity of 94.96 GiB "
-            "of which 59.69 MiB is free. Process 502587 has 1.78 GiB memory in use. Process 745081 has "
-            "86.44 GiB memory in use. Including non-PyTorch memory, this process has 6.62 GiB memory in "
-            "use. Of the allocated memory 5.97 GiB is allocated by PyTorch, and 116.33 MiB is reserved "
-            "by PyTorch but unallocated. If reserved but unallocated memory is large try setting "
-            "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation "
-            "for Memory Management  (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)"
-        ),
-        "another process",
-    ),
+    (TORCH_OOM_OTHERS, "another process"),  # two other jobs hold 88 GiB of a 95 GiB card
     (  # 301.75 MiB cached but unused, 2 MiB asked for
         (
             "CUDA out of memory. Tried to allocate 2.00 MiB. GPU 0 has a total capacity of 23.69 GiB of "

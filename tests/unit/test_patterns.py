@@ -1,0 +1,71 @@
+"""errkb._patterns: a record's pattern matches its message whatever whitespace a paste put in it."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+import regex
+from helpers import TORCH_OOM_OTHERS as TORCH_OOM
+from rich.console import Console
+
+from errkb._patterns import compile_pattern, loose_whitespace
+from errkb.diagnosis import explain
+from errkb.options import Options
+
+REPORTS = Path(__file__).parents[1] / "data" / "reports" / "corpus.jsonl"
+
+
+@pytest.mark.parametrize(
+    ("pattern", "expected"),
+    [
+        (r"out of memory\. Tried", r"out\s+of\s+memory\.\s+Tried"),
+        ("fragmentation.  See", r"fragmentation.\s+See"),  # a run is one \s+
+        (r"line\nnext\ttab\ one", r"line\s+next\s+tab\s+one"),  # escaped whitespace too
+        ("a ?b", r"a\s*b"),  # an optional space stays optional
+        ("a  ?b", r"a\s+b"),  # only the last of the run was optional
+        ("a {2}b", "a {2}b"),  # a counted run is kept as written
+        ("x[ ]y", "x[ ]y"),  # a class is not literal text
+        (r"(?P<n>\d+) (?P<unit>GiB)", r"(?P<n>\d+)\s+(?P<unit>GiB)"),
+        ("(?x) a b", "(?x) a b"),  # verbose: its whitespace means nothing
+        ("nothing", "nothing"),
+    ],
+)
+def test_each_run_of_literal_whitespace_matches_any_run(pattern, expected):
+    assert expected == loose_whitespace(pattern)
+    regex.compile(loose_whitespace(pattern))
+
+
+def test_a_message_wrapped_by_rich_is_recognised_with_every_figure():
+    """rich soft-wraps at 60 columns: the record and all its captures, as unwrapped."""
+    out = io.StringIO()
+    Console(file=out, width=60, color_system=None).print(
+        f"torch.OutOfMemoryError: {TORCH_OOM}", markup=False, highlight=False
+    )
+    wrapped = out.getvalue()
+    assert wrapped.count("\n") > 5
+    whole = explain(f"torch.OutOfMemoryError: {TORCH_OOM}", options=Options(probes=False))
+    found = explain(wrapped, options=Options(probes=False))
+    assert "torch-cuda-out-of-memory" == found.findings[0].record.id
+    facts = {f.name: f.value for f in found.findings[0].facts}
+    assert {f.name: f.value for f in whole.findings[0].facts} == facts
+    assert "another process" == facts["situation"]
+
+
+def test_a_report_hard_wrapped_in_its_issue_fills_every_capture():
+    """bitsandbytes#65 wraps torch's message at its semicolons: total and free are read."""
+    rows = (json.loads(line) for line in REPORTS.read_text(encoding="utf-8").splitlines())
+    text = next(row["text"] for row in rows if row["id"] == "bitsandbytes-8")
+    assert "(GPU 0;\n14.76 GiB total capacity" in text
+    finding = explain(text, options=Options(probes=False)).findings[0]
+    facts = {f.name: f.value for f in finding.facts}
+    assert 945.75 * (1 << 20) == facts["gpu_free"]
+    assert "<free>" not in finding.solutions[0].text
+
+
+def test_the_compiled_pattern_is_the_loose_one():
+    pattern = r"CUDA out of memory\. Tried to allocate (?P<n>\d+)"
+    assert loose_whitespace(pattern) == compile_pattern(pattern).pattern
+    assert compile_pattern(pattern).search("CUDA out\nof memory. Tried to\n  allocate 12")
