@@ -289,8 +289,10 @@ class _Server:
         max_upload: int,
         static: Path,
         threads: int,
+        token_required: bool,
     ) -> None:
         self.registry = registry
+        self.token_required = token_required
         self.timeout = timeout
         self.max_json = max_json
         self.max_upload = max_upload
@@ -494,7 +496,16 @@ class _Server:
         return JSONResponse({"shapes": list(MODEL_SHAPES)})
 
     async def healthz(self, _: Request) -> Response:
-        return JSONResponse({"status": "ok", "records": len(self.registry), "version": __version__})
+        health: dict[str, object] = {
+            "status": "ok",
+            "records": len(self.registry),
+            "version": __version__,
+        }
+        # So the page asks for a token before its first /v1 request, not after a 401 (which a
+        # browser logs as an error). Only on a server with a token: a 401 says as much anyway.
+        if self.token_required:
+            health["token_required"] = True
+        return JSONResponse(health)
 
     async def openapi(self, _: Request) -> Response:
         return JSONResponse(openapi())
@@ -602,6 +613,7 @@ def create_app(
         max_upload=max_upload,
         static=static,
         threads=threads,
+        token_required=token is not None,
     )
     bounded = server.bounded
     routes = [

@@ -2,22 +2,27 @@
 
 The server runs in a child process on a free loopback port; the page's figures are compared
 with the JSON the same server's API gives for the same input, never with numbers written here.
-Screenshots go to ERRKB_SCREENSHOTS (default build/console-screenshots); docs/img holds the
-committed copies.
+Layouts are measured in windows of a given size (the DevTools protocol sets the viewport), and
+a page of another origin is served from another port of the test process. Screenshots go to
+ERRKB_SCREENSHOTS (default build/console-screenshots); docs/img holds the committed copies.
 """
 
 from __future__ import annotations
 
 import contextlib
 import html.parser
+import http.server
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -77,6 +82,26 @@ def _server_command(port: int) -> list[str]:
     return [sys.executable, "-m", "errkb", "serve", "--host", "127.0.0.1", "--port", str(port)]
 
 
+@dataclass(frozen=True)
+class Served:
+    """A server in a child process: its address, its process id and its log (with uvicorn's
+    access log: one line a request, with its method, path and status)."""
+
+    base: str
+    pid: int
+    log: Path
+
+    def requests(self) -> list[tuple[str, str, int]]:
+        """(method, path, status) of each request answered so far, in order."""
+        lines = re.findall(r'"([A-Z]+) (\S+) HTTP/1\.1" (\d{3})', self.log.read_text())
+        return [(method, path, int(status)) for method, path, status in lines]
+
+    def cpu_seconds(self) -> float:
+        """User and system CPU time of the server process so far."""
+        fields = Path(f"/proc/{self.pid}/stat").read_text().rpartition(")")[2].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 @contextlib.contextmanager
 def _serving(tmp_path: Path, token: str | None = None):
     port = _free_port()
@@ -99,7 +124,7 @@ def _serving(tmp_path: Path, token: str | None = None):
                 if time.monotonic() > deadline:
                     pytest.fail(f"the server did not answer in {WAIT} s: {log.read_text()}")
                 time.sleep(0.1)
-        yield base
+        yield Served(base, child.pid, log)
     finally:
         child.terminate()
         try:
@@ -112,8 +137,8 @@ def _serving(tmp_path: Path, token: str | None = None):
 @pytest.fixture(scope="module")
 def server(request, tmp_path_factory):
     _chromium_or_skip(request.config)
-    with _serving(tmp_path_factory.mktemp("server")) as base:
-        yield base
+    with _serving(tmp_path_factory.mktemp("server")) as served:
+        yield served.base
 
 
 @pytest.fixture(scope="module")
@@ -193,6 +218,27 @@ def diagnose(driver, *, keyboard: bool = False) -> None:
 def page_settings(driver) -> dict:
     items = driver.find_elements(By.CSS_SELECTOR, "#fix-settings .setting")
     return {i.get_attribute("data-name"): json.loads(i.get_attribute("data-value")) for i in items}
+
+
+@contextlib.contextmanager
+def viewport(driver, width: int, height: int):
+    """The page in a window of ``width`` x ``height`` CSS pixels, then the window as it was."""
+    metrics = {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False}
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", metrics)
+    try:
+        yield
+    finally:
+        driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+
+
+def wait_for(what, seconds: float = WAIT):
+    """``what()`` once it is true: for lines a child process writes after its answer."""
+    deadline = time.monotonic() + seconds
+    while not (found := what()):
+        if time.monotonic() > deadline:
+            pytest.fail(f"not within {seconds} s: {what.__doc__ or what}")
+        time.sleep(0.05)
+    return found
 
 
 def shot(driver, name: str) -> None:
@@ -413,12 +459,10 @@ def test_a_server_error_is_shown_with_its_message(request, driver, server):
     assert driver.execute_script("return window.__pwned") is None
 
 
-def test_a_token_is_asked_for_once_and_the_request_retried(request, driver, tmp_path):
+def test_a_token_is_asked_for_once_and_the_request_retried(driver, tmp_path):
     """Against a server with a token: the page asks, keeps it for the tab, and sends again."""
-    request.node.allowed_console = (
-        "Failed to load resource: the server responded with a status of 401",
-    )
-    with _serving(tmp_path, token="s3cret-token") as base:
+    with _serving(tmp_path, token="s3cret-token") as served:
+        base = served.base
         open_page(driver, base)
         fill(driver, "text", PASTE)
         driver.find_element(By.ID, "submit").click()
@@ -471,3 +515,214 @@ def test_dark_mode_follows_the_system(driver, server):
     finally:
         driver.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": []})
     assert colours["light"] != colours["dark"]
+
+
+def diagnosed_llama(driver, server: str) -> None:
+    """The page with the seed error diagnosed for a Llama shape on 24 GiB: a long answer."""
+    open_page(driver, server)
+    fill(driver, "text", PASTE)
+    fill(driver, "gpu_memory", "24GiB")
+    pick_llama(driver, server)
+    diagnose(driver)
+
+
+# Each button inside the window and the element at its centre (not covered by anything).
+BUTTONS_OUT_OF_VIEW = """
+return ["submit", "clear"].filter((id) => {
+  const button = document.getElementById(id);
+  const box = button.getBoundingClientRect();
+  const at = document.elementFromPoint(box.left + box.width / 2, box.top + box.height / 2);
+  const inside = box.top >= 0 && box.left >= 0 && box.bottom <= innerHeight
+    && box.right <= innerWidth;
+  return !inside || !button.contains(at);
+});
+"""
+
+
+@pytest.mark.parametrize("height", [720, 900])
+def test_the_buttons_stay_in_view_at_every_scroll_position(driver, server, height):
+    """1280 wide, a diagnosis shown: Diagnose and Clear are in the window from top to bottom."""
+    with viewport(driver, 1280, height):
+        diagnosed_llama(driver, server)
+        bottom = driver.execute_script("return document.documentElement.scrollHeight - innerHeight")
+        hidden = {}
+        for y in sorted({0, 30, 60, 90, 120, *(bottom * i // 10 for i in range(1, 11))}):
+            driver.execute_script("window.scrollTo(0, arguments[0])", y)
+            assert y == driver.execute_script("return Math.round(scrollY)")
+            if out := driver.execute_script(BUTTONS_OUT_OF_VIEW):
+                hidden[y] = out
+        # Half-way down, the form's last field comes into view by scrolling the form alone.
+        driver.execute_script("window.scrollTo(0, arguments[0])", bottom // 2)
+        last = driver.execute_script(
+            "const body = document.querySelector('#explain-form .form-body');"
+            "body.scrollTop = body.scrollHeight;"
+            "const box = document.getElementById('model_config').getBoundingClientRect();"
+            "const foot = document.querySelector('#explain-form .form-foot');"
+            "return [box.top >= 0, box.bottom <= foot.getBoundingClientRect().top, scrollY]"
+        )
+        if height == 720:
+            shot(driver, "buttons-in-view-1280x720")
+    assert bottom > 2 * height  # the answer is two windows long or more: it scrolls
+    assert {} == hidden
+    assert [True, True, bottom // 2] == last
+
+
+@pytest.mark.parametrize(("width", "height"), [(1280, 900), (390, 844)])
+def test_the_facts_table_fits_its_box(driver, server, width, height):
+    """At 1280 and at phone width (390) the facts table is no wider than its box: notes wrap."""
+    with viewport(driver, width, height):
+        diagnosed_llama(driver, server)
+        driver.execute_script("document.querySelector('.facts-card').scrollIntoView()")
+        shot(driver, f"facts-{width}")
+        measured = driver.execute_script(
+            "const table = document.getElementById('facts'), box = table.parentElement;"
+            "const edge = box.getBoundingClientRect().right;"
+            "const cells = [...table.querySelectorAll('td')];"
+            "return {table: table.scrollWidth, box: box.clientWidth, inBox: box.scrollWidth,"
+            "  cut: cells.filter((td) => td.scrollWidth > td.clientWidth"
+            "    || td.getBoundingClientRect().right > edge + 0.5).map((td) => td.textContent),"
+            "  wrapped: cells.filter((td) => td.matches('td:last-child')"
+            "    && td.getBoundingClientRect().height > 2 * parseFloat(getComputedStyle(td).lineHeight))"
+            "    .length,"
+            "  page: document.documentElement.scrollWidth - document.documentElement.clientWidth}"
+        )
+    assert measured["table"] <= measured["box"]
+    assert measured["inBox"] <= measured["box"]
+    assert [] == measured["cut"]
+    assert 0 < measured["wrapped"]  # a note of more than two lines: wrapped, not cut
+    assert 0 == measured["page"]
+
+
+TOKEN = "s3cret-token"
+MISSING = "This server needs an access token"
+REFUSED = "The token given was refused: enter the right one"
+
+
+def test_a_token_server_asks_for_its_token_before_any_request(driver, tmp_path):
+    """First load of a server with a token: the prompt, no /v1 request (no 401, no console error)."""
+    with _serving(tmp_path, token=TOKEN) as served:
+        open_page(driver, served.base)
+        label = driver.find_element(By.ID, "token-label")
+        asked = (driver.find_element(By.ID, "token-box").is_displayed(), label.text)
+        options = len(Select(driver.find_element(By.ID, "model_shape")).options)
+        before = served.requests()
+        driver.find_element(By.ID, "token").send_keys(TOKEN, Keys.ENTER)
+        WebDriverWait(driver, WAIT).until(
+            lambda d: len(Select(d.find_element(By.ID, "model_shape")).options) > 2
+        )
+        after = wait_for(lambda: served.requests()[len(before) :])
+    assert (True, MISSING) == asked
+    assert 2 == options  # "none" and "pasted below": no shapes asked for without the token
+    page = before[before.index(("GET", "/", 200)) :]
+    assert ("GET", "/healthz", 200) in page  # where the page learnt that a token is needed
+    assert [] == [r for r in page if r[1].startswith("/v1/")]
+    assert [("GET", "/v1/model-shapes", 200)] == after
+
+
+def test_a_refused_token_is_said_to_be_refused(request, driver, tmp_path):
+    """A wrong token: the prompt says it was refused, not that one is missing; the right one works."""
+    request.node.allowed_console = ("the server responded with a status of 401",)
+    with _serving(tmp_path, token=TOKEN) as served:
+        open_page(driver, served.base)
+        missing = driver.find_element(By.ID, "token-label").text
+        fill(driver, "text", PASTE)
+        driver.find_element(By.ID, "submit").click()
+        box = driver.find_element(By.ID, "token-box")
+        driver.find_element(By.ID, "token").send_keys("not-the-token", Keys.ENTER)
+        WebDriverWait(driver, WAIT).until(
+            lambda d: box.is_displayed() and "refused" == box.get_attribute("data-why")
+        )
+        refused = driver.find_element(By.ID, "token-label").text
+        status = driver.find_element(By.ID, "status").text
+        shot(driver, "token-refused")
+        driver.find_element(By.ID, "token").send_keys(TOKEN, Keys.ENTER)
+        WebDriverWait(driver, WAIT).until(lambda d: d.find_elements(By.ID, "fix-code"))
+
+        def explained():
+            """/v1/explain answered twice"""
+            statuses = [s for _, path, s in served.requests() if path == "/v1/explain"]
+            return statuses if len(statuses) == 2 else None
+
+        statuses = wait_for(explained)
+    assert MISSING == missing
+    assert REFUSED == refused
+    assert status.startswith("The token given was refused (401): enter the right one")
+    assert [401, 200] == statuses
+    assert not box.is_displayed()
+
+
+# A page of another site, as the issue's attack: a "simple" POST (text/plain, no header of its
+# own), which a browser sends without asking, and a JSON one, which needs a CORS preflight.
+ELSEWHERE = """<!doctype html>
+<meta charset="utf-8">
+<title>another site</title>
+<script>
+const target = {target};
+const body = JSON.stringify({{text: {line}.repeat({count}) + {paste}}});
+const said = {{}};
+fetch(target, {{method: "POST", mode: "no-cors", headers: {{"Content-Type": "text/plain"}}, body}})
+  .then((r) => {{ said.simple = r.type; }}, (e) => {{ said.simple = String(e); }})
+  .then(() => fetch(target, {{method: "POST", headers: {{"Content-Type": "application/json"}}, body}}))
+  .then((r) => {{ said.json = r.status; }}, (e) => {{ said.json = String(e); }})
+  .then(() => {{ document.title = JSON.stringify(said); }});
+</script>
+"""
+#: Log lines enough that diagnosing them costs the server a measurable time (8 MB).
+NOISE_LINE = "INFO 11-30 06:00:01 [engine.py:42] Avg prompt throughput: 1.5 tokens/s, Running: 3\n"
+NOISE_COUNT = 100_000
+
+
+@contextlib.contextmanager
+def _elsewhere(page: str):
+    """``page`` served at http://127.0.0.1:<another port>/: another origin than the console's."""
+
+    class Page(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            data = page.encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html; charset=utf-8")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *_: object) -> None:
+            pass
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}/"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join()
+
+
+def test_a_page_of_another_origin_is_refused_and_costs_no_work(request, driver, tmp_path):
+    """A page on another port posts a long paste: 403 before any work, and it reads nothing."""
+    with _serving(tmp_path) as served:
+        target = served.base + "/v1/explain"
+        request.node.allowed_console = (target,)  # the browser reports the refusals
+        text = NOISE_LINE * NOISE_COUNT + PASTE
+        # The same request from a client the server serves: what the work costs.
+        cpu = served.cpu_seconds()
+        assert api(served.base, {"text": text})["matches"]
+        served_cost = served.cpu_seconds() - cpu
+        before = wait_for(served.requests)
+        page = ELSEWHERE.format(
+            target=json.dumps(target),
+            line=json.dumps(NOISE_LINE),
+            count=NOISE_COUNT,
+            paste=json.dumps(PASTE),
+        )
+        cpu = served.cpu_seconds()
+        with _elsewhere(page) as elsewhere:
+            driver.get(elsewhere)
+            WebDriverWait(driver, WAIT).until(lambda d: d.title.startswith("{"))
+            said = json.loads(driver.title)
+        refused = wait_for(lambda: served.requests()[len(before) :][:2] or None)
+        refused_cost = served.cpu_seconds() - cpu
+    assert {"simple": "opaque", "json": "TypeError: Failed to fetch"} == said
+    assert [("POST", "/v1/explain", 403), ("OPTIONS", "/v1/explain", 403)] == refused
+    assert refused_cost < served_cost / 4, (refused_cost, served_cost)

@@ -30,10 +30,12 @@
   const modelConfig = $("model_config");
   const shapeSource = $("shape-source");
   const tokenBox = $("token-box");
+  const tokenLabel = $("token-label");
   const tokenInput = $("token");
 
   let shapes = [];
   let pending = null; // the request that a token would let through
+  let tokenNeeded = false; // /healthz said so, or a request was refused with 401
 
   // -- building elements from data ---------------------------------------------------------
 
@@ -46,6 +48,17 @@
       node.append(part instanceof Node ? part : document.createTextNode(String(part)));
     }
     return node;
+  }
+
+  // A fact's name, with a place to break after each underscore: a narrow column wraps
+  // "gpu_memory_utilization_needed" between its words, never inside one.
+  function breakable(name) {
+    const parts = [];
+    for (const piece of String(name).split(/(?<=_)/)) {
+      if (parts.length) parts.push(document.createElement("wbr"));
+      parts.push(piece);
+    }
+    return parts;
   }
 
   function section(title, className, body) {
@@ -232,7 +245,7 @@
     for (const fact of facts) {
       const source = el("td", "", el("span", "src src-" + String(fact.source).replace(/[^a-z-]/g, ""),
         SOURCE_LABELS[fact.source] || String(fact.source)));
-      const row = el("tr", "", [source, el("td", "mono", fact.name), el("td", "mono num", factValue(fact)),
+      const row = el("tr", "", [source, el("td", "mono", breakable(fact.name)), el("td", "mono num", factValue(fact)),
         el("td", "muted", fact.note || "")]);
       row.dataset.name = fact.name;
       row.dataset.source = fact.source;
@@ -408,19 +421,48 @@
     out.classList.toggle("stale", on);
   }
 
+  // -- the token --------------------------------------------------------------------------
+
+  // What the prompt says: a token is missing, or the one given was refused (a 401 with it).
+  const TOKEN_WORDS = {
+    missing: {
+      label: "This server needs an access token",
+      status: "This server needs an access token: enter it in the form",
+    },
+    refused: {
+      label: "The token given was refused: enter the right one",
+      status: "The token given was refused (401): enter the right one in the form",
+    },
+  };
+
+  function askForToken(why, kind) {
+    tokenNeeded = true;
+    sessionStorage.removeItem(TOKEN_KEY);
+    const words = TOKEN_WORDS[why];
+    tokenLabel.textContent = words.label;
+    tokenBox.classList.toggle("refused", why === "refused");
+    tokenBox.dataset.why = why;
+    tokenBox.hidden = false;
+    tokenInput.focus();
+    const then = pending ? ", and the request is sent with it." : " before you diagnose.";
+    setStatus(kind || "error", words.status + then);
+  }
+
+  function refused(response, sent) {
+    // A 401 after a request that carried a token: that token is wrong, not missing.
+    if (response.status !== 401) return false;
+    askForToken(sent.Authorization ? "refused" : "missing");
+    return true;
+  }
+
   async function explain(body) {
     busy(true);
     setStatus("", "");
     try {
-      const response = await fetch("/v1/explain", { method: "POST", headers: headers(), body: JSON.stringify(body) });
-      if (response.status === 401) {
-        pending = body;
-        sessionStorage.removeItem(TOKEN_KEY);
-        tokenBox.hidden = false;
-        tokenInput.focus();
-        setStatus("error", "This server needs an access token: enter it above and the request is sent again.");
-        return;
-      }
+      const sent = headers();
+      const response = await fetch("/v1/explain", { method: "POST", headers: sent, body: JSON.stringify(body) });
+      if (response.status === 401) pending = body;
+      if (refused(response, sent)) return;
       if (!response.ok) {
         await showRefusal(response);
         return;
@@ -457,6 +499,12 @@
       }
       throw e;
     }
+    if (tokenNeeded && !sessionStorage.getItem(TOKEN_KEY)) {
+      // Sent without the token it would only be refused: keep it for when the token comes.
+      pending = body;
+      askForToken(tokenBox.dataset.why || "missing");
+      return;
+    }
     explain(body);
   }
 
@@ -466,6 +514,7 @@
     sessionStorage.setItem(TOKEN_KEY, token);
     tokenInput.value = "";
     tokenBox.hidden = true;
+    setStatus("", "");
     if (!shapes.length) loadShapes();
     if (pending) {
       const body = pending;
@@ -476,8 +525,9 @@
 
   async function loadShapes() {
     try {
-      const response = await fetch("/v1/model-shapes", { headers: headers() });
-      if (!response.ok) return;
+      const sent = headers();
+      const response = await fetch("/v1/model-shapes", { headers: sent });
+      if (refused(response, sent) || !response.ok) return;
       const body = await response.json();
       const list = Array.isArray(body) ? body : body && body.shapes;
       if (!Array.isArray(list)) return;
@@ -536,6 +586,22 @@
     text.focus();
   });
 
-  loadShapes();
-  document.documentElement.dataset.ready = "true";
+  // Whether this server wants a token comes from /healthz, which never does: the page asks
+  // for it before its first /v1 request instead of learning it from a 401, which the browser
+  // would log as an error. With a token kept from before, the shapes are asked for with it.
+  async function start() {
+    try {
+      const response = await fetch("/healthz");
+      const health = response.ok ? await response.json() : null;
+      tokenNeeded = Boolean(health && health.token_required === true);
+    } catch (e) {
+      tokenNeeded = false; // a 401 will say so
+    }
+    if (tokenNeeded && !sessionStorage.getItem(TOKEN_KEY)) askForToken("missing", "warn");
+    else await loadShapes();
+  }
+
+  start().finally(() => {
+    document.documentElement.dataset.ready = "true";
+  });
 })();
