@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 from errkb._patterns import EDGE
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Sequence
+    from collections.abc import Callable, Iterable, Sequence
 
 __all__ = [
     "AFFIX",
@@ -34,6 +34,7 @@ __all__ = [
     "LONG_AFFIX",
     "LiteralIndex",
     "literal_keys",
+    "literal_test",
     "message_keys",
     "plan_keys",
     "requirements",
@@ -219,7 +220,7 @@ class LiteralIndex(Generic[T]):
         }
         if not second:
             return [found[k] for k in sorted(found)]
-        contains = message.__contains__
+        contains = literal_test(message)
         for kind, have in zip(KINDS[:3], met, strict=True):
             table = tables[kind]
             for key in have & table.keys():
@@ -232,6 +233,23 @@ class LiteralIndex(Generic[T]):
                     ):
                         found[order] = item
         return [found[k] for k in sorted(found)]
+
+
+def literal_test(message: str) -> Callable[[str], bool]:
+    """Whether ``message`` holds a pattern's literal, whatever whitespace a paste put in it.
+
+    A record's literals are written with the library's spaces; a wrapped or collapsed paste
+    has newlines or single spaces there (see :func:`errkb._patterns.loose_whitespace`). A
+    message with no such whitespace is tested as it is, at C speed.
+    """
+    if "\n" not in message and "  " not in message and "\t" not in message and "\r" not in message:
+        return message.__contains__
+    flat = " ".join(message.split())
+
+    def holds(literal: str) -> bool:
+        return literal in message or " ".join(literal.split()) in flat
+
+    return holds
 
 
 _PREFIX, _SUFFIX = itemgetter(slice(AFFIX)), itemgetter(slice(-AFFIX, None))

@@ -309,7 +309,9 @@ class LazyPack:
             rows &= self._met(keys, 1)[0]
             rows |= ahead
         rows.update(self._always)
-        contains = message.__contains__
+        from errkb._index import literal_test
+
+        contains = literal_test(message)
         found = []
         for row in sorted(rows):
             made = self._made.get(row)

@@ -69,3 +69,17 @@ def test_the_compiled_pattern_is_the_loose_one():
     pattern = r"CUDA out of memory\. Tried to allocate (?P<n>\d+)"
     assert loose_whitespace(pattern) == compile_pattern(pattern).pattern
     assert compile_pattern(pattern).search("CUDA out\nof memory. Tried to\n  allocate 12")
+
+
+def test_a_message_wrapped_inside_a_literal_run_is_still_a_candidate():
+    """The index's literal check: 'out of\\nmemory' holds the record's ' out of memory. '."""
+    from errkb._index import literal_test
+
+    holds = literal_test("CUDA out of\nmemory. Tried to  allocate 2 GiB")
+    assert holds(" out of memory. Tried to allocate ")
+    assert not holds("out of disk")
+    wrapped = TORCH_OOM.replace(" out of memory", " out of\nmemory").replace(" has a", "\nhas a")
+    found = explain(f"torch.OutOfMemoryError: {wrapped}", options=Options(probes=False))
+    assert "torch-cuda-out-of-memory" == found.findings[0].record.id
+    facts = {f.name: f.value for f in found.findings[0].facts}
+    assert round(94.96 * (1 << 30)) == facts["gpu_total"]
