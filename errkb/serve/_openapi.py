@@ -178,7 +178,14 @@ _SCHEMAS: dict[str, Any] = {
             "status": {"type": "string", "const": "ok"},
             "records": {"type": "integer"},
             "version": {"type": "string"},
+            "token_required": {
+                "type": "boolean",
+                "const": True,
+                "description": "present, and true, only on a server started with a token: "
+                "the page asks for it before any /v1 request",
+            },
         },
+        "required": ["status", "records", "version"],
     },
     "ModelShapes": {
         "type": "object",

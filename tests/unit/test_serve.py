@@ -482,6 +482,19 @@ def test_the_openapi_document_describes_every_endpoint(client):
 # -- the token, the headers, the page ---------------------------------------------------------
 
 
+def test_healthz_says_a_token_is_needed_only_where_one_is(registry, client):
+    """/healthz answers without a token; on a token server it says one is needed."""
+    app = _client(create_app(registry=registry, token="s3cret"))
+    health = app.get("/healthz")
+    assert 200 == health.status_code
+    assert health.json()["token_required"] is True
+    assert "token_required" not in client.get("/healthz").json()
+    schema = client.get("/openapi.json").json()["components"]["schemas"]["Health"]
+    assert {"type": "boolean", "const": True} == {
+        k: v for k, v in schema["properties"]["token_required"].items() if k != "description"
+    }
+
+
 def test_with_a_token_every_v1_request_needs_it(registry):
     app = _client(create_app(registry=registry, token="s3cret"))
     for request in (
