@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-__all__ = ["EntryPoint", "entry_points", "forget", "version"]
+__all__ = ["EntryPoint", "entry_points", "forget", "metadata_folders", "normalize", "version"]
 
 _lock = threading.Lock()
 # sys.path as it was when the folders were listed, and normalized name -> metadata folder.
@@ -65,7 +65,7 @@ def _listed() -> dict[str, str]:
         if _seen_path != sys.path:
             found: dict[str, str] = {}
             for entry in sys.path:
-                for name, folder in _metadata_folders(entry or "."):
+                for name, folder in metadata_folders(entry or "."):
                     found.setdefault(name, folder)
             _folders.clear()
             _folders.update(found)
@@ -74,7 +74,8 @@ def _listed() -> dict[str, str]:
         return _folders
 
 
-def _metadata_folders(entry: str) -> Iterator[tuple[str, str]]:
+def metadata_folders(entry: str) -> Iterator[tuple[str, str]]:
+    """(normalized name, metadata folder) for each distribution in the folder ``entry``."""
     try:
         with os.scandir(entry) as items:
             names = sorted(item.name for item in items if item.name.endswith(_SUFFIXES))

@@ -1,4 +1,4 @@
-"""The ``errkb`` command line: explain, scan, show, list, validate, probe, run, serve, mine.
+"""The ``errkb`` command line: explain, scan, show, list, validate, probe, doctor, run, serve, mine.
 
 This module holds the parser and hands each command to its own module (``errkb.cli.explain``
 for ``errkb explain``, ...), imported only when that command runs: ``errkb --version`` imports
@@ -38,6 +38,7 @@ _COMMANDS = {
     "scan": "scan",
     "validate": "validate",
     "probe": "probe",
+    "doctor": "doctor",
     "run": "run",
     "serve": "serve",
     "mine": "mine",
@@ -107,6 +108,28 @@ def _parser() -> argparse.ArgumentParser:
     probe = sub.add_parser("probe", help="measure the GPUs and a model's KV cache")
     probe.add_argument("--json", action="store_true", help="print JSON")
     add_evidence_flags(probe)
+
+    doctor = sub.add_parser(
+        "doctor",
+        help="check this environment: GPU, driver, torch's build, requirements, extensions",
+        description="Read this machine's environment (the GPUs through NVML, torch's build in a "
+        "child interpreter, the installed distributions, the compiled extensions, /dev/shm) and "
+        "say what is broken and the command that fixes it; commands are shown, never run. "
+        "Exit status 1 when something is broken.",
+    )
+    add_render_flags(doctor)
+    doctor.add_argument(
+        "--format",
+        choices=("text", "json", "markdown"),
+        default=None,
+        help="text (the default), json (the versioned object), or markdown (for an issue)",
+    )
+    doctor.add_argument("--json", action="store_true", help="the same as --format json")
+    doctor.add_argument(
+        "--hide-user",
+        action="store_true",
+        help="show the home folder as ~ and the user's name as <user> (secrets are always masked)",
+    )
 
     run = sub.add_parser(
         "run",

@@ -17,12 +17,14 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
+import attrs
+
 from errkb.probes import GpuDevice, GpuReading, run_bounded
 
 if TYPE_CHECKING:
     from errkb.evidence import Evidence
 
-__all__ = ["probe_gpus"]
+__all__ = ["GpuProcess", "NvmlReading", "probe_gpus", "read_nvml"]
 
 
 def _torch() -> Any:
@@ -100,14 +102,70 @@ def _load(name: str) -> Any:
         return None
 
 
-def _nvml_library() -> Any:
-    return next((lib for lib in map(_load, _NVML_NAMES) if lib is not None), None)
-
-
 def _nvml() -> GpuReading | None:
     """The visible GPUs as NVML reads them; None when NVML is not there or cannot tell."""
-    lib = _nvml_library()
-    if lib is None or lib.nvmlInit_v2() != 0:
+    reading = read_nvml(details=False)
+    return None if reading is None else GpuReading(devices=reading.devices)
+
+
+@attrs.frozen(kw_only=True)
+class GpuProcess:
+    """A process that holds memory on a visible GPU (NVML's compute processes)."""
+
+    device: int
+    pid: int
+    used_bytes: int | None
+    name: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class NvmlReading:
+    """What the NVIDIA driver says through NVML: its version, the GPUs, who holds their memory.
+
+    ``cuda_driver_version`` is the newest CUDA version the driver supports, as NVML encodes
+    it (``12020`` for 12.2); ``library`` names the NVML library that answered.
+    """
+
+    library: str
+    driver_version: str | None
+    cuda_driver_version: int | None
+    devices: tuple[GpuDevice, ...]
+    processes: tuple[GpuProcess, ...] = ()
+
+
+#: NVML_ERROR_INSUFFICIENT_SIZE: the buffer handed in holds fewer entries than there are.
+_INSUFFICIENT_SIZE = 7
+
+
+class _ProcessInfo(ctypes.Structure):
+    # nvmlProcessInfo_t as nvmlDeviceGetComputeRunningProcesses_v3 fills it.
+    _fields_ = (
+        ("pid", ctypes.c_uint),
+        ("usedGpuMemory", ctypes.c_ulonglong),
+        ("gpuInstanceId", ctypes.c_uint),
+        ("computeInstanceId", ctypes.c_uint),
+    )
+
+
+def _nvml_library() -> tuple[Any, str] | None:
+    for name in _NVML_NAMES:
+        lib = _load(name)
+        if lib is not None:
+            return lib, name
+    return None
+
+
+def read_nvml(*, details: bool = True) -> NvmlReading | None:
+    """The driver's version, the visible GPUs and (with ``details``) the processes on them.
+
+    None when NVML is not there or cannot tell. Never imports torch; the caller bounds the
+    time (:func:`errkb.probes.run_bounded`).
+    """
+    found = _nvml_library()
+    if found is None:
+        return None
+    lib, library = found
+    if lib.nvmlInit_v2() != 0:
         return None
     try:
         count = ctypes.c_uint()
@@ -141,9 +199,83 @@ def _nvml() -> GpuReading | None:
                     capability=(major.value, minor.value) if known == 0 else None,
                 )
             )
-        return GpuReading(devices=tuple(devices))
+        if not details:
+            return NvmlReading(
+                library=library,
+                driver_version=None,
+                cuda_driver_version=None,
+                devices=tuple(devices),
+            )
+        processes = [p for i, h in enumerate(visible) for p in _processes(lib, i, h)]
+        return NvmlReading(
+            library=library,
+            driver_version=_driver_version(lib),
+            cuda_driver_version=_cuda_driver_version(lib),
+            devices=tuple(devices),
+            processes=tuple(processes),
+        )
     finally:
         lib.nvmlShutdown()
+
+
+def _driver_version(lib: Any) -> str | None:
+    buffer = ctypes.create_string_buffer(96)
+    try:
+        if lib.nvmlSystemGetDriverVersion(buffer, len(buffer)) != 0:
+            return None
+    except AttributeError:
+        return None
+    return buffer.value.decode(errors="replace") or None
+
+
+def _cuda_driver_version(lib: Any) -> int | None:
+    version = ctypes.c_int()
+    for name in ("nvmlSystemGetCudaDriverVersion_v2", "nvmlSystemGetCudaDriverVersion"):
+        call = getattr(lib, name, None)
+        if call is not None and call(ctypes.byref(version)) == 0:
+            return version.value
+    return None
+
+
+def _processes(lib: Any, device: int, handle: Any) -> list[GpuProcess]:
+    """The compute processes on one GPU, with their memory and name where NVML tells."""
+    call = getattr(lib, "nvmlDeviceGetComputeRunningProcesses_v3", None)
+    if call is None:
+        return []
+    room = 16
+    for _ in range(3):  # processes may start between two calls
+        count = ctypes.c_uint(room)
+        infos = (_ProcessInfo * room)()
+        status = call(handle, ctypes.byref(count), infos)
+        if status == _INSUFFICIENT_SIZE:
+            room = count.value + 8
+            continue
+        if status != 0:
+            return []
+        out = []
+        for info in infos[: count.value]:
+            used = int(info.usedGpuMemory)
+            out.append(
+                GpuProcess(
+                    device=device,
+                    pid=int(info.pid),
+                    # NVML_VALUE_NOT_AVAILABLE (all bits set) where the driver cannot tell.
+                    used_bytes=None if used >= 1 << 63 else used,
+                    name=_process_name(lib, int(info.pid)),
+                )
+            )
+        return out
+    return []
+
+
+def _process_name(lib: Any, pid: int) -> str | None:
+    buffer = ctypes.create_string_buffer(256)
+    try:
+        if lib.nvmlSystemGetProcessName(ctypes.c_uint(pid), buffer, len(buffer)) != 0:
+            return None
+    except AttributeError:
+        return None
+    return buffer.value.decode(errors="replace") or None
 
 
 def _visible(lib: Any, handles: list[Any]) -> list[Any] | None:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from errkb.render._doctor import checkup_layout, render_checkup_markdown
 from errkb.render._document import (
     Block,
     Section,
@@ -30,6 +31,7 @@ from errkb.render._markdown import render_markdown, render_record_markdown
 if TYPE_CHECKING:
     from typing import TextIO
 
+    from errkb.doctor import Checkup
     from errkb.findings import Diagnosis
     from errkb.options import Options
     from errkb.records import Record
@@ -38,6 +40,8 @@ if TYPE_CHECKING:
 __all__ = [
     "Style",
     "render",
+    "render_checkup",
+    "render_checkup_markdown",
     "render_html",
     "render_json",
     "render_markdown",
@@ -124,6 +128,20 @@ def render(diagnosis: Diagnosis, options: Options) -> None:
             file,
             render_plain(diagnosis, style.width, ascii_only=style.ascii, detail=options.detail),
         )
+
+
+def render_checkup(checkup: Checkup, options: Options, *, hide_user: bool = False) -> None:
+    """Write ``checkup`` (``errkb doctor``) to ``options.file``: verdicts first, then the facts.
+
+    The same panels as a diagnosis on a colour terminal, the same plain text elsewhere.
+    """
+    file = options.file if options.file is not None else sys.stdout
+    style = style_for(file, options)
+    blocks, notes = checkup_layout(checkup, hide_user=hide_user)
+    if style.color:
+        _rich(blocks, notes, file, style, spaced=False)
+    else:
+        _write(file, _plain(blocks, notes, style.width, ascii_only=style.ascii, spaced=False))
 
 
 def render_json(diagnosis: Diagnosis) -> str:
@@ -303,7 +321,14 @@ def _rich(
         safe_box=True,
         legacy_windows=False,
     )
-    colors = {"critical": "bold red", "error": "red", "warning": "yellow"}
+    colors = {
+        "critical": "bold red",
+        "error": "red",
+        "broken": "red",
+        "warning": "yellow",
+        "note": "cyan",
+        "facts": "blue",
+    }
     # The panel's border and padding take two columns a side.
     inner = style.width - 4
     for block in blocks:

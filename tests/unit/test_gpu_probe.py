@@ -74,3 +74,32 @@ def test_probe_uses_nvml_when_the_program_never_imported_torch(nvml):
     nvml.delitem(__import__("sys").modules, "torch", raising=False)
     reading = gpu.probe_gpus(timeout=10, import_torch=False)
     assert 2 == len(reading.devices)
+
+
+def test_read_nvml_gives_the_driver_and_the_processes(nvml):
+    """The stand-in driver's version, its CUDA version and who holds memory on which GPU."""
+    nvml.setenv("FAKE_NVML_GPUS", "NVIDIA GeForce RTX 5090|12.0|34190917632|30000000000")
+    nvml.setenv("FAKE_NVML_DRIVER", "570.86.15")
+    nvml.setenv("FAKE_NVML_CUDA", "12080")
+    nvml.setenv("FAKE_NVML_PROCS", "0:4242:2147483648:python3;0:77:1048576:Xorg")
+    reading = gpu.read_nvml()
+    assert reading is not None
+    assert (
+        "570.86.15",
+        12080,
+        [("NVIDIA GeForce RTX 5090", (12, 0))],
+        [(0, 4242, 2147483648, "python3"), (0, 77, 1048576, "Xorg")],
+    ) == (
+        reading.driver_version,
+        reading.cuda_driver_version,
+        [(d.name, d.capability) for d in reading.devices],
+        [(p.device, p.pid, p.used_bytes, p.name) for p in reading.processes],
+    )
+
+
+def test_more_processes_than_the_first_buffer_holds(nvml):
+    """NVML's 'insufficient size' answer is followed by a larger buffer: all 16 are read."""
+    nvml.setenv("FAKE_NVML_PROCS", ";".join(f"1:{1000 + i}:{i}:p{i}" for i in range(16)))
+    reading = gpu.read_nvml()
+    assert reading is not None
+    assert list(range(1000, 1016)) == [p.pid for p in reading.processes]

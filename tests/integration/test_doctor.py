@@ -1,0 +1,123 @@
+"""errkb doctor in child processes: this machine, and a machine injected around a real errkb.
+
+The injected machine is real parts in temporary folders: the stand-in NVML as
+libnvidia-ml.so.1 on LD_LIBRARY_PATH (an RTX 5090, driver 570, a process holding memory), a
+torch package built for CUDA 12.6 and sm_50..sm_90 on PYTHONPATH, dist-info folders (vLLM
+pinning another torch) and flash-attn's binary built here against a torch symbol that is not
+there. errkb doctor reads it all as it would read a user's machine.
+"""
+
+from __future__ import annotations
+
+import json
+import sysconfig
+
+import pytest
+from environments import compile_library, fake_nvml_folder, write_dist, write_fake_torch
+from helpers import run_cli
+
+from errkb.doctor.verdicts import rebuild_command
+
+WHL = "https://download.pytorch.org/whl"
+
+
+def test_this_machine(tmp_path):
+    """On the machine the tests run on: the JSON object, and the exit status it implies."""
+    done = run_cli("doctor", "--json", timeout=300)
+    data = json.loads(done.stdout)
+    codes = [v["code"] for v in data["verdicts"]]
+    assert ("errkb.doctor/1", 1 if data["broken"] else 0) == (data["schema"], done.returncode)
+    if data["environment"]["nvml"] is None:  # no NVIDIA driver here: said plainly
+        assert "no-gpu" in codes
+
+
+def test_this_machine_without_a_gpu_says_so_plainly():
+    """With no NVML on the machine, the first screen says there is no NVIDIA GPU."""
+    done = run_cli("doctor", "--no-color", env={"LD_LIBRARY_PATH": "/nonexistent"}, timeout=300)
+    text = done.stdout.decode()
+    if "NVML: not read" not in text:
+        pytest.skip("this machine has an NVIDIA driver")
+    assert "errkb: No NVIDIA GPU: the GPU checks were skipped [note]" in text
+
+
+@pytest.fixture(scope="module")
+def machine(tmp_path_factory):
+    """The injected machine's environment variables."""
+    root = tmp_path_factory.mktemp("machine")
+    site = root / "site"
+    write_fake_torch(
+        site, "2.13.0+cu126", cuda="12.6", archs="sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 sm_90"
+    )
+    write_dist(site, "vllm", "0.6.3", ("torch==2.4.0",))
+    binary = compile_library(
+        "extern void _ZN3c104cuda9SetDeviceEa(signed char);\n"
+        "void *PyInit_flash_attn_2_cuda(void) { _ZN3c104cuda9SetDeviceEa(0); return 0; }\n",
+        root / "build" / "flash_attn_2_cuda.so",
+    )
+    suffix = sysconfig.get_config_var("EXT_SUFFIX")
+    write_dist(
+        site, "flash-attn", "2.7.4.post1", ("torch",), files={f"flash_attn_2_cuda{suffix}": binary}
+    )
+    return {
+        "PYTHONPATH": str(site),
+        "LD_LIBRARY_PATH": str(fake_nvml_folder(root / "nvml")),
+        "FAKE_NVML_GPUS": "NVIDIA GeForce RTX 5090|12.0|34190917632|30000000000",
+        "FAKE_NVML_DRIVER": "570.86.15",
+        "FAKE_NVML_CUDA": "12080",
+        "FAKE_NVML_PROCS": "0:4242:2147483648:python3",
+        "HOME": "/home/alice",
+        "USER": "alice",
+        "LOGNAME": "alice",
+        "MASTER_ADDR": "https://bob:s3cretpassword@example.org",
+        "NCCL_DEBUG_FILE": "/home/alice/nccl.log",
+    }
+
+
+def test_the_injected_machine_s_verdicts(machine):
+    """The GPU is not in torch's build, vLLM pins another torch, flash-attn needs a rebuild."""
+    done = run_cli("doctor", "--json", env=machine, timeout=300)
+    data = json.loads(done.stdout)
+    verdicts = {v["code"]: v["commands"] for v in data["verdicts"]}
+    assert (1, True) == (done.returncode, data["broken"])
+    assert {
+        "gpu-arch-unsupported": [
+            f"pip install --force-reinstall torch==2.13.0 --index-url {WHL}/cu129"
+        ],
+        "requirement-broken": ['pip install "torch==2.4.0"'],
+        "extension-other-torch": [rebuild_command("flash-attn", "2.7.4.post1")],
+    } == verdicts
+
+
+def test_the_injected_machine_s_facts(machine):
+    """The facts are those injected: NVML's GPU, driver and process, the torch build."""
+    data = json.loads(run_cli("doctor", "--json", env=machine, timeout=300).stdout)
+    env = data["environment"]
+    assert (
+        "570.86.15",
+        ["NVIDIA GeForce RTX 5090"],
+        [4242],
+        "12.6",
+    ) == (
+        env["nvml"]["driver_version"],
+        [d["name"] for d in env["nvml"]["devices"]],
+        [p["pid"] for p in env["nvml"]["processes"]],
+        env["torch"]["cuda"],
+    )
+
+
+def test_markdown_for_an_issue_masks_secrets_and_the_user(machine):
+    """--format markdown --hide-user: no password, no home folder, no user name."""
+    done = run_cli("doctor", "--format", "markdown", "--hide-user", env=machine, timeout=300)
+    text = done.stdout.decode()
+    assert (1, False, False, True, True) == (
+        done.returncode,
+        "s3cretpassword" in text,
+        "alice" in text,
+        "\\~/nccl.log" in text,
+        text.startswith("### errkb doctor: 3 broken, 0 warnings"),
+    )
+
+
+def test_usage_error_is_status_2():
+    """An unknown format is a usage error."""
+    assert 2 == run_cli("doctor", "--format", "yaml").returncode

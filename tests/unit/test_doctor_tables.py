@@ -1,0 +1,104 @@
+"""errkb/doctor/tables: the knowledge tables read, each row cited, the tables agreeing.
+
+A row nobody could cite is not in a table, and the tables are checked against each other: no
+torch build without the architectures it carries, no architecture without a rule for the GPUs
+it runs on, no release missing inside the range a table covers.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from errkb.doctor._tables import TABLES, capability, tables
+
+
+def test_every_row_of_every_table_cites_its_source():
+    """principle 8: each fact says where it was read."""
+    rows = [
+        (f.name, r)
+        for f in sorted(TABLES.glob("*.json"))
+        for r in json.loads(f.read_text())["rows"]
+    ]
+    assert [] == [(name, row) for name, row in rows if not str(row.get("source", "")).strip()]
+
+
+def test_no_torch_build_without_its_architectures():
+    """Every CUDA build listed carries at least one architecture."""
+    assert [] == [(b.torch, b.cuda) for b in tables().torch_builds if not b.capabilities]
+
+
+def test_every_architecture_of_a_build_has_a_compatibility_rule():
+    """The GPUs a build runs on are decided by a row read from torch, never by a default."""
+    known = {rule.code for rule in tables().code_rules}
+    assert set() == {c for b in tables().torch_builds for c in b.capabilities} - known
+
+
+def test_no_release_missing_inside_the_range_of_torch_releases():
+    """Every minor series between the first and the last release of the table is there."""
+    minors = sorted({tuple(map(int, b.torch.split(".")[:2])) for b in tables().torch_builds})
+    expected = [(minors[0][0], m) for m in range(minors[0][1], minors[-1][1] + 1)]
+    assert expected == minors
+
+
+def test_one_row_per_release_cuda_and_machine():
+    """A build is listed once; a release keyed by machine has a row for each machine."""
+    keys = [(b.torch, b.cuda, b.machine) for b in tables().torch_builds]
+    assert len(keys) == len(set(keys))
+
+
+def test_every_cuda_of_a_torch_build_has_a_driver_row():
+    """The driver a build needs can always be told."""
+    assert [] == [b.cuda for b in tables().torch_builds if tables().driver_row(b.cuda) is None]
+
+
+def test_driver_rows_give_a_minimum_or_both_systems():
+    """A CUDA runtime's oldest driver: a branch for every OS, or Linux and Windows apart."""
+    bad = [r.cuda for r in tables().drivers if not r.minimum and not (r.linux and r.windows)]
+    assert [] == bad
+
+
+def test_gpu_names_are_unique():
+    """One capability per model name."""
+    names = [row.name.lower() for row in tables().gpus]
+    assert len(names) == len(set(names))
+
+
+@pytest.mark.parametrize(
+    ("nvml_name", "expected"),
+    [
+        ("NVIDIA GeForce RTX 5090", (12, 0)),
+        ("NVIDIA H100 80GB HBM3", (9, 0)),
+        ("NVIDIA GeForce RTX 4070 Ti SUPER", (8, 9)),
+        ("NVIDIA A10G", None),  # not "NVIDIA A10": a name ends where a word ends
+        ("Tesla V100-SXM2-16GB", None),  # NVIDIA's page says "NVIDIA V100"
+    ],
+)
+def test_a_gpu_name_as_nvml_reports_it(nvml_name, expected):
+    """NVML's names carry the model name first; the longest listed model that starts it wins."""
+    row = tables().gpu_capability(nvml_name)
+    assert expected == (row.capability if row else None)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("8.6", (8, 6)),
+        ("sm_90", (9, 0)),
+        ("sm_90a", (9, 0)),
+        ("compute_120", (12, 0)),
+        ("sm_100f", (10, 0)),
+    ],
+)
+def test_capability_reads_both_spellings(text, expected):
+    """Table rows say 8.6; torch's architecture list says sm_86."""
+    assert expected == capability(text)
+
+
+def test_code_for_8_0_does_not_run_on_an_orin():
+    """torch's rule: sm_80 code runs on 8.6 and 8.9, not on 8.7 (Jetson Orin)."""
+    rule = tables().code_rule((8, 0))
+    assert (True, True, False, False) == tuple(
+        rule.runs_on(c) for c in ((8, 6), (8, 9), (8, 7), (9, 0))
+    )

@@ -1,0 +1,356 @@
+"""errkb.doctor.verdicts: each situation's verdicts and the commands computed for its machine.
+
+Every environment is built from the real readings the probes return (tests/environments.py);
+the commands come from the shipped knowledge tables, so a test fails when a table row or the
+choice of build changes.
+"""
+
+from __future__ import annotations
+
+import pytest
+from environments import GIB, environment, gpus, stack, torch_build
+
+from errkb.doctor import Checkup
+from errkb.doctor.verdicts import judge, rebuild_command
+from errkb.probes.extensions import Extension
+from errkb.probes.stack import Broken
+from errkb.probes.torch_build import TorchBuild
+
+WHL = "https://download.pytorch.org/whl"
+CU126_ARCHS = "sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 sm_90"
+CU129_ARCHS = "sm_75 sm_80 sm_86 sm_90 sm_100 sm_120"
+
+
+def _ext(dist: str, version: str, error: str, name: str = "_C") -> Extension:
+    return Extension(
+        distribution=dist,
+        version=version,
+        kind="module",
+        name=name,
+        path=f"/site/{name}.so",
+        error=error,
+    )
+
+
+SITUATIONS = {
+    "rtx-5090-on-a-cu126-build": (
+        environment(
+            nvml=gpus(("NVIDIA GeForce RTX 5090", (12, 0)), driver="570.86.15", cuda=12080)
+        ),
+        [
+            (
+                "gpu-arch-unsupported",
+                "broken",
+                (f"pip install --force-reinstall torch==2.13.0 --index-url {WHL}/cu129",),
+            )
+        ],
+    ),
+    "rtx-5090-with-a-cuda-13-driver": (
+        environment(
+            nvml=gpus(("NVIDIA GeForce RTX 5090", (12, 0)), driver="580.65.06", cuda=13000)
+        ),
+        [
+            (
+                "gpu-arch-unsupported",
+                "broken",
+                (f"pip install --force-reinstall torch==2.13.0 --index-url {WHL}/cu130",),
+            )
+        ],
+    ),
+    "h100-on-a-cu126-build-is-fine": (
+        environment(nvml=gpus(("NVIDIA H100 80GB HBM3", (9, 0)))),
+        [],
+    ),
+    "cpu-torch-on-an-a10-with-torchvision": (
+        environment(
+            nvml=gpus(("NVIDIA A10", (8, 6)), driver="550.54.15", cuda=12040),
+            torch=torch_build("2.13.0+cpu", cuda=None),
+            installed=stack(("torch", "2.13.0+cpu"), ("torchvision", "0.28.0+cpu")),
+        ),
+        [
+            (
+                "cpu-torch-with-gpu",
+                "broken",
+                (
+                    (
+                        "pip install --force-reinstall torch==2.13.0 torchvision==0.28.0 "
+                        f"--index-url {WHL}/cu126"
+                    ),
+                ),
+            )
+        ],
+    ),
+    "cpu-torch-and-no-gpu": (
+        environment(nvml=None, torch=torch_build("2.13.0+cpu", cuda=None)),
+        [("no-gpu", "note", ()), ("cpu-torch", "note", ())],
+    ),
+    "cpu-torch-on-a-gh200-arm-machine": (
+        environment(
+            nvml=gpus(("NVIDIA GH200 480GB", (9, 0)), driver="580.65.06", cuda=13000),
+            torch=torch_build("2.13.0+cpu", cuda=None),
+            machine="aarch64",
+        ),
+        [
+            (
+                "cpu-torch-with-gpu",
+                "broken",
+                (f"pip install --force-reinstall torch==2.13.0 --index-url {WHL}/cu130",),
+            )
+        ],
+    ),
+    "driver-470-for-cuda-12": (
+        environment(nvml=gpus(("NVIDIA A10", (8, 6)), driver="470.82.01", cuda=11040)),
+        [("driver-too-old", "broken", ())],
+    ),
+    "driver-560-for-cuda-12.9-minor-compat": (
+        environment(
+            nvml=gpus(("NVIDIA A10", (8, 6)), driver="560.35.03", cuda=12060),
+            torch=torch_build("2.13.0+cu129", cuda="12.9", archs=CU129_ARCHS),
+        ),
+        [
+            (
+                "driver-minor-compat",
+                "warning",
+                (f"pip install --force-reinstall torch==2.13.0 --index-url {WHL}/cu126",),
+            )
+        ],
+    ),
+    "only-ptx-for-an-rtx-5090": (
+        environment(
+            nvml=gpus(("NVIDIA GeForce RTX 5090", (12, 0))),
+            torch=torch_build("2.13.0+cu126", archs="sm_80 sm_90 compute_90"),
+        ),
+        [
+            (
+                "gpu-arch-ptx-only",
+                "warning",
+                (f"pip install --force-reinstall torch==2.13.0 --index-url {WHL}/cu129",),
+            )
+        ],
+    ),
+    "capability-from-the-gpu-name": (
+        environment(nvml=gpus(("NVIDIA GeForce RTX 5090", None))),
+        [
+            (
+                "gpu-arch-unsupported",
+                "broken",
+                (f"pip install --force-reinstall torch==2.13.0 --index-url {WHL}/cu129",),
+            )
+        ],
+    ),
+    "vllm-pins-another-torch": (
+        environment(
+            torch=torch_build("2.5.1+cu124", cuda="12.4", archs=CU126_ARCHS),
+            installed=stack(
+                ("torch", "2.5.1+cu124"),
+                ("vllm", "0.6.3"),
+                broken=(
+                    Broken(
+                        distribution="vllm",
+                        version="0.6.3",
+                        requirement="torch==2.4.0",
+                        required="torch",
+                        installed="2.5.1+cu124",
+                    ),
+                ),
+            ),
+        ),
+        [
+            (
+                "requirement-broken",
+                "broken",
+                ('pip install "torch==2.4.0"',),
+            )
+        ],
+    ),
+    "cuda-13-torch-on-driver-570-and-a-torch-pin": (
+        environment(
+            torch=torch_build("2.12.1+cu130", cuda="13.0", archs=CU129_ARCHS),
+            installed=stack(
+                ("torch", "2.12.1+cu130"),
+                ("torchvision", "0.28.0"),
+                broken=(
+                    Broken(
+                        distribution="torchvision",
+                        version="0.28.0",
+                        requirement="torch==2.13.0",
+                        required="torch",
+                        installed="2.12.1+cu130",
+                    ),
+                ),
+            ),
+        ),
+        [
+            (
+                "driver-too-old",
+                "broken",
+                (
+                    (
+                        "pip install --force-reinstall torch==2.12.1 torchvision==0.28.0 "
+                        f"--index-url {WHL}/cu126"
+                    ),
+                ),
+            ),
+            (
+                "requirement-broken",
+                "broken",
+                (f'pip install "torch==2.13.0" --index-url {WHL}/cu130',),
+            ),
+        ],
+    ),
+    "transformers-misses-tokenizers": (
+        environment(
+            installed=stack(
+                ("transformers", "4.50.0"),
+                broken=(
+                    Broken(
+                        distribution="transformers",
+                        version="4.50.0",
+                        requirement="tokenizers<0.22,>=0.21",
+                        required="tokenizers",
+                        installed=None,
+                    ),
+                ),
+            )
+        ),
+        [("requirement-broken", "broken", ('pip install "tokenizers<0.22,>=0.21"',))],
+    ),
+    "flash-attn-built-against-another-torch": (
+        environment(
+            extensions=(
+                _ext(
+                    "flash-attn",
+                    "2.7.4.post1",
+                    "ImportError: /site/flash_attn_2_cuda.so: undefined symbol: "
+                    "_ZN3c104cuda9SetDeviceEa",
+                    name="flash_attn_2_cuda",
+                ),
+            )
+        ),
+        [("extension-other-torch", "broken", (rebuild_command("flash-attn", "2.7.4.post1"),))],
+    ),
+    "xformers-pins-the-torch-it-was-built-for": (
+        environment(
+            installed=stack(
+                ("torch", "2.13.0+cu126"),
+                ("xformers", "0.0.28.post1"),
+                broken=(
+                    Broken(
+                        distribution="xformers",
+                        version="0.0.28.post1",
+                        requirement="torch==2.5.0",
+                        required="torch",
+                        installed="2.13.0+cu126",
+                    ),
+                ),
+            ),
+            extensions=(
+                _ext(
+                    "xformers",
+                    "0.0.28.post1",
+                    "ImportError: undefined symbol: _ZN2at4_ops5zeros4callEv",
+                ),
+            ),
+        ),
+        [
+            (
+                "requirement-broken",
+                "broken",
+                ('pip install "torch==2.5.0"',),
+            ),
+            (
+                "extension-other-torch",
+                "broken",
+                ('pip install "torch==2.5.0"',),
+            ),
+        ],
+    ),
+    "extension-built-for-cuda-11": (
+        environment(
+            extensions=(
+                _ext(
+                    "vllm",
+                    "0.4.0",
+                    "ImportError: libcudart.so.11.0: cannot open shared object file: No such file or directory",
+                ),
+            )
+        ),
+        [("extension-other-cuda", "broken", (rebuild_command("vllm", "0.4.0"),))],
+    ),
+    "extension-crashes": (
+        environment(
+            extensions=(
+                _ext("apex", "0.1", "loading it crashed the interpreter (SIGSEGV)", name="amp_C"),
+            )
+        ),
+        [("extension-fails", "broken", ())],
+    ),
+    "small-shm-in-docker-with-a-gpu": (
+        environment(
+            nvml=gpus(("NVIDIA H100 80GB HBM3", (9, 0))), shm_bytes=64 << 20, container="docker"
+        ),
+        [("shm-small", "broken", ("docker run --shm-size=32g ...",))],
+    ),
+    "small-shm-in-docker-without-a-gpu": (
+        environment(nvml=None, shm_bytes=64 << 20, container="docker", memory_bytes=8 * GIB),
+        [("shm-small", "warning", ("docker run --shm-size=4g ...",)), ("no-gpu", "note", ())],
+    ),
+    "small-shm-outside-a-container-is-not-judged": (
+        environment(nvml=gpus(("NVIDIA H100 80GB HBM3", (9, 0))), shm_bytes=64 << 20),
+        [],
+    ),
+    "torch-does-not-import": (
+        environment(
+            nvml=None,
+            torch=TorchBuild(
+                installed=True,
+                error="ImportError: libcudnn.so.9: cannot open shared object file",
+            ),
+        ),
+        [("torch-import-fails", "broken", ()), ("no-gpu", "note", ())],
+    ),
+    "the-driver-shows-no-gpu": (
+        environment(nvml=gpus(), variables=(("CUDA_VISIBLE_DEVICES", ""),)),
+        [("no-gpu", "note", ())],
+    ),
+}
+
+
+@pytest.mark.parametrize(("env", "expected"), SITUATIONS.values(), ids=SITUATIONS.keys())
+def test_situation(env, expected):
+    """The verdicts of each situation, their severities and the commands computed for it."""
+    checkup = Checkup(environment=env, verdicts=judge(env))
+    assert expected == [(v.code, v.severity, v.commands) for v in checkup.verdicts]
+
+
+def test_at_least_fifteen_situations_have_a_verdict():
+    """The brief asks for 15 situations with a verdict; the commands of most are checked."""
+    judged = [k for k, (_, expected) in SITUATIONS.items() if expected]
+    assert len(judged) >= 15, judged
+
+
+def test_an_unsupported_gpu_cites_the_table_rows():
+    """The build chosen for an RTX 5090 cites torch 2.13.0's wheel, where its row was read."""
+    env = SITUATIONS["rtx-5090-on-a-cu126-build"][0]
+    (verdict,) = judge(env)
+    assert (
+        "torch-2.13.0 wheel, torch/cuda/__init__.py:332 (PYTORCH_RELEASES_CODE_CC)"
+        == verdict.sources[0]
+    )
+
+
+def test_the_driver_verdict_names_the_driver_needed():
+    """CUDA 12 needs a driver of branch 525 (NVIDIA's minor version compatibility table)."""
+    env = SITUATIONS["driver-470-for-cuda-12"][0]
+    (verdict,) = judge(env)
+    assert "Install an NVIDIA driver of branch 525 or newer." == verdict.fix
+
+
+def test_nothing_broken_and_something_broken():
+    """Checkup.broken is what sets errkb doctor's exit status."""
+    fine = SITUATIONS["h100-on-a-cu126-build-is-fine"][0]
+    bad = SITUATIONS["rtx-5090-on-a-cu126-build"][0]
+    assert (False, True) == (
+        Checkup(environment=fine, verdicts=judge(fine)).broken,
+        Checkup(environment=bad, verdicts=judge(bad)).broken,
+    )
