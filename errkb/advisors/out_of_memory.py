@@ -129,6 +129,8 @@ class Figures:
     #: What other processes hold as the live GPU probe measured it (NVML, no pids), for a
     #: message that lists none (torch 2.0 and older, or none listed).
     others_measured: int | None = None
+    #: Where ``others`` came from: the message's lines, or the live GPU probe (NVML).
+    others_from: Literal["message", "gpu"] = "message"
 
     @property
     def others_bytes(self) -> int:
@@ -637,9 +639,10 @@ def _facts(
         )  # fmt: skip
     if fig.others:
         pids = ", ".join(str(pid) for pid, _ in fig.others)
+        after = ", measured after the error, through NVML" if fig.others_from == "gpu" else ""
         facts.append(
-            Fact(name="other_processes", value=fig.others_bytes, unit="bytes", source="message",
-                 note=f"pids {pids}")
+            Fact(name="other_processes", value=fig.others_bytes, unit="bytes",
+                 source=fig.others_from, note=f"pids {pids}{after}")
         )  # fmt: skip
     if fig.shortfall:  # none when the card had the request free (it failed in the allocator)
         facts.append(Fact(name="shortfall", value=fig.shortfall, unit="bytes", source="computed"))
@@ -1014,6 +1017,8 @@ def _with_probe(fig: Figures, evidence: Evidence) -> Figures:
     device = next((d for d in devices if d.index == index), None)
     if device is None or not device.other_processes_bytes:
         return fig
+    if device.other_processes:  # NVML named them
+        return attrs.evolve(fig, others=device.other_processes, others_from="gpu")
     return attrs.evolve(fig, others_measured=device.other_processes_bytes)
 
 

@@ -73,6 +73,8 @@ class GpuDevice:
     peak_reserved_bytes: int | None = None
     capability: tuple[int, int] | None = None
     other_processes_bytes: int | None = None
+    #: The other processes holding memory on it, ``(pid, bytes)``, where NVML names them.
+    other_processes: tuple[tuple[int, int], ...] = ()
     source: Source = "gpu"
 
     def to_dict(self) -> dict[str, object]:

@@ -60,28 +60,43 @@ def _measure() -> GpuReading:
                 reserved_bytes=int(cuda.memory_reserved(index)),
                 peak_reserved_bytes=int(cuda.max_memory_reserved(index)),
                 capability=(int(props.major), int(props.minor)),
-                other_processes_bytes=others.get(index),
+                other_processes_bytes=(
+                    sum(n for _, n in others[index]) if index in others else None
+                ),
+                other_processes=tuple(others.get(index, ())),
             )
         )
     return GpuReading(devices=tuple(devices))
 
 
-def _other_processes() -> dict[int, int]:
-    """Bytes held on each device by other processes, where NVML can tell (nvidia-ml-py)."""
+def _other_processes() -> dict[int, list[tuple[int, int]]]:
+    """The other processes holding memory on each device, ``(pid, bytes)``, where NVML tells.
+
+    Read through the driver's library with ctypes (:func:`read_nvml`), else nvidia-ml-py; a
+    process whose memory NVML cannot tell counts nothing.
+    """
+    me = os.getpid()
+    reading = read_nvml()
+    if reading is not None:
+        out: dict[int, list[tuple[int, int]]] = {d.index: [] for d in reading.devices}
+        for proc in reading.processes:
+            if proc.pid != me:
+                out.setdefault(proc.device, []).append((proc.pid, proc.used_bytes or 0))
+        return out
     if importlib.util.find_spec("pynvml") is None:
         return {}
     try:
         import pynvml
 
         pynvml.nvmlInit()
-        out: dict[int, int] = {}
+        found: dict[int, list[tuple[int, int]]] = {}
         for index in range(pynvml.nvmlDeviceGetCount()):
             handle = pynvml.nvmlDeviceGetHandleByIndex(index)
             procs = pynvml.nvmlDeviceGetComputeRunningProcesses(handle)
-            out[index] = sum(p.usedGpuMemory or 0 for p in procs if p.pid != os.getpid())
+            found[index] = [(p.pid, p.usedGpuMemory or 0) for p in procs if p.pid != me]
     except Exception:
         return {}
-    return out
+    return found
 
 
 class _Memory(ctypes.Structure):

@@ -103,3 +103,15 @@ def test_more_processes_than_the_first_buffer_holds(nvml):
     reading = gpu.read_nvml()
     assert reading is not None
     assert list(range(1000, 1016)) == [p.pid for p in reading.processes]
+
+
+def test_other_processes_are_named_with_their_memory_not_this_one(nvml):
+    """What a program that imported torch reads of the others on each card: pids and bytes."""
+    import os
+
+    nvml.setenv(
+        "FAKE_NVML_PROCS", f"0:4242:2147483648:python3;0:{os.getpid()}:1048576:me;1:77:4096:Xorg"
+    )
+    others = gpu._other_processes()
+    assert [(4242, 2147483648)] == others[0]
+    assert [(77, 4096)] == others[1]

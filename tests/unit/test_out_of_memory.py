@@ -455,3 +455,27 @@ def test_other_processes_measured_live_when_the_message_names_none():
     assert "nvidia-smi names them" in finding.solutions[0].text
     pasted = explain(message, options=options).findings[0]  # someone else's machine
     assert "activations" == {f.name: f.value for f in pasted.facts}["situation"]
+
+
+def test_other_processes_named_by_nvml_get_their_pids_stopped():
+    """Under the hook, NVML's pids stand in for the 'Process N has' lines torch 2.0 lacks."""
+    from errkb.testing import FakeGpu, FakeMeasurements
+
+    message = (  # vLLM issue 783, as in the test above
+        "CUDA out of memory. Tried to allocate 1.63 GiB (GPU 0; 44.56 GiB total capacity; 27.91 "
+        "GiB already allocated; 565.31 MiB free; 27.93 GiB reserved in total by PyTorch)"
+    )
+    gpu = FakeGpu(total_bytes=round(44.56 * GIB), free_bytes=565 * MIB,
+                  other_processes_bytes=15 * GIB, other_processes=((4242, 15 * GIB),))  # fmt: skip
+    try:
+        raise torch.OutOfMemoryError(message)
+    except torch.OutOfMemoryError as exc:
+        finding = diagnose(exc, options=Options(measurements=FakeMeasurements(gpus=[gpu])))
+    finding = finding.findings[0]
+    facts = {f.name: f for f in finding.facts}
+    assert ("gpu", "pids 4242, measured after the error, through NVML") == (
+        facts["other_processes"].source,
+        facts["other_processes"].note,
+    )
+    assert {"stop_pids": [4242]} == finding.solutions[0].settings
+    assert "4242 (15 GiB)" in finding.solutions[0].text
