@@ -826,3 +826,68 @@ def test_zero_blocks_past_a_usable_utilization_change_the_length_too(harness):
     after = shlex.split(diagnosis["example_fix"]["after"])
     assert ["--max-model-len", "30256", "--gpu-memory-utilization", "0.95"] == after[-4:]
     harness.starts(*after[1:], env=env)
+
+
+# --- A smaller profiling batch (issue 22): max_num_batched_tokens and chunked prefill --------
+
+
+def profiled(weights_gib: int, activation_per_token: int, **more: str) -> dict[str, str]:
+    """An 80 GiB GPU whose profile is the weights, 1 GiB non-torch, and activations that grow
+    with the profiling run's batch (the stand-in's FAKE_ACTIVATION_BYTES_PER_TOKEN)."""
+    return {
+        "FAKE_GPU_TOTAL_BYTES": str(80 * GIB),
+        "FAKE_WEIGHTS_BYTES": str(weights_gib * GIB),
+        "FAKE_NON_TORCH_BYTES": str(GIB),
+        "FAKE_ACTIVATION_BYTES_PER_TOKEN": str(activation_per_token),
+        **more,
+    }
+
+
+def batched_solution(diagnosis: dict) -> dict:
+    """The solution that lowers max_num_batched_tokens."""
+    found = [s for s in diagnosis["solutions"] if "max_num_batched_tokens" in s["settings"]]
+    assert 1 == len(found), diagnosis["solutions"]
+    return found[0]
+
+
+def test_v0_profile_batch_of_the_whole_length_gets_chunked_prefill_and_a_smaller_batch(harness):
+    """vLLM 0.6.6 without chunked prefill profiles max(max_model_len, 2048) = 16384 tokens: 4 GiB
+    of activations (256 KiB a token) beside 66 GiB of weights and 1 GiB non-torch leave 1 GiB of
+    the 72 GiB (0.9 of 80), 8192 tokens. The log's 4.00 GiB (at least 3.995) must free the 1 GiB
+    the cache lacks: 16384 x (1 - 1 / 3.995) = 12282, down to 11776, with chunked prefill on,
+    which V0 needs below max_model_len. Re-run so (2.875 GiB of activations), it starts at 0.9."""
+    env = profiled(66, 256 * 1024, FAKE_VLLM_VERSION="0.6.6")
+    command = ["python", "-m", API_SERVER, "--model", str(harness.model)]
+    command += ["--max-model-len", "16384"]
+    paste = pasted_log(harness, command, env)
+    assert b"PyTorch activation peak memory takes 4.00GiB" in paste
+    assert b"stored in KV cache (8192)" in paste
+    diagnosis = explain_paste(paste, "--model", str(harness.model))
+    solution = batched_solution(diagnosis)
+    assert {"enable_chunked_prefill": True, "max_num_batched_tokens": 11776} == solution["settings"]
+    assert solution["estimate"]
+    # The run as the fix says, the user's own settings kept: the same command with the flags.
+    from errkb.advisors._callsite import rewrite_command
+
+    _, after = rewrite_command(["python", *command[1:]], solution["settings"])
+    assert after.endswith("--enable-chunked-prefill True --max-num-batched-tokens 11776")
+    harness.starts(*shlex.split(after)[1:], env=env)
+
+
+def test_v1_debug_profile_line_gives_a_smaller_batch(harness):
+    """V1 0.9.1 at VLLM_LOGGING_LEVEL=DEBUG logs 'torch peak memory increase: 8.00GiB' for a batch
+    of 16384 tokens (512 KiB a token); 60 GiB of weights and 1 GiB non-torch leave 3 GiB of 72
+    for the 4 GiB that 32768 tokens need. At least 7.995 GiB must free 1.005 GiB: 16384 x
+    (1 - 1.005 / 7.995) = 14324, down to 13824, which starts (6.75 GiB of activations)."""
+    env = profiled(60, 512 * 1024, VLLM_USE_V1="1", VLLM_LOGGING_LEVEL="DEBUG")
+    command = ["python", "-m", API_SERVER, "--model", str(harness.model)]
+    command += ["--max-model-len", "32768", "--max-num-batched-tokens", "16384"]
+    paste = pasted_log(harness, command, env)
+    assert b"torch peak memory increase: 8.00GiB" in paste
+    assert b"(4.00 GiB KV cache is needed" in paste
+    diagnosis = explain_paste(paste, "--model", str(harness.model), "--gpu-memory", "80GiB")
+    solution = batched_solution(diagnosis)
+    assert {"max_num_batched_tokens": 13824} == solution["settings"]
+    expected = [*command]
+    expected[expected.index("16384")] = "13824"
+    harness.starts(*expected[1:], env=env)

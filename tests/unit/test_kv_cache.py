@@ -838,3 +838,83 @@ def test_a_pasted_no_blocks_profile_gives_an_exact_utilization_not_a_least_one(t
     needed = facts["gpu_memory_utilization_needed"]
     assert 1.2 == needed["value"]
     assert needed["note"].startswith("1.19794 rounded up; infeasible")
+
+
+def _batch_text(d) -> str:
+    """The solution about max_num_batched_tokens."""
+    found = [s["text"] for s in d.to_dict()["solutions"] if "vLLM's profiling run" in s["text"]]
+    assert 1 == len(found), d.to_dict()["solutions"]
+    return found[0]
+
+
+def test_a_reported_activation_peak_below_the_deficit_is_said_not_to_suffice(tmp_path):
+    """The reported paste: its activation peak (4.93 GiB) is far less than the 23.8 GiB the
+    cache lacks, so no smaller max_num_batched_tokens is proposed, and the advice says why."""
+    text = f"{REPORTED_V0_NO_BLOCKS}ValueError: {NO_BLOCKS}\n"
+    d = _explain(text, model=_model(tmp_path, LLAMA), measurements=GPU_80GIB)
+    assert [] == [s for s in d.to_dict()["solutions"] if "max_num_batched_tokens" in s["settings"]]
+    said = _batch_text(d)
+    assert "cannot make up for it alone" in said
+    assert "4.93 GiB" in said
+    assert math.ceil(4.925 * GIB) == _facts(d)["activation_peak_bytes"]["value"]
+
+
+def test_without_the_peak_the_batch_is_said_without_a_number(llama_dir):
+    """The V0 message alone, max_model_len 32768: vLLM profiles max(32768, 2048) tokens without
+    chunked prefill; a smaller batch is named, with no value, and the log line that would give one."""
+    d = _explain(SEED_MESSAGE, model=str(llama_dir), measurements=GPU_80GIB)
+    facts = _facts(d)
+    assert (32768, "computed") == (
+        facts["max_num_batched_tokens"]["value"],
+        facts["max_num_batched_tokens"]["source"],
+    )
+    said = _batch_text(d)
+    assert "(32768 tokens here)" in said
+    assert "enable_chunked_prefill=True" in said
+    assert "PyTorch activation peak memory" in said
+    assert [] == [s for s in d.to_dict()["solutions"] if "max_num_batched_tokens" in s["settings"]]
+
+
+def test_above_32k_a_v0_release_may_have_chunked_by_itself():
+    """131072 tokens in the V0 wording: vLLM 0.5.3 to 0.10.2 turn chunked prefill on above 32768
+    (vllm/engine/arg_utils.py:1081-1108@v0.6.6), so the profile's batch is not assumed to be
+    the whole length, and the advice says so."""
+    text = SEED_MESSAGE.replace("(32768)", "(131072)")
+    d = _explain(text)
+    assert "max_num_batched_tokens" not in _facts(d)
+    assert "vLLM 0.5.3 to 0.10.2 turn chunked prefill on" in _batch_text(d)
+
+
+def test_the_batch_line_and_the_v1_debug_peak_give_a_smaller_batch():
+    """V1: "Chunked prefill is enabled with max_num_batched_tokens=8192" and the DEBUG profile's
+    "torch peak memory increase: 2.00GiB" (at least 1.995 GiB) against 1.005 GiB lacking (4.00
+    needed, 3.00 available): 8192 x (1 - 1.005 / 1.995) = 4065, down to 3584."""
+    text = (
+        "INFO 12-02 10:00:00 [config.py:2196] Chunked prefill is enabled with "
+        "max_num_batched_tokens=8192.\n"
+        "DEBUG 12-02 10:00:01 [gpu_worker.py:226] Memory profiling takes 1.27 seconds. Total non "
+        "KV cache memory: 69.00GiB; torch peak memory increase: 2.00GiB; non-torch forward "
+        "increase memory: 1.00GiB; weights memory: 66.00GiB.\n"
+        "ValueError: " + V1_GIB.replace("(1.50 GiB)", "(3.00 GiB)")
+    )
+    d = _explain(text)
+    batch = next(s for s in d.to_dict()["solutions"] if "max_num_batched_tokens" in s["settings"])
+    assert {"max_num_batched_tokens": 3584} == batch["settings"]
+    assert batch["estimate"]
+    assert ("message", 8192) == (
+        _facts(d)["max_num_batched_tokens"]["source"],
+        _facts(d)["max_num_batched_tokens"]["value"],
+    )
+
+
+def test_notes_name_where_each_surface_takes_the_figure():
+    """An assumed block size and utilization say how to give them on every surface: the CLI's
+    flag, the console's and API's what_if field, Given from Python (issue 26, item 5)."""
+    d = _explain(SEED_MESSAGE)
+    facts = _facts(d)
+    for name in ("block_size", "gpu_memory_utilization"):
+        note = facts[name]["note"]
+        flag = "--" + name.replace("_", "-")
+        assert f"{flag} on the command line, what_if.{name} in the console or the API" in note
+        assert f"Given({name}=...) from Python" in note
+        assert "pass --" not in note

@@ -16,7 +16,7 @@ from errkb.advisors import CaptureError, Captures
 from errkb.advisors.kv_cache._arithmetic import printed_range
 from errkb.advisors.kv_cache._engine_calls import command_flag, pasted_command
 from errkb.advisors.kv_cache._eras import Era, era_of, show
-from errkb.advisors.kv_cache._profile import Profile, read_profile
+from errkb.advisors.kv_cache._profile import Profile, read_batching, read_profile
 from errkb.exceptions import UsageError
 from errkb.findings import Fact, Source
 from errkb.probes.engine import installed_version
@@ -29,11 +29,27 @@ if TYPE_CHECKING:
     from errkb.probes.engine import EngineReading, SpecLayer
     from errkb.probes.model import ModelShape
 
-__all__ = ["DEFAULT_BLOCK_SIZE", "Inputs", "Value", "gather", "value"]
+__all__ = ["DEFAULT_BLOCK_SIZE", "Inputs", "Value", "gather", "given_as", "value"]
 
 T = TypeVar("T")
 
 DEFAULT_BLOCK_SIZE = 16
+
+
+def given_as(field: str) -> str:
+    """Where a user gives errkb a figure it had to assume, named for every surface.
+
+    ``field`` is the :class:`~errkb.options.Given` field; the command line's flag and the
+    console's and API's ``what_if`` field take its name (docs/console.md: "what goes in").
+
+    >>> given_as("block_size")
+    '--block-size on the command line, what_if.block_size in the console or the API, Given(block_size=...) from Python'
+    """
+    flag = "--" + field.replace("_", "-")
+    return (
+        f"{flag} on the command line, what_if.{field} in the console or the API, "
+        f"Given({field}=...) from Python"
+    )
 
 
 @attrs.frozen(kw_only=True)
@@ -57,6 +73,10 @@ class Inputs:
     what range of bytes such a figure stands for. For zero blocks, ``left_printed`` is what
     vLLM's log says was left for the cache (negative: how far the profile overshot), and
     ``in_use`` what the GPU held when the engine gave up, measured under the hook.
+    ``activation`` is the profiling run's activation peak as vLLM's log gives it (the least
+    its printed figure stands for), ``chunked_prefill`` whether the run chunked its prefills
+    (which lets ``max_num_batched_tokens`` go below ``max_model_len``), ``auto_chunked``
+    whether vLLM said it turned that on by itself (V0, above 32K).
     """
 
     variant: str
@@ -93,6 +113,9 @@ class Inputs:
     requested_utilization: Value[float] | None = None
     left_printed: Value[float] | None = None
     in_use: Value[int] | None = None
+    activation: Value[int] | None = None
+    chunked_prefill: Value[bool] | None = None
+    auto_chunked: bool = False
     env_var: str | None = None
     notes: tuple[str, ...] = ()
 
@@ -251,8 +274,8 @@ def _cache_bytes(
                 "bytes",
                 "model-config",
                 f"the model's dtype is {shape.dtype}; vLLM's dtype='auto' serves float32 "
-                "checkpoints in 16 bits (vllm/config.py:423-429@v0.2.7); with dtype='float32' "
-                "given the cache is 4 bytes a value",
+                "checkpoints in 16 bits (vllm/config.py:423-429@v0.2.7); if the engine ran with "
+                f"dtype='float32', its cache is 4 bytes a value: give it ({given_as('dtype')})",
             )
         return "auto", value(
             "kv_cache_dtype_bytes",
@@ -330,7 +353,7 @@ def _sizes(
             DEFAULT_BLOCK_SIZE,
             "tokens",
             "default",
-            "vLLM's default on CUDA GPUs; pass --block-size if yours differs",
+            f"vLLM's default on CUDA GPUs; if yours differs, give it: {given_as('block_size')}",
         )
     pp = _int_from(
         "pipeline_parallel_size", None, (e.pipeline_parallel_size if e else None, "frame")
@@ -433,7 +456,7 @@ def _utilization(
             max(defaults),
             None,
             "default",
-            note + "; pass --gpu-memory-utilization if you set another",
+            note + "; if you set another, give it: " + given_as("gpu_memory_utilization"),
         )
         return {"utilization": utilization, "default_utilizations": defaults}
     return {"utilization": utilization}
@@ -470,6 +493,11 @@ def _memory(caps: Captures, e: EngineReading | None, variant: str) -> dict[str, 
         out["free_at_start"] = _printed(caps.number("free"), unit, "free_memory_at_start")
         out["total_at_start"] = _printed(caps.number("total"), unit, "total_memory")
     return out
+
+
+def _least(name: str, gib: float, note: str) -> Value[int]:
+    """A size vLLM's log prints in GiB with two decimals, as the least bytes it stands for."""
+    return value(name, printed_range(gib)[0], "bytes", "message", note)
 
 
 def _from_command(evidence: Evidence, sizes: dict[str, Any], utilization: dict[str, Any]) -> None:
@@ -520,11 +548,9 @@ def _from_profile(
             "kv_cache_memory_left_printed", profile.cache, "GiB", "message", profile.line
         )
     if gpu["total"] is None and profile.total is not None:
-        gpu["total"] = value(
+        gpu["total"] = _least(
             "gpu_memory_total",
-            printed_range(profile.total)[0],
-            "bytes",
-            "message",
+            profile.total,
             f"the least vLLM's printed total_gpu_memory ({profile.total:.2f}GiB) can stand for",
         )
     current = utilization.get("utilization")
@@ -538,11 +564,9 @@ def _from_profile(
         )
         utilization["default_utilizations"] = ()
     if profile.weights is not None and (weights is None or weights.fact.source != "frame"):
-        weights = value(
+        weights = _least(
             "weights_bytes",
-            printed_range(profile.weights)[0],
-            "bytes",
-            "message",
+            profile.weights,
             f"the least vLLM's printed {profile.weights:.2f} GiB of weights can stand for",
         )
     if era.engine == "unknown" and profile.engine is not None:
@@ -552,6 +576,78 @@ def _from_profile(
             why="; ".join(w for w in (era.why, f"the log's lines: {profile.line}") if w),
         )
     return era, weights
+
+
+def _batching(evidence: Evidence, variant: str, era: Era, sizes: dict[str, Any]) -> dict[str, Any]:
+    """What the profiling run batched, and the activation peak it took, where they are told.
+
+    vLLM's log lines in a pasted text (:func:`read_batching`) and the pasted command's
+    ``--max-num-batched-tokens`` and ``--enable-chunked-prefill``; the frames'
+    ``max_num_batched_tokens`` comes first. V1 always chunks its prefills
+    (vllm/engine/arg_utils.py:1523@v0.9.1).
+    """
+    out: dict[str, Any] = {}
+    if variant not in ("old", "v1", "no-blocks") or era.engine == "chattts":
+        return out
+    if era.engine == "vllm-v1":
+        out["chunked_prefill"] = value(
+            "chunked_prefill",
+            v=True,
+            unit=None,
+            source="computed",
+            note="V1 always chunks prefills (vllm/engine/arg_utils.py:1523@v0.9.1)",
+        )
+    if evidence.text is None or next(iter(evidence.frames()), None) is not None:
+        return out
+    read = read_batching(evidence.text)
+    command = pasted_command(evidence.text)
+    tokens = command_flag(command, "max_num_batched_tokens") if command else None
+    chunked = command_flag(command, "enable_chunked_prefill") if command else None
+    bare = chunked is None or chunked.lower() not in ("true", "false")
+    if command is not None and bare and "--enable-chunked-prefill" in command:
+        chunked = "true"  # the bare flag: vLLM's StoreBoolean takes const="True"
+    if sizes.get("max_num_batched_tokens") is None:
+        if read is not None and read.tokens is not None:
+            sizes["max_num_batched_tokens"] = value(
+                "max_num_batched_tokens",
+                read.tokens,
+                "tokens",
+                "message",
+                "vLLM's log: 'Chunked prefill is enabled with max_num_batched_tokens=...'",
+            )
+        elif tokens is not None and tokens.isdigit():
+            sizes["max_num_batched_tokens"] = value(
+                "max_num_batched_tokens",
+                int(tokens),
+                "tokens",
+                "message",
+                "the pasted command line's flag",
+            )
+    if "chunked_prefill" not in out:
+        if read is not None and (read.tokens is not None or read.auto):
+            why = "vLLM's log says chunked prefill is enabled"
+            if read.auto:
+                why += " (by default, for max_model_len > 32K)"
+            out["chunked_prefill"] = value(
+                "chunked_prefill", v=True, unit=None, source="message", note=why
+            )
+        elif chunked is not None and chunked.lower() in ("true", "false"):
+            out["chunked_prefill"] = value(
+                "chunked_prefill",
+                chunked.lower() == "true",
+                None,
+                "message",
+                "the pasted command line's --enable-chunked-prefill",
+            )
+    if read is not None:
+        out["auto_chunked"] = read.auto
+        if read.activation is not None:
+            out["activation"] = _least(
+                "activation_peak_bytes",
+                read.activation,
+                f"the least the printed {read.activation:.2f} GiB can stand for; {read.line}",
+            )
+    return out
 
 
 def gather(match: Match, evidence: Evidence, variant: str) -> Inputs:
@@ -590,7 +686,7 @@ def gather(match: Match, evidence: Evidence, variant: str) -> Inputs:
     gpu = _gpu(evidence, notes)
     utilization = _utilization(caps, engine, evidence, variant, era)
     sizes = _sizes(caps, engine, evidence, variant, shape)
-    profiled: dict[str, Any] = {}
+    profiled: dict[str, Any] = _batching(evidence, variant, era, sizes)
     if variant == "no-blocks":
         _from_command(evidence, sizes, utilization)
         profiled["in_use"] = _in_use(evidence)

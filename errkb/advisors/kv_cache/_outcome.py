@@ -25,7 +25,7 @@ from errkb.advisors.kv_cache._arithmetic import (
     round_down,
     round_up,
 )
-from errkb.advisors.kv_cache._inputs import Inputs, Value
+from errkb.advisors.kv_cache._inputs import Inputs, Value, given_as
 from errkb.advisors.kv_cache._layouts import (
     Sized,
     layout_from_shape,
@@ -38,13 +38,28 @@ from errkb.units import format_bytes
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-__all__ = ["COMFORTABLE_UTILIZATION", "Outcome", "TensorParallel", "compute"]
+__all__ = ["COMFORTABLE_UTILIZATION", "Batched", "Outcome", "TensorParallel", "compute"]
 
 #: Above this, raising the utilization leaves too little for activations and other processes.
 COMFORTABLE_UTILIZATION = 0.95
 #: The defaults of ``max_num_batched_tokens`` a V1 engine may have run with: 2048 or 8192
 #: below 70 GiB or on an A100, 8192 or 16384 above (vllm/engine/arg_utils.py:1495-1507@v0.9.0).
 BATCHED_DEFAULTS = (8192, 2048, 16384)
+#: V0 without chunked prefill batches ``max(max_model_len, 2048)`` tokens, and refuses fewer
+#: than max_model_len (vllm/config.py:554,563@v0.4.0, :1442@v0.6.6, :2168@v0.9.1;
+#: vllm/config/scheduler.py:195@v0.10.2).
+V0_UNCHUNKED_LEAST = 2048
+#: V0 turns chunked prefill on by itself above this length, in 0.5.3 to 0.10.2
+#: (vllm/engine/arg_utils.py:747@v0.5.3, :1081@v0.6.6, :1570@v0.10.2; not in 0.5.2).
+V0_AUTO_CHUNKED_ABOVE = 32768
+V_AUTO_CHUNKED = ((0, 5, 3), (0, 10, 2))
+#: A proposed ``max_num_batched_tokens`` is a multiple of this, as vLLM's own chunked-prefill
+#: defaults are (512 to 0.6.4, 2048 from 0.6.5: vllm/config.py:1114@v0.6.4, :1344@v0.6.5).
+BATCH_STEP = 512
+#: ``max_num_batched_tokens`` may not be below ``max_num_seqs`` (vllm/config.py:2225@v0.9.1),
+#: whose default is 256 in V0 and up to 1024 in V1 (vllm/engine/arg_utils.py:213@v0.6.6,
+#: :1560@v0.9.1).
+LEAST_BATCH = {"vllm-v0": 256, "vllm-v1": 1024}
 #: The longest length searched when the request's own is not known.
 SEARCH_LIMIT = 1 << 24
 
@@ -58,6 +73,28 @@ class TensorParallel:
 
 
 @attrs.frozen(kw_only=True)
+class Batched:
+    """A smaller profiling batch: vLLM's profile runs ``max_num_batched_tokens`` tokens.
+
+    ``tokens`` is what the profile ran, where known; ``proposed`` the smaller value whose
+    estimated activation peak frees what the cache lacks (None where the figures give no
+    number), ``chunk`` whether ``enable_chunked_prefill=True`` must come with it (V0, below
+    ``max_model_len``), ``freed`` the estimate of what it frees, ``activation`` the profile's
+    peak from vLLM's log, ``short`` that the whole peak is less than the cache lacks, ``auto``
+    that a V0 release may have turned chunked prefill on by itself (above 32K) and nothing
+    says whether it did.
+    """
+
+    tokens: int | None = None
+    proposed: int | None = None
+    chunk: bool = False
+    freed: int | None = None
+    activation: int | None = None
+    short: bool = False
+    auto: bool = False
+
+
+@attrs.frozen(kw_only=True)
 class Outcome:
     """The numbers of the fix, each with its fact, and what could not be worked out.
 
@@ -65,7 +102,8 @@ class Outcome:
     ``gpu_memory_utilization`` that holds the requested one (``lower_bound`` when it is only
     a least value, ``measured`` when it rests on the GPU measured at the failure rather than
     vLLM's own figures), ``infeasible`` the reasons it cannot be used; ``together`` the
-    utilization and length that start the engine together when that one is too high.
+    utilization and length that start the engine together when that one is too high;
+    ``batched`` a smaller profiling batch, the alternative that keeps both.
     """
 
     facts: tuple[Fact, ...] = ()
@@ -84,6 +122,7 @@ class Outcome:
     contradiction: bool = False
     together: tuple[float, int] | None = None
     measured: bool = False
+    batched: Batched | None = None
 
 
 @attrs.define
@@ -194,7 +233,8 @@ def _v0(inp: Inputs, sized: Sized | None, work: _Work) -> Outcome:
         if inp.capacity.value % block:
             work.notes.append(
                 f"the cache holds {inp.capacity.value} tokens, not a whole number of "
-                f"{block}-token blocks: the block size is not {block}; pass --block-size"
+                f"{block}-token blocks: the block size is not {block}; give yours: "
+                + given_as("block_size")
             )
         blocks = inp.capacity.value // block
     elif inp.variant == "no-blocks":
@@ -253,6 +293,7 @@ def _v0(inp: Inputs, sized: Sized | None, work: _Work) -> Outcome:
             util, infeasible = _utilization(
                 inp, work, u0, deficit, bound=None, v1=False, lower_bound=False
             )
+    smaller = _batched(inp, work, None if lower_bound else deficit)
     out = work.outcome(
         sized=sized,
         fits=fits or None,
@@ -262,9 +303,77 @@ def _v0(inp: Inputs, sized: Sized | None, work: _Work) -> Outcome:
         infeasible=infeasible,
         together=together,
         measured=left is not None and left[1],
+        batched=smaller,
     )
     cache_memory = blocks * bb if bb is not None and blocks else None
     return _options(inp, out, work, cache_memory, v1=False)
+
+
+def _may_auto_chunk(inp: Inputs) -> bool:
+    """Whether a V0 release in range turns chunked prefill on by itself for this length."""
+    length = inp.max_model_len.value if inp.max_model_len else None
+    first, last = V_AUTO_CHUNKED
+    return (
+        length is not None
+        and length > V0_AUTO_CHUNKED_ABOVE
+        and inp.era.before(first) is not True
+        and (inp.era.low is None or inp.era.low <= last)
+    )
+
+
+def _batched(inp: Inputs, work: _Work, deficit: int | None) -> Batched | None:
+    """The smaller ``max_num_batched_tokens`` that frees ``deficit`` bytes for the cache.
+
+    vLLM's profiling run is a batch of ``max_num_batched_tokens`` tokens (V0:
+    vllm/worker/model_runner.py:1231-1236@v0.6.6; V1: gpu_model_runner.py:2012@v0.9.1), and its
+    activation peak is taken from the memory the cache gets. Where vLLM's log gives that peak,
+    the peak is assumed to scale with the tokens (an estimate: the sampler's part for
+    ``max_num_seqs`` sequences does not), and the value proposed is the largest multiple of
+    512 whose smaller peak frees the deficit. Elsewhere it says so without a number.
+    """
+    engine = inp.era.engine
+    if engine not in LEAST_BATCH or inp.variant not in ("old", "v1", "no-blocks"):
+        return None
+    if inp.engine_kind == "chattts" or (deficit is not None and deficit <= 0):
+        return None
+    length = inp.max_model_len.value if inp.max_model_len else None
+    chunked = inp.chunked_prefill.value if inp.chunked_prefill else None
+    tokens = inp.max_num_batched_tokens.value if inp.max_num_batched_tokens else None
+    auto = engine == "vllm-v0" and chunked is None and _may_auto_chunk(inp)
+    if tokens is None and (
+        engine == "vllm-v0" and chunked is not True and not auto and length is not None
+    ):
+        tokens = max(length, V0_UNCHUNKED_LEAST)
+        work.fact(
+            "max_num_batched_tokens",
+            tokens,
+            "tokens",
+            "vLLM V0's default without chunked prefill, max(max_model_len, 2048) "
+            "(vllm/config.py:1442@v0.6.6)"
+            + ("" if chunked is False else "; nothing here says chunked prefill was on"),
+        )
+    found = Batched(tokens=tokens, auto=auto)
+    if inp.activation is None or deficit is None:
+        return found
+    peak = inp.activation.value
+    if peak <= deficit:
+        return attrs.evolve(found, activation=peak, short=True)
+    if tokens is None:
+        return attrs.evolve(found, activation=peak)
+    raw = tokens * (peak - deficit) // peak
+    proposed = raw // BATCH_STEP * BATCH_STEP
+    if proposed < max(BATCH_STEP, LEAST_BATCH[engine]) or proposed >= tokens:
+        return attrs.evolve(found, activation=peak)
+    freed = peak * (tokens - proposed) // tokens
+    work.fact(
+        "max_num_batched_tokens_that_fits",
+        proposed,
+        "tokens",
+        f"estimate: {tokens} x (1 - deficit / activation peak) = {raw}, down to a multiple of "
+        f"{BATCH_STEP}; the peak, scaled by the tokens, then frees {format_bytes(freed)}",
+    )
+    chunk = engine == "vllm-v0" and chunked is not True and length is not None and proposed < length
+    return attrs.evolve(found, proposed=proposed, chunk=chunk, freed=freed, activation=peak)
 
 
 def _left(
@@ -546,6 +655,7 @@ def _v1(inp: Inputs, sized: Sized | None, work: _Work) -> Outcome:
                     layout, room, limit=length or SEARCH_LIMIT, batched=batched, grouped=grouped
                 ),
             )
+    smaller = _batched(inp, work, None if lower_bound else deficit)
     out = work.outcome(
         sized=sized,
         fits=fits or None,
@@ -554,6 +664,7 @@ def _v1(inp: Inputs, sized: Sized | None, work: _Work) -> Outcome:
         lower_bound=lower_bound,
         infeasible=infeasible,
         together=together,
+        batched=smaller,
     )
     cache_memory = available if available and available > 0 else None
     return _options(inp, out, work, cache_memory, v1=True, batched=batched, grouped=grouped)

@@ -16,6 +16,22 @@ before it do, in each wording its releases printed (read at the releases named):
   1099@v0.6.6, GiB labelled GB) and ``Model loading took 14.9888 GiB and 3.2 seconds``
   (model_runner.py:1203@v0.9.1, v1/worker/gpu_model_runner.py:2653@v0.11.0).
 
+What the profiling run processed, and what it took for activations (:func:`read_batching`):
+
+* the profile run is a batch of ``max_num_batched_tokens`` tokens: V0's model runner
+  (vllm/worker/model_runner.py:601@v0.3.3, :683@v0.4.0, :1231-1236@v0.6.6), V1's
+  ``_dummy_run(self.max_num_tokens)`` (vllm/v1/worker/gpu_model_runner.py:114,2012@v0.9.1);
+* ``Chunked prefill is enabled with max_num_batched_tokens=2048.`` (vllm/config.py:816@v0.5.3,
+  :1459@v0.6.6, :2196@v0.9.1; vllm/config/scheduler.py:206@v0.11.0; V1 always chunks);
+* ``Chunked prefill is enabled by default for models with max_model_len > 32K.``: the V0
+  releases that turn it on by themselves above 32768 tokens, 0.5.3 to 0.10.2
+  (vllm/engine/arg_utils.py:747-769@v0.5.3, :1081-1108@v0.6.6, :1566-1595@v0.10.2; not in
+  0.5.2; V0 is gone in 0.11.0);
+* the profile's activation peak: V0's ``PyTorch activation peak memory takes 1.16GiB`` (above,
+  0.6.5 on) and V1's ``torch peak memory increase: 1.16GiB``, logged at DEBUG level only
+  (``VLLM_LOGGING_LEVEL=DEBUG``; vllm/utils.py:2334@v0.9.1 through
+  vllm/v1/worker/gpu_worker.py:226@v0.9.1, vllm/utils/__init__.py:2775@v0.11.0; not in 0.8.5).
+
 Each release logs every line through a formatter that repeats the line's prefix after each
 newline (vllm/logging_utils/formatter.py@v0.6.6), so the figures are found wherever the prefix
 stands. The left-over is negative when the profile took more than the utilization allows;
@@ -27,7 +43,7 @@ from __future__ import annotations
 import attrs
 import regex
 
-__all__ = ["Profile", "read_profile"]
+__all__ = ["Batching", "Profile", "read_batching", "read_profile"]
 
 _NUM = r"-?\d+(?:\.\d+)?"
 #: The V0 worker, 0.6.5 on: the instance's share of the GPU, and where it went.
@@ -48,6 +64,14 @@ _V0_RESULTS = regex.compile(
 )
 #: The V1 worker, 0.9.1 on.
 _V1_AVAILABLE = regex.compile(rf"Available KV cache memory: (?P<cache>{_NUM}) GiB")
+#: V1's profile at DEBUG level, 0.9.1 on: the activation peak.
+_V1_ACTIVATION = regex.compile(rf"torch peak memory increase: (?P<activation>{_NUM}) ?GiB")
+#: The scheduler's line: what one step, and so the profiling run, batches.
+_CHUNKED = regex.compile(r"Chunked prefill is enabled with max_num_batched_tokens=(?P<tokens>\d+)")
+#: V0 0.5.3 to 0.10.2, above 32768 tokens: chunked prefill turned on by vLLM itself.
+_AUTO_CHUNKED = regex.compile(
+    r"Chunked prefill is enabled by default for models\s+with max_model_len > 32K"
+)
 #: What loading the weights took.
 _WEIGHTS = regex.compile(
     rf"(?:Loading model weights took (?P<weights>{_NUM}) GB\b"
@@ -149,3 +173,57 @@ def read_profile(text: str | None) -> Profile | None:
             line="vLLM's weights line (vllm/worker/model_runner.py:1099@v0.6.6)", weights=weights
         )
     return None
+
+
+@attrs.frozen(kw_only=True)
+class Batching:
+    """What vLLM's log lines say of its profiling run's batch.
+
+    Attributes:
+        activation: the profile's activation peak, GiB as printed; the least of several
+            workers' figures.
+        line: which wording gave the peak, and where vLLM prints it.
+        tokens: ``max_num_batched_tokens`` as the scheduler's line gives it (chunked prefill
+            on).
+        auto: whether vLLM said it turned chunked prefill on by itself (above 32K).
+    """
+
+    activation: float | None = None
+    line: str = ""
+    tokens: int | None = None
+    auto: bool = False
+
+
+def read_batching(text: str | None) -> Batching | None:
+    r"""The profiling run's batch and activation peak in ``text``, or None when it has neither.
+
+    >>> b = read_batching("INFO config.py:1459] Chunked prefill is enabled with "
+    ...     "max_num_batched_tokens=2048.\nDEBUG Memory profiling takes 2.10 seconds. Total non KV "
+    ...     "cache memory: 17.71GiB; torch peak memory increase: 1.45GiB; non-torch forward increase "
+    ...     "memory: 0.06GiB; weights memory: 16.20GiB.")
+    >>> (b.activation, b.tokens, b.auto)
+    (1.45, 2048, False)
+    """
+    if not text:
+        return None
+    activation, line = None, ""
+    v0 = [float(m.group("activation")) for m in _V0_SPLIT.finditer(text)]
+    v1 = [float(m.group("activation")) for m in _V1_ACTIVATION.finditer(text)]
+    if v0:
+        activation = min(v0)
+        line = (
+            f"vLLM's V0 worker, 0.6.5 on: 'PyTorch activation peak memory takes {activation:.2f}GiB'"
+            " (vllm/worker/worker.py:225-240@v0.6.6)"
+        )
+    elif v1:
+        activation = min(v1)
+        line = (
+            f"vLLM's V1 worker at DEBUG level, 0.9.1 on: 'torch peak memory increase: "
+            f"{activation:.2f}GiB' (vllm/utils.py:2334@v0.9.1)"
+        )
+    chunked = _last(_CHUNKED, text)
+    tokens = int(chunked.group("tokens")) if chunked else None
+    auto = _AUTO_CHUNKED.search(text) is not None
+    if activation is None and tokens is None and not auto:
+        return None
+    return Batching(activation=activation, line=line, tokens=tokens, auto=auto)

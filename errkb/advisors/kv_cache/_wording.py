@@ -10,7 +10,7 @@ from errkb.units import format_bytes
 
 if TYPE_CHECKING:
     from errkb.advisors.kv_cache._inputs import Inputs
-    from errkb.advisors.kv_cache._outcome import Outcome
+    from errkb.advisors.kv_cache._outcome import Batched, Outcome
 
 __all__ = ["solutions"]
 
@@ -86,6 +86,8 @@ def solutions(inp: Inputs, out: Outcome) -> list[Solution]:
             out_list.insert(0, both)
         else:
             out_list.insert(out_list.index(primary) + 1, both)
+    if out.batched is not None:
+        out_list.append(_batched(inp, out, out.batched))
     if out.fits_fp8:
         settings: dict[str, object] = {"kv_cache_dtype": "fp8"}
         if length and out.fits_fp8 < length:
@@ -111,6 +113,73 @@ def solutions(inp: Inputs, out: Outcome) -> list[Solution]:
             )
         )
     return out_list
+
+
+def _batched(inp: Inputs, out: Outcome, batched: Batched) -> Solution:
+    """A smaller profiling batch: computed where vLLM's log gives the activation peak."""
+    length = inp.max_model_len.value if inp.max_model_len else None
+    v0 = inp.era.engine == "vllm-v0"
+    ran = f" ({batched.tokens} tokens here)" if batched.tokens else ""
+    auto = ""
+    if batched.auto:
+        auto = (
+            " vLLM 0.5.3 to 0.10.2 turn chunked prefill on by themselves when max_model_len is "
+            "above 32768 (on a CUDA GPU, without a sliding window, LoRA or speculative decoding), "
+            "and then batch 512 tokens (2048 from 0.6.5), not the whole length: vLLM's log says "
+            "which ('Chunked prefill is enabled with max_num_batched_tokens=...')."
+        )
+    util = inp.utilization.value if inp.utilization else None
+    at = f" at gpu_memory_utilization={util:g}" if util is not None else ""
+    if batched.proposed is not None and batched.tokens and batched.activation and batched.freed:
+        settings: dict[str, object] = {"max_num_batched_tokens": batched.proposed}
+        chunk = ""
+        if batched.chunk:
+            settings = {"enable_chunked_prefill": True, **settings}
+            chunk = (
+                ", with chunked prefill on (enable_chunked_prefill=True: V0 refuses a batch "
+                "below max_model_len without it)"
+            )
+        lacks = ""
+        if out.deficit_bytes:
+            lacks = f", more than the {format_bytes(out.deficit_bytes)} the cache lacks"
+        return Solution(
+            text=f"Or keep max_model_len={length}{at} and lower max_num_batched_tokens from "
+            f"{batched.tokens} to {batched.proposed}{chunk}: vLLM's profiling run is one batch "
+            "of max_num_batched_tokens tokens, and its activation peak "
+            f"({format_bytes(batched.activation)} for {batched.tokens} tokens, in vLLM's log) is "
+            f"memory the cache does not get; about {format_bytes(batched.freed)} of it comes "
+            f"back{lacks} (an estimate: not all of the peak scales "
+            "with the tokens, so lower it further if the error stays; long prompts then take "
+            "several steps to prefill).",
+            settings=settings,
+            estimate=True,
+        )
+    if batched.short and batched.activation and out.deficit_bytes:
+        return Solution(
+            text=f"A smaller max_num_batched_tokens cannot make up for it alone: vLLM's "
+            f"profiling run batches that many tokens{ran}, but its whole activation peak "
+            f"({format_bytes(batched.activation)}, in vLLM's log) is less than the cache lacks "
+            f"({format_bytes(out.deficit_bytes)}).{auto}",
+        )
+    chunk = " (V0: with enable_chunked_prefill=True)" if v0 and not batched.auto else ""
+    if batched.activation is not None and not batched.tokens:
+        missing = (
+            f"its peak was {format_bytes(batched.activation)} (vLLM's log), but not for how many "
+            "tokens: vLLM logs that too ('Chunked prefill is enabled with "
+            "max_num_batched_tokens=...'), as does the command's --max-num-batched-tokens"
+        )
+    else:
+        missing = (
+            "vLLM logs the peak ('PyTorch activation peak memory' in V0 from 0.6.5; 'torch peak "
+            "memory increase' in V1 from 0.9.1 at VLLM_LOGGING_LEVEL=DEBUG); paste that line "
+            "and errkb computes the value"
+        )
+    return Solution(
+        text=f"Or lower max_num_batched_tokens{chunk}: vLLM's profiling run is one batch of "
+        f"that many tokens{ran}, and its activation peak is memory the cache does not get, so "
+        "a smaller batch leaves the cache more at the same utilization. How much, these figures "
+        f"do not say: {missing}.{auto}",
+    )
 
 
 def _together(inp: Inputs, out: Outcome, together: tuple[float, int]) -> Solution:

@@ -9,6 +9,11 @@
   take nothing worth counting;
 * ``FAKE_NON_TORCH_BYTES``: of the peak, what is outside torch's allocator (default 0); the
   rest of the peak past the weights is the activations.
+* ``FAKE_ACTIVATION_BYTES_PER_TOKEN``: when set, the profile's activations are this much for
+  each token of its batch, and the peak is the weights, the non-torch memory and those
+  activations (``FAKE_PEAK_BYTES`` is then not read): vLLM's profiling run is one batch of
+  ``max_num_batched_tokens`` tokens (V0: vllm/worker/model_runner.py:1231-1236@v0.6.6; V1:
+  ``_dummy_run(self.max_num_tokens)``, vllm/v1/worker/gpu_model_runner.py:2012@v0.9.1).
 
 Also the log lines, as vLLM's logger prints them to stdout (:func:`log`).
 
@@ -52,11 +57,22 @@ def free_gpu_memory() -> int:
     return _bytes("FAKE_GPU_FREE_BYTES", total_gpu_memory())
 
 
-def peak_memory() -> int:
-    return _bytes("FAKE_PEAK_BYTES")
+def peak_memory(batched_tokens: int | None = None) -> int:
+    """What the profiling run of ``batched_tokens`` tokens found in use besides the cache."""
+    per_token = os.environ.get("FAKE_ACTIVATION_BYTES_PER_TOKEN")
+    if per_token is None or batched_tokens is None:
+        return _bytes("FAKE_PEAK_BYTES")
+    return weights_memory() + non_torch_memory() + activation_memory(batched_tokens)
+
+
+def activation_memory(batched_tokens: int) -> int:
+    """The profile's activation peak for a batch of ``batched_tokens`` tokens."""
+    return _bytes("FAKE_ACTIVATION_BYTES_PER_TOKEN") * batched_tokens
 
 
 def weights_memory() -> int:
+    if os.environ.get("FAKE_ACTIVATION_BYTES_PER_TOKEN") is not None:
+        return _bytes("FAKE_WEIGHTS_BYTES")
     return _bytes("FAKE_WEIGHTS_BYTES", peak_memory())
 
 
@@ -64,15 +80,20 @@ def non_torch_memory() -> int:
     return _bytes("FAKE_NON_TORCH_BYTES", 0)
 
 
-def log(file: str, line: int, message: str) -> None:
-    """An INFO line as vLLM's logger prints it: ``INFO 12-02 10:00:00 [worker.py:241] ...``.
+def log(file: str, line: int, message: str, level: str = "INFO") -> None:
+    """A line as vLLM's logger prints it: ``INFO 12-02 10:00:00 [worker.py:241] ...``.
+
+    A DEBUG line only with ``VLLM_LOGGING_LEVEL=DEBUG``, as vLLM's logger (vllm/logger.py:36
+    @v0.6.6: the handler's level is ``VLLM_LOGGING_LEVEL``, INFO by default).
 
     The format is vllm/logger.py:20-22@v0.6.6 (no brackets) and :24-26@v0.9.1 (brackets); each
     newline of a message is followed by the line's prefix again, after a carriage return
     (``NewLineFormatter``, vllm/logging_utils/formatter.py@v0.6.6).
     """
+    if level == "DEBUG" and os.environ.get("VLLM_LOGGING_LEVEL", "INFO") != "DEBUG":
+        return
     where = f"[{file}:{line}]" if release() >= (0, 9, 0) else f"{file}:{line}]"
-    prefix = f"INFO 12-02 10:00:00 {where} "
+    prefix = f"{level} 12-02 10:00:00 {where} "
     print(prefix + message.replace("\n", "\r\n" + prefix), flush=True)
 
 

@@ -14,8 +14,13 @@ follow (no V0 test uses an MLA model). Under pipeline parallelism a GPU holds it
 ``get_num_layers`` (config.py:262-264@v0.2.7) through ``get_pp_indices``
 (vllm/distributed/utils.py:84-89@v0.6.6: ``total // pp`` each, the rest to the last stage);
 the stand-in sizes the largest stage, the one with the fewest blocks. ``SchedulerConfig``
-keeps ``max_num_batched_tokens`` (``SchedulerConfig`` in vllm/config.py@v0.9.1; 2048 when nothing
-sets it, ``_DEFAULT_MAX_NUM_BATCHED_TOKENS``), which sizes a V1 sliding-window layer.
+keeps ``max_num_batched_tokens``, which sizes a V1 sliding-window layer and the profiling run's
+batch: when nothing sets it, V1 takes 2048 (``DEFAULT_MAX_NUM_BATCHED_TOKENS``,
+vllm/config.py:2162@v0.9.1, the default outside ``LLM()`` on GPUs under 70 GiB), V0 with
+chunked prefill 2048 from 0.6.5 and 512 before (vllm/config.py:1344@v0.6.5, :1114@v0.6.4), V0
+without it ``max(max_model_len, 2048)`` (config.py:1442@v0.6.6), and V0 refuses a value below
+``max_model_len`` without chunked prefill (config.py:1466-1474@v0.6.6, its message word for
+word). With chunked prefill on it logs the value (config.py:1457-1460@v0.6.6).
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from types import SimpleNamespace
+
+from vllm import _fake
 
 
 class ModelConfig:
@@ -107,10 +114,37 @@ class ParallelConfig:
 
 
 class SchedulerConfig:
-    def __init__(self, max_num_batched_tokens: int | None) -> None:
-        self.max_num_batched_tokens = (
-            2048 if max_num_batched_tokens is None else max_num_batched_tokens
-        )
+    def __init__(
+        self,
+        max_num_batched_tokens: int | None,
+        max_model_len: int | None = None,
+        enable_chunked_prefill: bool = True,
+    ) -> None:
+        v0 = max_model_len is not None and not _fake.use_v1()
+        if max_num_batched_tokens is None:
+            if not v0 or enable_chunked_prefill:
+                max_num_batched_tokens = 2048 if not v0 or _fake.release() >= (0, 6, 5) else 512
+            else:
+                max_num_batched_tokens = max(max_model_len or 0, 2048)
+        self.max_num_batched_tokens = max_num_batched_tokens
+        self.chunked_prefill_enabled = enable_chunked_prefill
+        short = max_model_len is not None and max_num_batched_tokens < max_model_len
+        if v0 and short and not enable_chunked_prefill:
+            raise ValueError(
+                f"max_num_batched_tokens ({max_num_batched_tokens}) is "
+                f"smaller than max_model_len ({max_model_len}). "
+                "This effectively limits the maximum sequence length to "
+                "max_num_batched_tokens and makes vLLM reject longer "
+                "sequences. Please increase max_num_batched_tokens or "
+                "decrease max_model_len."
+            )
+        if enable_chunked_prefill and max_model_len is not None:
+            _fake.log(
+                "config.py",
+                1459,
+                "Chunked prefill is enabled with max_num_batched_tokens="
+                f"{self.max_num_batched_tokens}.",
+            )
 
 
 class EngineConfig:

@@ -7,6 +7,12 @@ utilization of 0.90; a block of 16 tokens on CUDA). From 0.20.0 the default util
 (``CacheConfig``, vllm/config/cache.py:66@v0.20.0; ``EngineArgs`` takes it,
 vllm/engine/arg_utils.py:502@v0.20.0): ``None`` here stands for "the release's default", taken
 when the configs are made, so ``LLM()``, ``EngineArgs`` and ``vllm serve`` share it.
+
+``enable_chunked_prefill``: ``--enable-chunked-prefill`` takes ``True``/``False`` or nothing
+(``StoreBoolean``, nargs="?", const="True": arg_utils.py:710-716@v0.6.6, vllm/utils.py:1100
+@v0.6.6). Left unset, V0 releases 0.5.3 to 0.10.2 turn it on themselves above 32768 tokens and
+say so (arg_utils.py:1081-1110@v0.6.6; the stand-in's conditions are the CUDA GPU's, no sliding
+window); V1 always chunks (arg_utils.py:1523@v0.9.1).
 """
 
 from __future__ import annotations
@@ -24,6 +30,18 @@ from vllm.config import (
 )
 
 
+class StoreBoolean(argparse.Action):
+    """``True`` or ``False``, as vllm/utils.py:1100-1109@v0.6.6 reads them."""
+
+    def __call__(self, parser, namespace, values, option_string=None):  # type: ignore[no-untyped-def]
+        if values.lower() == "true":
+            setattr(namespace, self.dest, True)
+        elif values.lower() == "false":
+            setattr(namespace, self.dest, False)
+        else:
+            raise ValueError(f"Invalid boolean value: {values}. Expected 'true' or 'false'.")
+
+
 @dataclasses.dataclass
 class EngineArgs:
     model: str = "facebook/opt-125m"
@@ -37,6 +55,7 @@ class EngineArgs:
     tensor_parallel_size: int = 1
     pipeline_parallel_size: int = 1
     max_num_batched_tokens: int | None = None
+    enable_chunked_prefill: bool | None = None
     trust_remote_code: bool = False
     enforce_eager: bool | None = None
     seed: int = 0
@@ -62,6 +81,9 @@ class EngineArgs:
             "--pipeline-parallel-size", "-pp", type=int, default=EngineArgs.pipeline_parallel_size
         )
         parser.add_argument("--max-num-batched-tokens", type=int, default=None)
+        parser.add_argument(
+            "--enable-chunked-prefill", action=StoreBoolean, nargs="?", const="True", default=None
+        )
         parser.add_argument("--trust-remote-code", action="store_true")
         parser.add_argument("--enforce-eager", action="store_true", default=None)
         parser.add_argument("--seed", type=int, default=EngineArgs.seed)
@@ -78,13 +100,36 @@ class EngineArgs:
         utilization = self.gpu_memory_utilization
         if utilization is None:
             utilization = _fake.default_gpu_memory_utilization()
+        model_config = ModelConfig(self.model, self.dtype, self.max_model_len)
+        chunked = self.enable_chunked_prefill
+        if _fake.use_v1():
+            chunked = True
+        elif chunked is None:
+            window = getattr(model_config.hf_config, "sliding_window", None)
+            auto = (0, 5, 3) <= _fake.release() <= (0, 10, 2)
+            if auto and model_config.max_model_len > 32768 and not window:
+                chunked = True
+                _fake.log(
+                    "arg_utils.py",
+                    1103,
+                    "Chunked prefill is enabled by default for models with "
+                    "max_model_len > 32K. Currently, chunked prefill might "
+                    "not work with some features or models. If you "
+                    "encounter any issues, please disable chunked prefill "
+                    "by setting --enable-chunked-prefill=False.",
+                    level="WARNING",
+                )
+            else:
+                chunked = False
         return EngineConfig(
-            model_config=ModelConfig(self.model, self.dtype, self.max_model_len),
+            model_config=model_config,
             cache_config=CacheConfig(
                 self.block_size, utilization, self.kv_cache_dtype, self.swap_space
             ),
             parallel_config=ParallelConfig(self.tensor_parallel_size, self.pipeline_parallel_size),
-            scheduler_config=SchedulerConfig(self.max_num_batched_tokens),
+            scheduler_config=SchedulerConfig(
+                self.max_num_batched_tokens, model_config.max_model_len, chunked
+            ),
         )
 
 

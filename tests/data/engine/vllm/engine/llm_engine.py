@@ -40,7 +40,9 @@ class LLMEngine:
             config = EngineConfig(model_config, cache_config, parallel_config, scheduler_config)
             self.engine_core = EngineCore(config)
         else:
-            self.driver_worker = Worker(model_config, cache_config, parallel_config)
+            self.driver_worker = Worker(
+                model_config, cache_config, parallel_config, scheduler_config
+            )
             self._initialize_kv_caches()
         _fake.started(f"max_model_len={model_config.max_model_len}")
 

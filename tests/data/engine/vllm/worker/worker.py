@@ -5,7 +5,9 @@ run, ``num_gpu_blocks = int((total_gpu_memory * gpu_memory_utilization - peak_me
 cache_block_size)`` (worker.py:238), then ``max(num_gpu_blocks, 0)`` (worker.py:243), so a
 profile that leaves nothing gives zero blocks, never a negative count. The GPU's total and the
 profiled peak come from :mod:`vllm._fake`. ``raise_if_cache_size_invalid`` is worker.py:468,
-its two messages word for word. From 0.6.5 the worker logs the profile's figures
+its two messages word for word. The profiling run is one batch of the scheduler's
+``max_num_batched_tokens`` tokens (model_runner.py:1231-1236@v0.6.6), so its peak depends on it
+(:func:`vllm._fake.peak_memory`). From 0.6.5 the worker logs the profile's figures
 (worker.py:225-240@v0.6.6), and the model runner what the weights took
 (model_runner.py:1099@v0.6.6, :1203@v0.9.1), as :func:`vllm._fake.log` prints them. The
 worker's ``model_runner`` has loaded the weights first and kept what that took in ``model_memory_usage`` (vllm/worker/model_runner.py:1098@v0.6.6),
@@ -15,7 +17,7 @@ also from :mod:`vllm._fake`.
 from __future__ import annotations
 
 from vllm import _fake
-from vllm.config import CacheConfig, ModelConfig, ParallelConfig
+from vllm.config import CacheConfig, ModelConfig, ParallelConfig, SchedulerConfig
 from vllm.worker.cache_engine import CacheEngine
 
 
@@ -42,11 +44,16 @@ class ModelRunner:
 
 class Worker:
     def __init__(
-        self, model_config: ModelConfig, cache_config: CacheConfig, parallel_config: ParallelConfig
+        self,
+        model_config: ModelConfig,
+        cache_config: CacheConfig,
+        parallel_config: ParallelConfig,
+        scheduler_config: SchedulerConfig | None = None,
     ) -> None:
         self.model_config = model_config
         self.cache_config = cache_config
         self.parallel_config = parallel_config
+        self.scheduler_config = scheduler_config or SchedulerConfig(None)
         self.model_runner = ModelRunner()
         self.model_runner.load_model()
 
@@ -57,7 +64,8 @@ class Worker:
 
     def determine_num_available_blocks(self) -> tuple[int, int]:
         total_gpu_memory = _fake.total_gpu_memory()
-        peak_memory = _fake.peak_memory()
+        # The profiling run: one batch of max_num_batched_tokens tokens (model_runner.py:1231).
+        peak_memory = _fake.peak_memory(self.scheduler_config.max_num_batched_tokens)
         cache_block_size = self.get_cache_block_size_bytes()
         num_gpu_blocks = int(
             (total_gpu_memory * self.cache_config.gpu_memory_utilization - peak_memory)

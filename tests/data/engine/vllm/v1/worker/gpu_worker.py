@@ -2,8 +2,9 @@
 
 vllm/v1/worker/gpu_worker.py@v0.9.1: at start, ``requested_memory = total x
 gpu_memory_utilization`` and a GPU with less free memory than that is refused
-(gpu_worker.py:136-147); after profiling, ``available_kv_cache_memory = requested_memory -
-non_kv_cache_memory`` (gpu_worker.py:218), returned as an int. ``kv_cache_spec`` is one spec
+(gpu_worker.py:136-147); after profiling (one batch of ``max_num_batched_tokens`` tokens),
+``available_kv_cache_memory = requested_memory - non_kv_cache_memory`` (gpu_worker.py:218),
+returned as an int; the profile's figures are logged at DEBUG level (gpu_worker.py:226). ``kv_cache_spec`` is one spec
 per attention layer of this pipeline stage, as the model runner's ``get_kv_cache_spec`` gives
 them (vllm/v1/worker/gpu_model_runner.py@v0.9.1; the cache dtype is the model's under "auto"):
 a ``SlidingWindowSpec`` where the layer has a window, an ``MLAAttentionSpec`` for DeepSeek's
@@ -46,8 +47,25 @@ class Worker:
             )
 
     def determine_available_memory(self) -> int:
-        non_kv_cache_memory = _fake.peak_memory()
+        # The profiling run: _dummy_run(max_num_batched_tokens) (gpu_model_runner.py:2012).
+        tokens = self.vllm_config.scheduler_config.max_num_batched_tokens
+        non_kv_cache_memory = _fake.peak_memory(tokens)
         available_kv_cache_memory = self.requested_memory - non_kv_cache_memory
+        if _fake.release() >= (0, 9, 1):
+            # MemoryProfilingResult.__repr__ (vllm/utils.py:2330-2338@v0.9.1), logged at DEBUG
+            # (gpu_worker.py:226@v0.9.1).
+            weights = _fake.weights_memory()
+            non_torch = _fake.non_torch_memory()
+            _fake.log(
+                "gpu_worker.py",
+                226,
+                "Memory profiling takes 1.27 seconds. Total non KV cache memory: "
+                f"{(non_kv_cache_memory / GiB_bytes):.2f}GiB; torch peak memory increase: "
+                f"{((non_kv_cache_memory - weights - non_torch) / GiB_bytes):.2f}GiB; "
+                f"non-torch forward increase memory: {(non_torch / GiB_bytes):.2f}GiB; "
+                f"weights memory: {(weights / GiB_bytes):.2f}GiB.",
+                level="DEBUG",
+            )
         if _fake.release() >= (0, 9, 1):
             # gpu_worker.py:227@v0.9.1 (not in 0.8.5).
             _fake.log(
