@@ -241,20 +241,25 @@ class LazyPack:
             pattern = data.get("messagePattern") if isinstance(data, dict) else None
             if not isinstance(pattern, str):  # the pack changed under the index
                 raise RegistryError(f"{self.label}: the pack changed since it was loaded")
-            needs = (*requirements(literal_sets(head_pattern(pattern) or pattern)), data)
+            sets = literal_sets(head_pattern(pattern) or pattern)
+            needs = (*requirements(sets), (data, sets))
             self._needs_of[row] = needs
         return needs
 
     def _entry(self, row: int) -> tuple[RecordRef, tuple[str, ...], tuple[tuple[str, ...], ...]]:
         made = self._made.get(row)
         if made is None:
-            singles, alternatives, data = self._needs(row)
+            singles, alternatives, (data, sets) = self._needs(row)
             pack, number, offset, length = self._where(row)
             line = _Line(self._packs[pack], number, offset, length)
-            record, _ = record_from_dict(data, source=line.source, validate=False)
-            if record is None:  # the pack changed under the index: an empty pattern never runs
-                raise RegistryError(f"{line.source}: the pack changed since it was loaded")
-            made = (RecordRef.of(record, body=line, keep=True), singles, alternatives)
+            ref = _written_ref(data, line, sets)
+            if ref is None:
+                record, _ = record_from_dict(data, source=line.source, validate=False)
+                if record is None:  # the pack changed under the index: a pattern never runs
+                    raise RegistryError(f"{line.source}: the pack changed since it was loaded")
+                ref = RecordRef.of(record, body=line, keep=True)
+                ref.sets = sets
+            made = (ref, singles, alternatives)
             with self._lock:
                 made = self._made.setdefault(row, made)
                 self._needs_of.pop(row, None)  # the record holds what the JSON held
@@ -784,6 +789,48 @@ def _ref(pack: _Pack, row: list[Any]) -> RecordRef:
 
 
 _intern = sys.intern
+
+
+def _written_ref(data: dict[str, Any], body: _Line, sets: Any) -> RecordRef | None:
+    """The ref of a hand-written record straight from its JSON, its body read when needed.
+
+    A record of an index was checked when the index was built; what a ref holds is read from
+    its fields (by the schema's own key for each, :data:`errkb.records.JSON_KEYS`) without
+    building the whole record, which most refs a lookup or a scan makes never need. None for a
+    mined record (its repository may be implied by its versions) or a field of the wrong kind:
+    the whole record is built then, as before.
+    """
+    from errkb.records import JSON_KEYS
+
+    get = data.get
+    tags, classes = get("tags") or [], get(JSON_KEYS["error_classes"]) or []
+    if not isinstance(tags, list) or "mined" in tags or not isinstance(classes, list):
+        return None
+    texts = {
+        name: get(JSON_KEYS[name])
+        for name in (
+            "id", "slug", "title", "severity", "repo", "message_pattern", "error_class",
+            "file_path", "variant_of",
+        )
+    }  # fmt: skip
+    if not all(v is None or isinstance(v, str) for v in texts.values()):
+        return None
+    if not (texts["id"] and texts["slug"] and texts["message_pattern"]):
+        return None
+    if not all(isinstance(t, str) for t in (*tags, *classes)):
+        return None
+    retired = get(JSON_KEYS["retired"], False)
+    if not isinstance(retired, bool):
+        return None
+    ref = RecordRef(
+        **texts,  # type: ignore[arg-type]
+        retired=retired,
+        tags=tuple(tags),
+        error_classes=tuple(classes),
+        body=body,
+    )
+    ref.sets = sets
+    return ref
 
 
 def _row(ref: RecordRef) -> list[Any]:

@@ -19,6 +19,7 @@ from errkb.records._files import MAX_FILE, MAX_LINE, jsonl_values, open_pack
 from errkb.records._load import LoadResult, ReadPack, load_paths, load_refs
 from errkb.records._refs import Body, Listed, RecordRef
 from errkb.records._schema import (
+    JSON_KEYS,
     SCHEMA_VERSION,
     SKEW_CHANGES,
     Record,
@@ -29,6 +30,7 @@ from errkb.records._schema import (
 from errkb.records._validate import MAX_PATTERN, MAX_TEXT, SEVERITIES, record_from_dict
 
 __all__ = [
+    "JSON_KEYS",
     "MAX_FILE",
     "MAX_LINE",
     "MAX_PATTERN",

@@ -267,5 +267,7 @@ def _json_fields() -> tuple[attrs.Attribute[Any], ...]:
 
 #: The field of each JSON key.
 KEYS = {camel(f.name): f for f in _json_fields()}
+#: Attribute -> JSON key, for reading one field of a record's JSON without building it.
+JSON_KEYS = {f.name: key for key, f in KEYS.items()}
 #: (JSON key, attribute, kind, required) for every field, derived once from the attrs metadata.
 FIELDS = tuple((k, f.name, f.metadata["kind"], f.metadata["required"]) for k, f in KEYS.items())

@@ -14,7 +14,7 @@ import errkb._patterns
 import errkb.packs
 import errkb.records
 from errkb.exceptions import RegistryError
-from errkb.records import load_paths
+from errkb.records import RecordRef, load_paths
 from errkb.registry import Registry
 
 
@@ -309,3 +309,19 @@ def test_compiled_patterns_load_only_regex_own_compile(tmp_path):
     cut.write_bytes(good.read_bytes()[:-20])
     assert read_compiled(cut) is None
     assert read_compiled(tmp_path / "missing.compiled") is None
+
+
+def test_a_hand_written_ref_is_made_from_its_json_and_its_record_read_when_needed():
+    """The records index makes a ref without building the record; load() gives the same record."""
+    from errkb.registry import builtin_records_dir, default_registry
+
+    written = default_registry().hand_written().refs
+    ref = next(r for r in written if r.id == "vllm-kv-cache-max-seq-len")
+    built = load_paths([Path(ref.source)], validate=False).records[0]
+    expected = RecordRef.of(built)
+    for name in ("id", "slug", "title", "severity", "repo", "message_pattern", "error_class",
+                 "file_path", "retired", "variant_of", "tags", "error_classes"):  # fmt: skip
+        assert getattr(expected, name) == getattr(ref, name), name
+    assert built.documentation == ref.load().documentation
+    assert ref.literal_sets() == expected.literal_sets()
+    assert str(builtin_records_dir()) in ref.source
