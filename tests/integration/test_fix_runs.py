@@ -891,3 +891,28 @@ def test_v1_debug_profile_line_gives_a_smaller_batch(harness):
     expected = [*command]
     expected[expected.index("16384")] = "13824"
     harness.starts(*expected[1:], env=env)
+
+
+def test_v0_above_32k_turns_chunked_prefill_on_by_itself(harness):
+    """vLLM 0.6.6 at 65536 tokens turns chunked prefill on by itself and profiles 2048 tokens
+    (arg_utils.py:1081-1108@v0.6.6, config.py:1344@v0.6.5): 0.5 GiB of activations, far less than
+    the 3.5 GiB the cache lacks, so no smaller batch is proposed and the advice says why; the
+    example fix, the utilization, still starts."""
+    env = profiled(66, 256 * 1024, FAKE_VLLM_VERSION="0.6.6")
+    command = ["python", "-m", API_SERVER, "--model", str(harness.model)]
+    command += ["--max-model-len", "65536"]
+    paste = pasted_log(harness, command, env)
+    assert b"Chunked prefill is enabled by default for models with max_model_len > 32K" in paste
+    assert b"Chunked prefill is enabled with max_num_batched_tokens=2048." in paste
+    diagnosis = explain_paste(paste, "--model", str(harness.model), "--gpu-memory", "80GiB")
+    facts = {f["name"]: f for f in diagnosis["facts"]}
+    assert (2048, "message", True) == (
+        facts["max_num_batched_tokens"]["value"],
+        facts["max_num_batched_tokens"]["source"],
+        facts["chunked_prefill"]["value"],
+    )
+    said = [s["text"] for s in diagnosis["solutions"] if "vLLM's profiling run" in s["text"]]
+    assert 1 == len(said), diagnosis["solutions"]
+    assert "cannot make up for it alone" in said[0]
+    assert "(2048 tokens here)" in said[0]
+    harness.starts(*shlex.split(diagnosis["example_fix"]["after"])[1:], env=env)

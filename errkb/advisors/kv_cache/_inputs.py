@@ -631,6 +631,15 @@ def _batching(evidence: Evidence, variant: str, era: Era, sizes: dict[str, Any])
             out["chunked_prefill"] = value(
                 "chunked_prefill", v=True, unit=None, source="message", note=why
             )
+        elif read is not None and read.unchunked:
+            out["chunked_prefill"] = value(
+                "chunked_prefill",
+                v=False,
+                unit=None,
+                source="message",
+                note="vLLM's log: 'The model has a long context length', printed with chunked "
+                "prefill off (vllm/engine/arg_utils.py:1112-1117@v0.6.6)",
+            )
         elif chunked is not None and chunked.lower() in ("true", "false"):
             out["chunked_prefill"] = value(
                 "chunked_prefill",

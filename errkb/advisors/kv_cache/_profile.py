@@ -26,7 +26,8 @@ What the profiling run processed, and what it took for activations (:func:`read_
 * ``Chunked prefill is enabled by default for models with max_model_len > 32K.``: the V0
   releases that turn it on by themselves above 32768 tokens, 0.5.3 to 0.10.2
   (vllm/engine/arg_utils.py:747-769@v0.5.3, :1081-1108@v0.6.6, :1566-1595@v0.10.2; not in
-  0.5.2; V0 is gone in 0.11.0);
+  0.5.2; V0 is gone in 0.11.0), and ``The model has a long context length (131072).`` when
+  chunked prefill stays off above 32768 (arg_utils.py:773@v0.5.3, :1114@v0.6.6, :1599@v0.10.2);
 * the profile's activation peak: V0's ``PyTorch activation peak memory takes 1.16GiB`` (above,
   0.6.5 on) and V1's ``torch peak memory increase: 1.16GiB``, logged at DEBUG level only
   (``VLLM_LOGGING_LEVEL=DEBUG``; vllm/utils.py:2334@v0.9.1 through
@@ -72,6 +73,8 @@ _CHUNKED = regex.compile(r"Chunked prefill is enabled with max_num_batched_token
 _AUTO_CHUNKED = regex.compile(
     r"Chunked prefill is enabled by default for models\s+with max_model_len > 32K"
 )
+#: The same releases, above 32768 tokens with chunked prefill off.
+_UNCHUNKED_LONG = regex.compile(r"The model has a long context length \(\d+\)")
 #: What loading the weights took.
 _WEIGHTS = regex.compile(
     rf"(?:Loading model weights took (?P<weights>{_NUM}) GB\b"
@@ -186,12 +189,14 @@ class Batching:
         tokens: ``max_num_batched_tokens`` as the scheduler's line gives it (chunked prefill
             on).
         auto: whether vLLM said it turned chunked prefill on by itself (above 32K).
+        unchunked: whether vLLM warned of a long context with chunked prefill off.
     """
 
     activation: float | None = None
     line: str = ""
     tokens: int | None = None
     auto: bool = False
+    unchunked: bool = False
 
 
 def read_batching(text: str | None) -> Batching | None:
@@ -224,6 +229,7 @@ def read_batching(text: str | None) -> Batching | None:
     chunked = _last(_CHUNKED, text)
     tokens = int(chunked.group("tokens")) if chunked else None
     auto = _AUTO_CHUNKED.search(text) is not None
-    if activation is None and tokens is None and not auto:
+    unchunked = _UNCHUNKED_LONG.search(text) is not None
+    if activation is None and tokens is None and not auto and not unchunked:
         return None
-    return Batching(activation=activation, line=line, tokens=tokens, auto=auto)
+    return Batching(activation=activation, line=line, tokens=tokens, auto=auto, unchunked=unchunked)

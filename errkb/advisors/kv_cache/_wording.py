@@ -168,11 +168,15 @@ def _batched(inp: Inputs, out: Outcome, batched: Batched) -> Solution:
             "tokens: vLLM logs that too ('Chunked prefill is enabled with "
             "max_num_batched_tokens=...'), as does the command's --max-num-batched-tokens"
         )
+    elif v0:
+        missing = (
+            "vLLM's V0 worker logs the peak from 0.6.5 ('PyTorch activation peak memory "
+            "takes ...'); paste that line and errkb computes the value"
+        )
     else:
         missing = (
-            "vLLM logs the peak ('PyTorch activation peak memory' in V0 from 0.6.5; 'torch peak "
-            "memory increase' in V1 from 0.9.1 at VLLM_LOGGING_LEVEL=DEBUG); paste that line "
-            "and errkb computes the value"
+            "vLLM's V1 worker logs the peak from 0.9.1 at VLLM_LOGGING_LEVEL=DEBUG ('torch peak "
+            "memory increase: ...'); paste that line and errkb computes the value"
         )
     return Solution(
         text=f"Or lower max_num_batched_tokens{chunk}: vLLM's profiling run is one batch of "

@@ -11,8 +11,8 @@ when the configs are made, so ``LLM()``, ``EngineArgs`` and ``vllm serve`` share
 ``enable_chunked_prefill``: ``--enable-chunked-prefill`` takes ``True``/``False`` or nothing
 (``StoreBoolean``, nargs="?", const="True": arg_utils.py:710-716@v0.6.6, vllm/utils.py:1100
 @v0.6.6). Left unset, V0 releases 0.5.3 to 0.10.2 turn it on themselves above 32768 tokens and
-say so (arg_utils.py:1081-1110@v0.6.6; the stand-in's conditions are the CUDA GPU's, no sliding
-window); V1 always chunks (arg_utils.py:1523@v0.9.1).
+say so, and warn of a long context where it stays off (arg_utils.py:1081-1117@v0.6.6; the
+stand-in's conditions are the CUDA GPU's, no sliding window); V1 always chunks (arg_utils.py:1523@v0.9.1).
 """
 
 from __future__ import annotations
@@ -102,13 +102,14 @@ class EngineArgs:
             utilization = _fake.default_gpu_memory_utilization()
         model_config = ModelConfig(self.model, self.dtype, self.max_model_len)
         chunked = self.enable_chunked_prefill
+        long_context = model_config.max_model_len > 32768
+        rule = (0, 5, 3) <= _fake.release() <= (0, 10, 2)
         if _fake.use_v1():
             chunked = True
         elif chunked is None:
             window = getattr(model_config.hf_config, "sliding_window", None)
-            auto = (0, 5, 3) <= _fake.release() <= (0, 10, 2)
-            if auto and model_config.max_model_len > 32768 and not window:
-                chunked = True
+            chunked = rule and long_context and not window
+            if chunked:
                 _fake.log(
                     "arg_utils.py",
                     1103,
@@ -119,8 +120,16 @@ class EngineArgs:
                     "by setting --enable-chunked-prefill=False.",
                     level="WARNING",
                 )
-            else:
-                chunked = False
+        if not _fake.use_v1() and rule and long_context and not chunked:
+            _fake.log(
+                "arg_utils.py",
+                1113,
+                f"The model has a long context length ({model_config.max_model_len}). "
+                "This may cause OOM errors during the initial memory profiling phase, or "
+                "result in low performance due to small KV cache space. Consider setting "
+                "--max-model-len to a smaller value.",
+                level="WARNING",
+            )
         return EngineConfig(
             model_config=model_config,
             cache_config=CacheConfig(
