@@ -203,6 +203,13 @@ def _layer_kinds(config: Any, layers: int, window: int | None) -> tuple[str, ...
             else NONE
             for k in kinds
         )
+    interval = _get(config, "full_attention_interval")
+    if interval is None and str(_get(config, "model_type") or "").startswith("qwen3_next"):
+        interval = 4  # Qwen3NextConfig's default when the config.json names neither
+    if isinstance(interval, int) and not isinstance(interval, bool) and interval > 0:
+        # Qwen3-Next's config.json: every interval-th layer is full attention, the others linear
+        # (transformers' Qwen3NextConfig builds layer_types so, which vLLM reads).
+        return tuple(FULL if (i + 1) % interval == 0 else NONE for i in range(layers))
     blocks = _get(config, "layers_block_type")
     if isinstance(blocks, (list, tuple)) and len(blocks) == layers:
         # Jamba: "attention"; Zamba2: "hybrid" layers hold the shared attention.

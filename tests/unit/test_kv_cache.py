@@ -918,3 +918,46 @@ def test_notes_name_where_each_surface_takes_the_figure():
         assert f"{flag} on the command line, what_if.{name} in the console or the API" in note
         assert f"Given({name}=...) from Python" in note
         assert "pass --" not in note
+
+
+@pytest.mark.parametrize("interval", [4, None])
+def test_full_attention_interval_counts_one_layer_in_each_interval(interval):
+    """A Qwen3-Next config.json that gives full_attention_interval (or, for its model_type,
+    nothing: transformers' default 4) and no layer_types: 12 of 48 layers cache KV, as the
+    layer_types transformers' Qwen3NextConfig builds from it say (vLLM reads those)."""
+    transformers = pytest.importorskip("transformers")
+    config = {
+        "model_type": "qwen3_next",
+        "num_hidden_layers": 48,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 2,
+        "hidden_size": 2048,
+        "head_dim": 256,
+    }
+    if interval is not None:
+        config["full_attention_interval"] = interval
+    expected = transformers.Qwen3NextConfig(**config).layer_types
+    shape = model_shape(config, origin="config.json")
+    assert [i for i, k in enumerate(expected) if k == "full_attention"] == [
+        i for i, k in enumerate(shape.layer_kinds) if k == "full"
+    ]
+    assert 12 == shape.attention_layers
+
+
+def test_gemma2_even_layers_slide_as_transformers_lists_them():
+    """Gemma 2 (46 layers, window 4096): even layers slide (vLLM's gemma2.py:149@v0.9.0), the
+    same layers transformers' Gemma2Config lists as sliding_attention; 23 of each."""
+    transformers = pytest.importorskip("transformers")
+    config = {
+        "model_type": "gemma2",
+        "num_hidden_layers": 46,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 16,
+        "hidden_size": 4608,
+        "head_dim": 128,
+        "sliding_window": 4096,
+    }
+    expected = transformers.Gemma2Config(**config).layer_types
+    shape = model_shape(config, origin="config.json")
+    assert [k.split("_")[0] for k in expected] == list(shape.layer_kinds)
+    assert (23, 23) == (shape.layer_kinds.count("sliding"), shape.layer_kinds.count("full"))
