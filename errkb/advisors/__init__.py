@@ -57,6 +57,7 @@ ENTRY_POINT_GROUP = "errkb.advisors"
 
 #: Built-in advisors: name -> "module:attribute", imported on first use.
 BUILTIN: dict[str, str] = {
+    "environment": "errkb.advisors.environment:advise",
     "kv-cache": "errkb.advisors.kv_cache:advise",
     "nccl-timeout": "errkb.advisors.nccl_timeout:advise",
     "out-of-memory": "errkb.advisors.out_of_memory:advise",

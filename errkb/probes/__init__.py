@@ -6,11 +6,12 @@ probe, run once per diagnosis). The built-in probes are in the static table :dat
 ``gpu`` measures the visible GPUs (torch), ``engine`` reads an LLM engine's own objects from the
 traceback's frames, ``model`` reads the model configuration the user pointed at, ``installed``
 reads which release of a distribution is installed (its metadata, never the distribution
-itself). A built-in probe is called with the evidence and a time bound. Installed distributions add probes through
-the entry-point group ``errkb.probes`` (a name -> a callable without arguments that returns a
-reading), run in a bounded thread. None of them imports a heavy library at ``import errkb``
-time, and a probe whose library or device is missing returns an empty reading that says why,
-instead of raising.
+itself), ``environment`` reads the machine, NVML, the imported torch's build and the installed
+set for the environment's verdicts. A built-in probe is called with the evidence and a time
+bound. Installed distributions add probes through the entry-point group ``errkb.probes`` (a
+name -> a callable without arguments that returns a reading), run in a bounded thread. None of
+them imports a heavy library at ``import errkb`` time, and a probe whose library or device is
+missing returns an empty reading that says why, instead of raising.
 
 Tests and support tools replace measurements with :class:`errkb.testing.FakeMeasurements`.
 """
@@ -48,6 +49,7 @@ ENTRY_POINT_GROUP = "errkb.probes"
 #: frames and a file the user named, which probes-off does not forbid).
 BUILTIN: dict[str, str] = {
     "engine": "errkb.probes.engine:probe",
+    "environment": "errkb.probes.environment:probe",
     "gpu": "errkb.probes.gpu:probe",
     "installed": "errkb.probes.installed:probe",
     "model": "errkb.probes.model:probe",

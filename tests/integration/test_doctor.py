@@ -16,7 +16,7 @@ import pytest
 from environments import compile_library, fake_nvml_folder, write_dist, write_fake_torch
 from helpers import run_cli
 
-from errkb.doctor.verdicts import rebuild_command
+from errkb.advisors.environment.verdicts import rebuild_command
 
 WHL = "https://download.pytorch.org/whl"
 

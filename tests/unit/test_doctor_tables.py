@@ -1,4 +1,4 @@
-"""errkb/doctor/tables: the knowledge tables read, each row cited, the tables agreeing.
+"""errkb/advisors/environment/tables: the knowledge tables read, each row cited, the tables agreeing.
 
 A row nobody could cite is not in a table, and the tables are checked against each other: no
 torch build without the architectures it carries, no architecture without a rule for the GPUs
@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from errkb.doctor._tables import TABLES, capability, tables
+from errkb.advisors.environment._tables import TABLES, capability, tables
 
 
 def test_every_row_of_every_table_cites_its_source():

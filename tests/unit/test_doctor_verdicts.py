@@ -1,4 +1,4 @@
-"""errkb.doctor.verdicts: each situation's verdicts and the commands computed for its machine.
+"""errkb.advisors.environment.verdicts: each situation's verdicts and the commands computed for its machine.
 
 Every environment is built from the real readings the probes return (tests/environments.py);
 the commands come from the shipped knowledge tables, so a test fails when a table row or the
@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 from environments import GIB, environment, gpus, stack, torch_build
 
+from errkb.advisors.environment.verdicts import judge, rebuild_command
 from errkb.doctor import Checkup
-from errkb.doctor.verdicts import judge, rebuild_command
 from errkb.probes.extensions import Extension
 from errkb.probes.stack import Broken
 from errkb.probes.torch_build import TorchBuild

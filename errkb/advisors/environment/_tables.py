@@ -1,11 +1,12 @@
-"""The knowledge tables the doctor judges with, loaded from ``errkb/doctor/tables/*.json``.
+"""The knowledge tables the verdicts judge with: ``errkb/advisors/environment/tables/*.json``.
 
 Four tables, each row citing where it was read (``source``): the CUDA builds of torch releases
 and the GPU architectures each carries code for (``torch_builds.json``), which GPUs code for
 one architecture runs on (``code_compatibility.json``), the oldest driver for each CUDA
 runtime (``cuda_drivers.json``) and the compute capability of GPU models by name
-(``gpu_capabilities.json``). They are data, not error records: they live beside the doctor,
-not under ``records/``, so that the record index knows nothing of them.
+(``gpu_capabilities.json``). They are data, not error records: they live beside the verdicts
+that ``errkb doctor`` and the environment advisor share, not under ``records/``, so that the
+record index knows nothing of them.
 """
 
 from __future__ import annotations

@@ -12,19 +12,29 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from errkb.doctor._model import Verdict
-from errkb.doctor._tables import Capability, TorchBuildRow, capability, tables
+from errkb.advisors.environment._model import Verdict
+from errkb.advisors.environment._tables import Capability, TorchBuildRow, capability, tables
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
 
-    from errkb.doctor._model import Environment
-    from errkb.doctor._tables import Tables
+    from errkb.advisors.environment._tables import Tables
+    from errkb.probes.environment import Environment
     from errkb.probes.extensions import Extension
     from errkb.probes.gpu import NvmlReading
     from errkb.probes.stack import Broken
 
-__all__ = ["CHECKS", "SHM_MINIMUM", "judge", "rebuild_command"]
+__all__ = [
+    "CHECKS",
+    "SHM_MINIMUM",
+    "best_build",
+    "extension_verdict",
+    "install_torch_command",
+    "judge",
+    "machine_of",
+    "needed_driver",
+    "rebuild_command",
+]
 
 #: Below this, ``/dev/shm`` in a container is too small for DataLoader workers and NCCL's
 #: shared-memory transport (Docker gives 64 MiB unless told otherwise).
@@ -42,7 +52,8 @@ def judge(env: Environment, known: Tables | None = None) -> tuple[Verdict, ...]:
 # -- the GPU, the driver and torch's build -------------------------------------------------
 
 
-def _machine(env: Environment) -> str:
+def machine_of(env: Environment) -> str:
+    """``aarch64`` or ``x86_64``: the machine the table's builds are chosen for."""
     name = env.system.machine.lower()
     return "aarch64" if name in ("aarch64", "arm64") else "x86_64"
 
@@ -93,22 +104,27 @@ def _support(archs: Sequence[str], device: Capability, known: Tables) -> str:
 
 
 def _builds_for(
-    known: Tables, machine: str, device: Capability, version: str | None
+    known: Tables, machine: str, device: Capability | None, version: str | None
 ) -> list[TorchBuildRow]:
-    """The table's builds of torch ``version`` (any release when None) that run on ``device``."""
+    """The table's builds of torch ``version`` (any release when None) for ``device``.
+
+    ``device`` ``None``: the GPU is not known, every build is a candidate.
+    """
     return [
         row
         for row in known.torch_builds
         if row.machine in (machine, "any")
         and (version is None or row.torch == version)
-        and any(known.code_rule(code).runs_on(device) for code in row.capabilities)
+        and (device is None or any(known.code_rule(c).runs_on(device) for c in row.capabilities))
     ]
 
 
-def _best_build(
-    known: Tables, env: Environment, device: Capability, version: str | None
+def best_build(
+    known: Tables, env: Environment, device: Capability | None, version: str | None
 ) -> TorchBuildRow | None:
     """The build to install for ``device`` and this driver: of ``version``, else the newest.
+
+    ``device`` ``None``: the GPU is not known (a pasted message that names only the driver).
 
     Among the builds the driver runs, the newest CUDA the driver fully supports; else the
     oldest CUDA it runs through minor version compatibility.
@@ -117,7 +133,7 @@ def _best_build(
     for wanted in (version, None) if version is not None else (None,):
         rows = [
             r
-            for r in _builds_for(known, _machine(env), device, wanted)
+            for r in _builds_for(known, machine_of(env), device, wanted)
             if _runs_on_driver(known, r.cuda, branch)
         ]
         if wanted is None and rows:
@@ -136,7 +152,7 @@ def _release(version: str) -> tuple[int, ...]:
     return tuple(int(p) for p in _base(version).split(".") if p.isdigit())
 
 
-def _install_torch(env: Environment, row: TorchBuildRow) -> str:
+def install_torch_command(env: Environment, row: TorchBuildRow) -> str:
     """``pip install`` of torch ``row`` and of the installed torchvision/torchaudio with it.
 
     ``--force-reinstall``: the same version of another build satisfies ``torch==X`` already,
@@ -205,7 +221,7 @@ def _check_cpu_torch(env: Environment, known: Tables) -> Iterable[Verdict]:
         return
     device = env.nvml.devices[0]
     row = (
-        _best_build(known, env, device.capability, _base(torch.version or ""))
+        best_build(known, env, device.capability, _base(torch.version or ""))
         if (device.capability)
         else None
     )
@@ -216,7 +232,7 @@ def _check_cpu_torch(env: Environment, known: Tables) -> Iterable[Verdict]:
         why="torch.version.cuda is None: this build has no CUDA code, so torch.cuda is not "
         "available and code that asks for 'cuda' fails (Torch not compiled with CUDA enabled).",
         fix=_fix_for(row, device.capability),
-        commands=(_install_torch(env, row),) if row else (),
+        commands=(install_torch_command(env, row),) if row else (),
         sources=(row.source,) if row else (),
     )
 
@@ -233,7 +249,7 @@ def _fix_for(row: TorchBuildRow | None, device: Capability | None) -> str:
 
 def _check_arch(env: Environment, known: Tables) -> Iterable[Verdict]:
     torch = env.torch
-    if env.nvml is None or not torch.cuda or not torch.archs:
+    if env.nvml is None or torch.hip or not torch.archs:  # archs: a CUDA build's, read or quoted
         return
     for device in env.nvml.devices:
         cap = device.capability
@@ -247,30 +263,30 @@ def _check_arch(env: Environment, known: Tables) -> Iterable[Verdict]:
         if support == "yes":
             continue
         listed = " ".join(torch.archs)
-        build = _best_build(known, env, cap, _base(torch.version or ""))
+        named = f"torch {torch.version}" if torch.version else "torch"
+        build = best_build(known, env, cap, _base(torch.version or ""))
         if support == "ptx":
             yield Verdict(
                 code="gpu-arch-ptx-only",
                 severity="warning",
-                title=f"torch {torch.version} has only PTX for {device.name} (sm_{cap[0]}{cap[1]})",
+                title=f"{named} has only PTX for {device.name} (sm_{cap[0]}{cap[1]})",
                 why=f"The build carries {listed}: no compiled code for compute capability "
                 f"{cap[0]}.{cap[1]} ({source}), only PTX that the driver compiles at first use "
                 "(slow start, and no kernel where the PTX is newer than the driver).",
                 fix=_fix_for(build, cap),
-                commands=(_install_torch(env, build),) if build else (),
+                commands=(install_torch_command(env, build),) if build else (),
                 sources=(build.source,) if build else (),
             )
             continue
         yield Verdict(
             code="gpu-arch-unsupported",
             severity="broken",
-            title=f"{device.name} (sm_{cap[0]}{cap[1]}) is not among torch {torch.version}'s "
-            "architectures",
+            title=f"{device.name} (sm_{cap[0]}{cap[1]}) is not among {named}'s architectures",
             why=f"GPU {device.index} has compute capability {cap[0]}.{cap[1]} ({source}); "
             f"this torch was compiled for {listed}, and none of them runs on it: CUDA calls "
             "fail with 'no kernel image is available for execution on the device'.",
             fix=_fix_for(build, cap),
-            commands=(_install_torch(env, build),) if build else (),
+            commands=(install_torch_command(env, build),) if build else (),
             sources=tuple(r.source for r in (build,) if r)
             + tuple(known.code_rule(capability(a)).source for a in torch.archs[:1]),
         )
@@ -283,7 +299,7 @@ def _check_driver(env: Environment, known: Tables) -> Iterable[Verdict]:
     branch, driver_cuda = _branch(nvml), _driver_cuda(nvml)
     runtime = _cuda_tuple(torch.cuda)
     row = known.driver_row(torch.cuda)
-    needed = _needed_driver(row)
+    needed = needed_driver(row)
     too_old = (
         row is not None
         and row.minimum is not None
@@ -292,7 +308,7 @@ def _check_driver(env: Environment, known: Tables) -> Iterable[Verdict]:
     ) or (driver_cuda is not None and driver_cuda[0] < runtime[0])
     device = nvml.devices[0]
     build = (
-        _best_build(known, env, device.capability, _base(torch.version or ""))
+        best_build(known, env, device.capability, _base(torch.version or ""))
         if (device.capability)
         else None
     )
@@ -302,7 +318,7 @@ def _check_driver(env: Environment, known: Tables) -> Iterable[Verdict]:
         commands: tuple[str, ...] = ()
         if build is not None and _cuda_tuple(build.cuda)[0] < runtime[0]:
             fix += f", or torch {build.torch} built for CUDA {build.cuda}, which this driver runs"
-            commands = (_install_torch(env, build),)
+            commands = (install_torch_command(env, build),)
         yield Verdict(
             code="driver-too-old",
             severity="broken",
@@ -331,13 +347,14 @@ def _check_driver(env: Environment, known: Tables) -> Iterable[Verdict]:
                 if full
                 else f"Update the driver to one that supports CUDA {torch.cuda} fully."
             ),
-            commands=(_install_torch(env, full),) if full else (),
+            commands=(install_torch_command(env, full),) if full else (),
             sources=tuple(r.source for r in (row, full) if r),
         )
 
 
-def _needed_driver(row: object) -> str:
-    from errkb.doctor._tables import DriverRow
+def needed_driver(row: object) -> str:
+    """The driver a CUDA runtime's table row asks for, in words (``""`` when it says none)."""
+    from errkb.advisors.environment._tables import DriverRow
 
     if not isinstance(row, DriverRow):
         return ""
@@ -421,10 +438,11 @@ def _check_extensions(env: Environment, known: Tables) -> Iterable[Verdict]:
         if ext.error is not None:
             failed.setdefault(ext.distribution, []).append(ext)
     for exts in failed.values():
-        yield _extension_verdict(env, known, exts[0], len(exts))
+        yield extension_verdict(env, known, exts[0], len(exts))
 
 
-def _extension_verdict(env: Environment, known: Tables, ext: Extension, count: int) -> Verdict:
+def extension_verdict(env: Environment, known: Tables, ext: Extension, count: int = 1) -> Verdict:
+    """The verdict on compiled extension ``ext`` that fails to load (``count`` of its files)."""
     torch = env.torch
     more = f" ({count - 1} more of its files fail too)" if count > 1 else ""
     title = f"{ext.distribution} {ext.version}: {ext.name} does not load{more}"

@@ -1,0 +1,385 @@
+"""The environment advisor: the doctor's verdict and command when an environment error is raised.
+
+The errors of the machine rather than the program: a GPU whose architecture torch's build has
+no code for (torch's warning "... with CUDA capability sm_120 is not compatible with the current
+PyTorch installation", then "no kernel image is available for execution on the device"), a
+driver older than torch's CUDA runtime ("The NVIDIA driver on your system is too old (found
+version 12080)", "CUDA driver version is insufficient for CUDA runtime version"), the CPU build
+of torch ("Torch not compiled with CUDA enabled"), and a compiled extension that does not load
+(an ``undefined symbol`` of torch's C++ library, a ``libcudart.so.N`` it cannot open).
+
+``errkb doctor`` judges the same situations from the environment's facts
+(:mod:`errkb.advisors.environment.verdicts`); this advisor gives its verdict for the error
+raised, so the command is the one the doctor prints, computed once:
+
+- a live exception, with probes on: the ``environment`` probe reads this machine (NVML, the
+  torch the program imported, the installed distributions) and the message adds what it says
+  (the extension that failed, its error); the doctor's verdict of the matching kind is the Fix.
+- a pasted message: never this machine's facts. Only what the message says is judged (the
+  GPU and its architecture and torch's architectures from the warning, the driver's CUDA
+  version from "found version N"), with the knowledge tables; a machine the message does not
+  describe is not assumed: what the message leaves out is said, and no command needs it.
+
+Every command is shown, never run.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from errkb.advisors import Advice, Captures, Contract, Variant, advisor
+from errkb.findings import Fact, Solution
+
+if TYPE_CHECKING:
+    from errkb.advisors.environment._model import Verdict
+    from errkb.advisors.environment._tables import Tables
+    from errkb.evidence import Evidence
+    from errkb.match import Match
+    from errkb.probes.environment import Environment
+    from errkb.probes.extensions import Extension
+    from errkb.probes.gpu import NvmlReading
+    from errkb.probes.torch_build import TorchBuild
+
+__all__ = ["CONTRACT", "KINDS", "advise"]
+
+CONTRACT = Contract(
+    name="environment",
+    variants=(
+        Variant(name="gpu-arch", requires={"gpu", "sm"}, reads={"archs"}),
+        Variant(name="driver", requires={"driver_cuda"}),
+        Variant(name="extension", requires={"symbol"}, reads={"path"}),
+        Variant(name="cuda-library", requires={"library", "cuda_major"}, reads={"path"}),
+        Variant(name="message"),
+    ),
+)
+
+#: The doctor's verdict codes that answer each kind of error, the likeliest first.
+KINDS: dict[str, tuple[str, ...]] = {
+    "gpu-arch": ("gpu-arch-unsupported", "gpu-arch-ptx-only"),
+    "driver": ("driver-too-old", "driver-minor-compat"),
+    "extension": ("extension-other-torch", "extension-fails"),
+    "cuda-library": ("extension-other-cuda", "extension-fails"),
+    "cpu-torch": ("cpu-torch-with-gpu",),
+}
+
+#: The kind of a record whose message captures nothing: the message alone says which it is.
+_RECORD_KINDS = {
+    "torch-cuda-no-kernel-image": "gpu-arch",
+    "torch-cuda-driver-insufficient": "driver",
+    "torch-torch-not-compiled-with-cuda": "cpu-torch",
+}
+
+#: The libraries of torch's C++ code, by the namespace a mangled symbol starts with.
+_NAMESPACES = {"3c10": "c10", "2at": "at (ATen)", "5torch": "torch", "6caffe2": "caffe2"}
+_MANGLED = re.compile(r"_ZN?K?(3c10|2at|5torch|6caffe2)")
+_SITE = re.compile(r"[/\\](?:site|dist)-packages[/\\]([^/\\]+)")
+
+
+@advisor(CONTRACT)
+def advise(match: Match, evidence: Evidence) -> Advice | None:
+    """The doctor's verdict for this error: on this machine when it was raised here."""
+    variant = CONTRACT.variant_for(match.captures)
+    if variant is None:
+        return None
+    kind = _RECORD_KINDS.get(match.record.id) if variant.name == "message" else variant.name
+    if kind is None:
+        return None
+    caps = Captures(match.captures)
+    facts = _message_facts(kind, caps)
+    live = _live(evidence)
+    env = evidence.probe("environment") if live else None
+    if env is None:
+        return _from_message(kind, caps, facts, live=live)
+    files = [view.file for view in evidence.frames()]
+    return _from_machine(kind, caps, env, facts, files)
+
+
+def _live(evidence: Evidence) -> bool:
+    """True for an exception raised in this process; a pasted text is another machine's."""
+    return evidence.text is None and next(iter(evidence.frames()), None) is not None
+
+
+def _message_facts(kind: str, caps: Captures) -> list[Fact]:
+    facts: list[Fact] = []
+    if kind == "gpu-arch" and caps.text("gpu") is not None:
+        facts.append(Fact(name="gpu", value=caps.text("gpu"), source="message"))
+        facts.append(Fact(name="gpu_architecture", value=f"sm_{caps.text('sm')}", source="message"))
+        if caps.text("archs") is not None:
+            facts.append(
+                Fact(name="torch_architectures", value=caps.text("archs"), source="message")
+            )
+    elif kind == "driver" and caps.integer("driver_cuda") is not None:
+        found = caps.integer("driver_cuda") or 0
+        facts.append(
+            Fact(name="driver_cuda", value=f"{found // 1000}.{found % 1000 // 10}", source="message",
+                 note=f"the newest CUDA the driver runs: 'found version {found}' (cudaDriverGetVersion)")
+        )  # fmt: skip
+    elif kind == "extension" and caps.text("symbol") is not None:
+        symbol = caps.text("symbol") or ""
+        facts.append(Fact(name="undefined_symbol", value=symbol, source="message"))
+        owner = _MANGLED.match(symbol)
+        if owner is not None:
+            facts.append(
+                Fact(name="symbol_library", value=f"torch's C++ library ({_NAMESPACES[owner[1]]})",
+                     source="computed", note="the namespace the mangled name starts with")
+            )  # fmt: skip
+    elif kind == "cuda-library" and caps.text("library") is not None:
+        facts.append(Fact(name="missing_library", value=caps.text("library"), source="message"))
+        facts.append(
+            Fact(name="library_cuda_major", value=caps.integer("cuda_major"), source="message",
+                 note="the CUDA major release its soname names")
+        )  # fmt: skip
+    return facts
+
+
+# -- a pasted message: what it says, and the tables ----------------------------------------
+
+
+def _from_message(kind: str, caps: Captures, facts: list[Fact], *, live: bool) -> Advice | None:
+    from errkb.advisors.environment._tables import tables
+
+    why = (
+        "the environment probe did not run (probes are off)"
+        if live
+        else "a pasted message is judged by what it says, never by this machine's facts"
+    )
+    known = tables()
+    verdict: Verdict | None = None
+    notes = [f"environment: {why}."]
+    if kind == "gpu-arch" and caps.text("gpu") is not None:
+        verdict, more = _pasted_arch(caps, known)
+        notes += more
+    elif kind == "driver" and caps.integer("driver_cuda") is not None:
+        verdict, more = _pasted_driver(caps.integer("driver_cuda") or 0, known)
+        notes += more
+    if verdict is None:
+        return Advice(facts=tuple(facts), notes=tuple(notes)) if facts else None
+    return _advice(verdict, facts, notes)
+
+
+def _quoted(nvml: NvmlReading, torch: TorchBuild | None = None) -> Environment:
+    """An environment of only what a message says: no machine, no installed set."""
+    from errkb.probes.environment import Environment
+    from errkb.probes.stack import StackReading
+    from errkb.probes.system import SystemReading
+    from errkb.probes.torch_build import TorchBuild
+
+    return Environment(
+        system=SystemReading(
+            os="", machine="", glibc=None, python="", abi=None, executable="",
+            memory_bytes=None, shm_bytes=None, container=None, variables=(), hf_cache="",
+            hf_cache_free_bytes=None,
+        ),
+        nvml=nvml,
+        nvml_error=None,
+        torch=torch or TorchBuild(installed=True, error="not in the message", source="the message"),
+        stack=StackReading(distributions=(), checked=0, broken=(), source="the message"),
+    )  # fmt: skip
+
+
+def _pasted_arch(caps: Captures, known: Tables) -> tuple[Verdict | None, list[str]]:
+    from errkb.advisors.environment._tables import capability
+    from errkb.advisors.environment.verdicts import judge
+    from errkb.probes import GpuDevice
+    from errkb.probes.gpu import NvmlReading
+    from errkb.probes.torch_build import TorchBuild
+
+    try:
+        cap = capability(f"sm_{caps.text('sm')}")
+    except ValueError:
+        return None, []
+    archs = tuple((caps.text("archs") or "").split())
+    if not archs:
+        return None, ["environment: the message lists no architectures of torch's build."]
+    device = GpuDevice(index=0, name=caps.text("gpu") or "", total_bytes=0, capability=cap)
+    env = _quoted(
+        NvmlReading(library="the message", driver_version=None, cuda_driver_version=None,
+                    devices=(device,)),
+        TorchBuild(installed=True, archs=archs, error="its version and CUDA are not in the "
+                   "message", source="the message"),
+    )  # fmt: skip
+    verdict = _first(judge(env, known), KINDS["gpu-arch"])
+    notes = [
+        (
+            "environment: the message does not say the machine (x86_64 assumed) or the driver; "
+            "the build chosen is the newest the tables list for this GPU."
+        )
+    ]
+    return verdict, notes + _driver_note(verdict, known)
+
+
+def _pasted_driver(found: int, known: Tables) -> tuple[Verdict | None, list[str]]:
+    from errkb.advisors.environment._model import Verdict
+    from errkb.advisors.environment.verdicts import best_build, install_torch_command
+    from errkb.probes.gpu import NvmlReading
+
+    nvml = NvmlReading(
+        library="the message", driver_version=None, cuda_driver_version=found, devices=()
+    )
+    env = _quoted(nvml)
+    row = best_build(known, env, None, None)
+    cuda = f"{found // 1000}.{found % 1000 // 10}"
+    notes = [
+        (
+            "environment: the message does not say the GPU or torch's CUDA; the build chosen is "
+            f"the newest the tables list for CUDA {cuda} or older, on x86_64."
+        )
+    ]
+    if row is None:
+        return None, notes
+    verdict = Verdict(
+        code="driver-too-old",
+        severity="broken",
+        title=f"The NVIDIA driver runs CUDA {cuda} at most, older than torch's CUDA runtime",
+        why=f"cudaDriverGetVersion() gave {found}: the driver runs CUDA {cuda} and older.",
+        fix=f"Install torch {row.torch} built for CUDA {row.cuda}, which this driver runs, or "
+        "a newer NVIDIA driver.",
+        commands=(install_torch_command(env, row),),
+        sources=(row.source,),
+    )
+    return verdict, notes
+
+
+def _driver_note(verdict: Verdict | None, known: Tables) -> list[str]:
+    """What driver the chosen build needs, when the message did not say the driver."""
+    from errkb.advisors.environment.verdicts import needed_driver
+
+    if verdict is None or not verdict.commands:
+        return []
+    label = re.search(r"/cu(\d+)(\d)$", verdict.commands[0])
+    if label is None:
+        return []
+    needed = needed_driver(known.driver_row(f"{label[1]}.{label[2]}"))
+    return [f"environment: that build needs an NVIDIA driver {needed}."] if needed else []
+
+
+# -- a live exception: this machine ----------------------------------------------------------
+
+
+def _from_machine(
+    kind: str, caps: Captures, env: Environment, facts: list[Fact], files: list[str]
+) -> Advice | None:
+    import attrs
+
+    from errkb.advisors.environment.verdicts import extension_verdict, judge
+
+    facts = facts + _machine_facts(env)
+    if kind in ("extension", "cuda-library"):
+        ext = _failed_extension(kind, caps, env, files)
+        if ext is None:
+            unknown = (
+                "environment: no file of an installed distribution in the message or traceback."
+            )
+            return Advice(facts=tuple(facts), notes=(unknown,))
+        env = attrs.evolve(env, extensions=(ext,))
+        verdicts: tuple[Verdict, ...] = (extension_verdict(env, _known(), ext),)
+    else:
+        verdicts = judge(env, _known())
+    verdict = _first(verdicts, KINDS[kind])
+    if verdict is None:
+        return Advice(facts=tuple(facts)) if facts else None
+    return _advice(verdict, facts, [])
+
+
+def _known() -> Tables:
+    from errkb.advisors.environment._tables import tables
+
+    return tables()
+
+
+def _machine_facts(env: Environment) -> list[Fact]:
+    facts = []
+    if env.nvml is not None:
+        for device in env.nvml.devices[:1]:
+            cap = device.capability
+            shown = f"{device.name} (sm_{cap[0]}{cap[1]})" if cap else device.name
+            facts.append(Fact(name="gpu", value=shown, source="probe", note="NVML"))
+        if env.nvml.driver_version:
+            facts.append(Fact(name="driver", value=env.nvml.driver_version, source="probe",
+                              note="NVML"))  # fmt: skip
+    if env.torch.version:
+        build = f"CUDA {env.torch.cuda}" if env.torch.cuda else "no CUDA"
+        facts.append(Fact(name="torch", value=f"{env.torch.version} ({build})", source="probe",
+                          note=env.torch.source))  # fmt: skip
+    return facts
+
+
+def _failed_extension(
+    kind: str, caps: Captures, env: Environment, files: list[str]
+) -> Extension | None:
+    """The extension that failed, as the doctor's extension probe would report it.
+
+    Its distribution owns the file the message names, or else the innermost frame of the
+    traceback that is in an installed distribution (the module that imported it).
+    """
+    from errkb.probes.extensions import Extension
+
+    path = caps.text("path")
+    owner = None
+    for candidate in ([path] if path else []) + files:
+        owner = _owner(candidate, env)
+        if owner is not None:
+            break
+    if owner is None:
+        return None
+    if kind == "extension":
+        name = (path or "").replace("\\", "/").rsplit("/", 1)[-1].split(".", 1)[0]
+        error = f"{path or name}: undefined symbol: {caps.text('symbol')}"
+    else:
+        name = caps.text("library") or ""
+        error = f"{name}: cannot open shared object file: No such file or directory"
+    return Extension(
+        distribution=owner[0], version=owner[1], kind="module", name=name or owner[0],
+        path=path or "", error=error, source="the exception's message and traceback",
+    )  # fmt: skip
+
+
+def _owner(path: str, env: Environment) -> tuple[str, str] | None:
+    """The installed distribution a file in site-packages belongs to: by its top folder."""
+    site = _SITE.search(path)
+    if site is None:
+        return None
+    top = site[1].split(".", 1)[0].lower()
+    best: tuple[str, str] | None = None
+    for dist in env.stack.distributions:
+        name = dist.name.lower().replace("-", "_")
+        if (top == name or top.startswith(name + "_")) and (
+            best is None or len(name) > len(best[0])
+        ):
+            best = (dist.name, dist.version)
+    return best
+
+
+# -- the verdict as advice -------------------------------------------------------------------
+
+
+def _first(verdicts: tuple[Verdict, ...], codes: tuple[str, ...]) -> Verdict | None:
+    for code in codes:
+        for verdict in verdicts:
+            if verdict.code == code:
+                return verdict
+    return None
+
+
+def _advice(verdict: Verdict, facts: list[Fact], notes: list[str]) -> Advice:
+    """The verdict's fix and command first; its title and reasons as facts."""
+    text = verdict.fix
+    settings: dict[str, object] = {}
+    if verdict.commands:
+        command = " && ".join(verdict.commands)
+        text += f" Run: {command}"
+        settings["command"] = command
+    facts = [
+        *facts,
+        Fact(name="verdict", value=verdict.title, source="computed",
+             note=f"{verdict.code}: {verdict.why}"),
+        *(Fact(name="table_row", value=s, source="computed", note="errkb's knowledge tables")
+          for s in verdict.sources),
+    ]  # fmt: skip
+    return Advice(
+        solutions=(Solution(text=text, settings=settings),),
+        facts=tuple(facts),
+        notes=tuple(notes),
+        placement="before",
+    )
