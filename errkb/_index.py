@@ -239,7 +239,7 @@ def literal_test(message: str) -> Callable[[str], bool]:
     """Whether ``message`` holds a pattern's literal, whatever whitespace a paste put in it.
 
     A record's literals are written with the library's spaces; a wrapped or collapsed paste
-    has newlines or single spaces there (see :func:`errkb._patterns.loose_whitespace`). A
+    has newlines or single spaces there (see :func:`errkb._patterns.loosen`). A
     message with no such whitespace is tested as it is, at C speed.
     """
     if "\n" not in message and "  " not in message and "\t" not in message and "\r" not in message:

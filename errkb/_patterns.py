@@ -28,7 +28,7 @@ __all__ = [
     "head_pattern",
     "key_sets",
     "lazy_compile",
-    "loose_whitespace",
+    "loosen",
     "read_compiled",
     "required_literals",
     "search",
@@ -60,7 +60,7 @@ def compile_pattern(pattern: str) -> regex.Pattern[str]:
     if _compiled_files:
         _load_compiled()
     found = _compiled.get(pattern)
-    return found if found is not None else regex.compile(loose_whitespace(pattern))
+    return found if found is not None else regex.compile(loosen(pattern))
 
 
 # What a record writes as whitespace: a space, a newline, a tab (or one of them escaped).
@@ -68,16 +68,18 @@ _SPACE_ESCAPES = frozenset({"\\ ", "\\n", "\\t", "\\r"})
 _SPACES = re.compile(r"[ \n\t\r]+")
 
 
-def loose_whitespace(pattern: str) -> str:
-    r"""``pattern`` with each run of literal whitespace matching any run of whitespace.
+def loosen(pattern: str) -> str:
+    r"""``pattern`` loosened for what a paste does to a message, to search pasted text with.
 
     A record writes a message as its library prints it; a paste wraps it (a terminal, an issue
-    renderer, an editor's hard wrap), collapses double spaces or breaks a figure from its unit
-    across lines. Every run of spaces, newlines and tabs the pattern requires becomes ``\s+``
-    (``\s*`` where the run was optional); character classes, escapes and the rest are kept.
-    A verbose pattern (``(?x)``, whose whitespace means nothing) is returned as it is.
+    renderer, an editor's hard wrap), collapses double spaces, breaks a figure from its unit
+    across lines, and a Markdown renderer drops the backticks of inline code. Every run of
+    spaces, newlines and tabs the pattern requires becomes ``\s+`` (``\s*`` where the run was
+    optional), and a literal backtick becomes optional; character classes, escapes and the
+    rest are kept. A verbose pattern (``(?x)``, whose whitespace means nothing) is returned as
+    it is. The literal analysis (:func:`literal_sets`) reads backticks as optional too.
     """
-    if not _SPACES.search(pattern) and "\\" not in pattern:
+    if not _SPACES.search(pattern) and "\\" not in pattern and "`" not in pattern:
         return pattern
     if any("x" in flags.group()[2:] for flags in _FLAG_GROUP.finditer(pattern)):
         return pattern
@@ -89,21 +91,25 @@ def loose_whitespace(pattern: str) -> str:
             out.append("\\s+")
             run.clear()
 
-    for token in _TOKEN.finditer(pattern):
-        kind, text = token.lastgroup, token.group()
+    tokens = [(t.lastgroup, t.group()) for t in _TOKEN.finditer(pattern)]
+    for i, (kind, text) in enumerate(tokens):
+        quantified = i + 1 < len(tokens) and tokens[i + 1][0] == "quant"
         if kind == "lit":
             start = 0
             for space in _SPACES.finditer(text):
                 if space.start() > start:
                     flush()
-                    out.append(text[start : space.start()])
+                    out.append(_ticks(text[start : space.start()], quantified=False))
                 run.extend(space.group())
                 start = space.end()
             if start < len(text):
                 flush()
-                out.append(text[start:])
+                out.append(_ticks(text[start:], quantified=quantified))
         elif kind == "esc" and text in _SPACE_ESCAPES:
             run.append(text)
+        elif kind == "esc" and text == "\\`" and not quantified:
+            flush()
+            out.append("`?")
         elif kind == "quant" and run:
             # The quantifier binds the run's last character only: the rest stays required.
             if text[0] == "{":
@@ -118,6 +124,15 @@ def loose_whitespace(pattern: str) -> str:
             out.append(text)
     flush()
     return "".join(out)
+
+
+def _ticks(text: str, *, quantified: bool) -> str:
+    """Literal text with each backtick optional; a last one a quantifier binds is left alone."""
+    if "`" not in text:
+        return text
+    if quantified and text.endswith("`"):
+        return text[:-1].replace("`", "`?") + "`"
+    return text.replace("`", "`?")
 
 
 def lazy_compile(pattern: str, flags: int = 0) -> regex.Pattern[str]:
@@ -195,13 +210,13 @@ def write_compiled(path: Path, patterns: Iterable[str]) -> int:
     """Write ``patterns`` (those that compile), compiled, to ``path``; returns how many.
 
     The file is a JSON header line (its format, the ``regex`` stamp, a CRC of the patterns)
-    and then each pattern beside its compiled form (:func:`loose_whitespace`'s, as ``regex``
+    and then each pattern beside its compiled form (:func:`loosen`'s, as ``regex``
     pickles it: its own compiled code, which loads without compiling again).
     """
     import json
     import pickle
 
-    pairs = [(p, _compiled_or_none(loose_whitespace(p))) for p in sorted(set(patterns))]
+    pairs = [(p, _compiled_or_none(loosen(p))) for p in sorted(set(patterns))]
     kept = [(p, c) for p, c in pairs if c is not None]
     header = {
         "format": COMPILED_FORMAT,
@@ -540,10 +555,17 @@ def _parse_branches(tokens: list[tuple[str | None, str]], i: int) -> tuple[list[
                 continue
             branch.append(("group", text, inner))
         elif kind == "lit":
-            branch.append(("lit", text))
+            # A backtick may be gone from a paste (see loosen): it splits the literal run.
+            for n, piece in enumerate(text.split("`")):
+                if n:
+                    branch.append(("rep", ("lit", "`"), 0))
+                if piece:
+                    branch.append(("lit", piece))
         elif kind == "esc":
             letter = text[1]
-            if letter == "b" and len(text) == 2:
+            if letter == "`":
+                branch.append(("rep", ("lit", "`"), 0))
+            elif letter == "b" and len(text) == 2:
                 branch.append(("edge",))
             elif (
                 letter in _CLASS_ESCAPES

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import attrs
 import regex
 
-from errkb._patterns import loose_whitespace
+from errkb._patterns import loosen
 from errkb.advisors import Advice, Captures, Contract, Variant, advisor
 from errkb.findings import ExampleFix, Fact, Solution
 from errkb.units import format_bytes, to_bytes
@@ -88,7 +88,7 @@ SITUATIONS = (
 # One line per other process on the card, as torch (2.1 and later) writes them; a paste may
 # have wrapped them anywhere a space was.
 _PROCESS = regex.compile(
-    loose_whitespace(
+    loosen(
         r"Process (?P<pid>\d+) has (?P<n>\d+(?:\.\d+)?) (?P<unit>[KMGTP]iB|bytes) memory in use"
     )
 )
