@@ -183,9 +183,12 @@ def era_of(
     why: list[str] = []
     engine = "unknown"
     if variant in ("old", "cpu"):
-        # "The model's max seq len (N) is larger than ... KV cache (M)": the V0 workers and
-        # the old engine (llm_engine.py:285@v0.2.7 to worker/worker.py@v0.9.1).
-        engine, low, high, why = "vllm-v0", (0, 1, 0), (0, 9, 1), ["the V0 wording"]
+        # "The model's max seq len (N) is larger than ... KV cache (M)": the old engine and the
+        # V0 workers, as the released archives print it (errkb mine: llm_engine.py:284@v0.2.7
+        # to worker/worker.py:665@v0.10.2; the CPU worker's VLLM_CPU_KVCACHE_SPACE wording
+        # cpu_worker.py@v0.4.1 to v0.9.2).
+        low, high = ((0, 4, 1), (0, 9, 2)) if variant == "cpu" else ((0, 2, 7), (0, 10, 2))
+        engine, why = "vllm-v0", ["the V0 wording"]
     elif variant == "v1":
         engine = "vllm-v1"
         low, high, why = _narrow((0, 7, 0), None, _V1_MARKS, text)

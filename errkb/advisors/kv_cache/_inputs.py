@@ -613,7 +613,7 @@ def _batching(evidence: Evidence, variant: str, era: Era, sizes: dict[str, Any])
                 read.tokens,
                 "tokens",
                 "message",
-                "vLLM's log: 'Chunked prefill is enabled with max_num_batched_tokens=...'",
+                "vLLM's log: 'Chunked prefill is enabled with max_num_batched_tokens=<N>'",
             )
         elif tokens is not None and tokens.isdigit():
             sizes["max_num_batched_tokens"] = value(

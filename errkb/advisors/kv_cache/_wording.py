@@ -126,7 +126,7 @@ def _batched(inp: Inputs, out: Outcome, batched: Batched) -> Solution:
             " vLLM 0.5.3 to 0.10.2 turn chunked prefill on by themselves when max_model_len is "
             "above 32768 (on a CUDA GPU, without a sliding window, LoRA or speculative decoding), "
             "and then batch 512 tokens (2048 from 0.6.5), not the whole length: vLLM's log says "
-            "which ('Chunked prefill is enabled with max_num_batched_tokens=...')."
+            "which ('Chunked prefill is enabled with max_num_batched_tokens=<N>')."
         )
     util = inp.utilization.value if inp.utilization else None
     at = f" at gpu_memory_utilization={util:g}" if util is not None else ""
@@ -166,17 +166,17 @@ def _batched(inp: Inputs, out: Outcome, batched: Batched) -> Solution:
         missing = (
             f"its peak was {format_bytes(batched.activation)} (vLLM's log), but not for how many "
             "tokens: vLLM logs that too ('Chunked prefill is enabled with "
-            "max_num_batched_tokens=...'), as does the command's --max-num-batched-tokens"
+            "max_num_batched_tokens=<N>'), as does the command's --max-num-batched-tokens"
         )
     elif v0:
         missing = (
             "vLLM's V0 worker logs the peak from 0.6.5 ('PyTorch activation peak memory "
-            "takes ...'); paste that line and errkb computes the value"
+            "takes <size>'); paste that line and errkb computes the value"
         )
     else:
         missing = (
             "vLLM's V1 worker logs the peak from 0.9.1 at VLLM_LOGGING_LEVEL=DEBUG ('torch peak "
-            "memory increase: ...'); paste that line and errkb computes the value"
+            "memory increase: <size>'); paste that line and errkb computes the value"
         )
     return Solution(
         text=f"Or lower max_num_batched_tokens{chunk}: vLLM's profiling run is one batch of "
