@@ -88,9 +88,7 @@ SITUATIONS = (
 # One line per other process on the card, as torch (2.1 and later) writes them; a paste may
 # have wrapped them anywhere a space was.
 _PROCESS = regex.compile(
-    loosen(
-        r"Process (?P<pid>\d+) has (?P<n>\d+(?:\.\d+)?) (?P<unit>[KMGTP]iB|bytes) memory in use"
-    )
+    loosen(r"Process (?P<pid>\d+) has (?P<n>\d+(?:\.\d+)?) (?P<unit>[KMGTP]iB|bytes) memory in use")
 )
 # The allocator setting the message names, when it names one.
 _SETTING = regex.compile(r"(?P<var>PYTORCH_(?:CUDA|HIP)_ALLOC_CONF)=expandable_segments:True")
@@ -161,6 +159,9 @@ class ModelMemory:
     optimizer_source: Literal["frame", "computed"] = "computed"
     #: The weights' bytes were counted in a floating type wider than bf16 (fp32).
     wide: bool = False
+    #: Every parameter's bytes, wherever it is: what the card must hold once the model is on
+    #: it (it ran out while the model was being moved: some are there, the rest not yet).
+    all_weights: int = 0
 
     @property
     def fixed(self) -> int:
@@ -364,14 +365,15 @@ def _model_memory(evidence: Evidence, devices: frozenset[str] = CARD_DEVICES) ->
     )
     if module is None:
         return None
-    weights = gradients = trainable = 0
+    weights = gradients = trainable = every = 0
     wide = False
     for param in module.parameters():
+        size = param.numel() * param.element_size()
+        every += size
+        wide = wide or (param.is_floating_point() and param.element_size() >= 4)
         if param.device.type not in devices:
             continue  # offloaded, or not placed yet: it holds nothing on the card
-        size = param.numel() * param.element_size()
         weights += size
-        wide = wide or (param.is_floating_point() and param.element_size() >= 4)
         if param.requires_grad:
             gradients += size
             trainable += param.numel()
@@ -395,6 +397,7 @@ def _model_memory(evidence: Evidence, devices: frozenset[str] = CARD_DEVICES) ->
         optimizer=how,
         optimizer_source=source,
         wide=wide,
+        all_weights=every,
     )
 
 
@@ -688,6 +691,8 @@ def _solutions(
     batch: Batch | None,
     generation: Generation | None = None,
     growing: Growing | None = None,
+    *,
+    moving: bool = False,
 ) -> list[Solution]:
     b = format_bytes
     if kind == "another process":
@@ -741,7 +746,7 @@ def _solutions(
             "memory can hold it.",
         )]  # fmt: skip
     if kind == "weights":
-        return _weights_solutions(fig, model, batch)
+        return _weights_solutions(fig, model, batch, moving=moving)
     if kind == "generation" and generation is not None:
         return _generation_solutions(fig, generation)
     if kind == "growing" and growing is not None:
@@ -850,21 +855,60 @@ def _serving_solutions(fig: Figures) -> list[Solution]:
     return [Solution(text=text)]
 
 
+def _dtype_keyword() -> str:
+    """``from_pretrained``'s keyword for the dtype: ``dtype`` from transformers 4.56.
+
+    Before it, ``torch_dtype`` (the released wheels: modeling_utils.py pops ``dtype`` from its
+    keywords in 4.56.0, not in 4.55.4); the installed release's metadata says which (``dtype``
+    when it cannot be read).
+    """
+    from errkb._dists import version
+
+    installed = version("transformers")
+    parts = [int(p) for p in (installed or "").split(".")[:2] if p.isdigit()]
+    return "torch_dtype" if len(parts) == 2 and tuple(parts) < (4, 56) else "dtype"
+
+
+def _half_the_weights(model: ModelMemory, room: int) -> Solution:
+    """The model ran out of the card on its way there: its fp32 weights, halved in bf16."""
+    b = format_bytes
+    half = model.all_weights // 2
+    text = (
+        f"The card ran out while the model was being moved onto it: its weights are "
+        f"{b(model.all_weights)} in fp32"
+    )
+    if half < HEADROOM * room:
+        key = _dtype_keyword()
+        return Solution(
+            text=text + f", {b(half)} in bf16, which fits the {b(room)} this card has with room "
+            f"to run: load them so ({key}='bfloat16' in from_pretrained), or let "
+            "device_map='auto' (accelerate) offload what does not fit.",
+            settings={key: "bfloat16"},
+        )
+    return Solution(
+        text=text + f", and even in bf16 ({b(half)}) more than the {b(room)} this card has: "
+        "load them in 8 or 4 bits, or let device_map='auto' (accelerate) offload what does "
+        "not fit to the CPU.",
+    )
+
+
 #: The 8-bit AdamW of bitsandbytes, as ``TrainingArguments(optim=...)`` names it.
 EIGHT_BIT = "adamw_bnb_8bit"
 
 
 def _weights_solutions(
-    fig: Figures, model: ModelMemory | None, batch: Batch | None = None
+    fig: Figures, model: ModelMemory | None, batch: Batch | None = None, *, moving: bool = False
 ) -> list[Solution]:
     b = format_bytes
-    if model is None:
+    room = (fig.total or 0) - fig.others_bytes
+    if moving and model is not None and model.wide and model.all_weights:
+        return [_half_the_weights(model, room)]
+    if model is None or moving:
         return [Solution(
             text="The card ran out while the model's weights were being moved onto it: load "
             "them in bf16 or 8/4-bit, or let device_map='auto' (accelerate) offload what does "
             "not fit to the CPU.",
         )]  # fmt: skip
-    room = (fig.total or 0) - fig.others_bytes
     parts = (
         f"weights {b(model.weights)} + gradients {b(model.gradients)} + optimizer state "
         f"{b(model.optimizer_state)} = {b(model.fixed)}, more than the {b(room)} this card has"
@@ -969,17 +1013,18 @@ def advise(match: Match, evidence: Evidence) -> Advice | None:
     batch = _batch(evidence)
     generation = _generation(evidence)
     growing = None if generation is not None else _growing(evidence)
+    moving = _moving(evidence)
     kind = situation(
         fig,
         model,
-        moving=_moving(evidence),
+        moving=moving,
         where=_where(evidence),
         generation=generation,
         growing=growing,
     )
     facts = _facts(fig, model, batch, generation)
     facts.append(Fact(name="situation", value=kind, source="computed"))
-    found = _solutions(kind, fig, model, batch, generation, growing)
+    found = _solutions(kind, fig, model, batch, generation, growing, moving=moving)
     example = _rewritten(found[0], evidence) or _example(found[0])
     if kind == "growing" and growing is not None:
         example = ExampleFix(
@@ -1032,6 +1077,8 @@ HOLDERS = {
     "batch_size": frozenset({"DataLoader"}),
     "num_beams": frozenset({"generate"}),
     "max_new_tokens": frozenset({"generate"}),
+    "dtype": frozenset({"from_pretrained"}),
+    "torch_dtype": frozenset({"from_pretrained"}),
 }
 
 
@@ -1081,6 +1128,8 @@ def _example(first: Solution) -> ExampleFix | None:
         "batch_size": "DataLoader",
         "num_beams": "model.generate",
         "max_new_tokens": "model.generate",
+        "dtype": "AutoModel.from_pretrained",
+        "torch_dtype": "AutoModel.from_pretrained",
     }.get(next(iter(settings)))
     if holder is None:
         return None

@@ -381,3 +381,42 @@ def test_a_loss_added_up_as_a_tensor_is_added_as_a_number_and_fits(project):
     assert "    total += loss.item()" == fix["after"]
     splice(path, fix)
     assert "evaluated: 16.0" in project.fits(path, env)
+
+
+@pytest.fixture
+def tiny_model(tmp_path_factory) -> Path:
+    """A two-layer Llama saved by transformers (fp32: 88.6 KiB of weights), loaded offline."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    folder = tmp_path_factory.mktemp("tiny-llama")
+    config = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2)  # fmt: skip
+    LlamaForCausalLM(config).save_pretrained(folder)
+    return folder
+
+
+def test_a_model_that_does_not_fit_on_its_way_to_the_card_is_loaded_in_bf16_and_fits(
+    project, tiny_model
+):
+    """from_pretrained's fp32 weights run out of the card in .cuda(): dtype='bfloat16' halves them."""
+    path = project.script(f"""\
+        from transformers import LlamaForCausalLM
+        from simtrain import to_card
+
+        model = LlamaForCausalLM.from_pretrained(
+            {str(tiny_model)!r},
+        )
+        model = to_card(model)
+        print(f"on the card: {{next(model.parameters()).dtype}}")
+        """)  # fmt: skip
+    # 128 KiB, 64 KiB of it the CUDA context's: 88.6 KiB of fp32 weights do not fit, 44.3 do.
+    env = {"SIM_TOTAL": str(128 << 10), "SIM_CONTEXT": str(64 << 10),
+           "FAKE_GPU_TOTAL_BYTES": str(128 << 10)}  # fmt: skip
+    diagnosis = project.fails(path, env)
+    facts = {f["name"]: f["value"] for f in diagnosis["facts"]}
+    assert "weights" == facts["situation"]
+    assert {"dtype": "bfloat16"} == diagnosis["solutions"][0]["settings"]
+    fix = diagnosis["example_fix"]
+    assert "dtype='bfloat16'" in fix["after"] or 'dtype="bfloat16"' in fix["after"]
+    splice(path, fix)
+    assert "on the card: torch.bfloat16" in project.fits(path, env)

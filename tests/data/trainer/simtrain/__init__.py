@@ -25,7 +25,9 @@ Beside the Trainer, the same card serves:
 - :func:`eval_step`: one evaluation step's loss, a real autograd graph that saves a tensor
   standing for ``SIM_PER_STEP`` bytes of activations for as long as the graph lives;
 - :func:`on_card`: a real transformers model whose KV cache, during ``generate()``, is counted
-  tensor by tensor against the card (``SIM_FIXED`` for its weights).
+  tensor by tensor against the card (``SIM_FIXED`` for its weights);
+- :func:`to_card`: a model moved onto the card through torch's own ``Module._apply``, each
+  parameter counted as it arrives (it becomes a fake tensor on ``cuda``).
 """
 
 from __future__ import annotations
@@ -217,3 +219,17 @@ def tiny_llm():
     model = LlamaForCausalLM(config).eval()
     model.generation_config.eos_token_id = None
     return model
+
+
+def to_card(model):
+    """Move ``model``'s parameters onto the card as ``model.cuda()`` would, one by one."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    card, mode = Card(), FakeTensorMode()
+
+    def place(tensor):
+        card.allocate(tensor.numel() * tensor.element_size())
+        with mode:
+            return torch.empty(tensor.shape, dtype=tensor.dtype, device="cuda")
+
+    return model._apply(place)
