@@ -1076,8 +1076,9 @@ def rewrite_command(argv: Sequence[str], settings: Mapping[str, object]) -> tupl
     """The command line ``argv`` with ``settings`` as flags: ``(before, after)``.
 
     ``--max-model-len 131072`` or ``--max-model-len=131072`` get the new value; a flag not
-    given is added at the end. The program is shown as it is typed (``vllm``), not its path;
-    a script as ``python SCRIPT``.
+    given is added at the end. ``True`` is the bare flag (``--enforce-eager``): a switch takes
+    no value, and a flag with an optional one takes none for true. The program is shown as it
+    is typed (``vllm``), not its path; a script as ``python SCRIPT``.
     """
     program = Path(argv[0]).name if argv else ""
     if program.endswith(".py"):
@@ -1085,6 +1086,9 @@ def rewrite_command(argv: Sequence[str], settings: Mapping[str, object]) -> tupl
     args = list(argv[1:])
     for key, value in settings.items():
         flag = "--" + key.replace("_", "-")
+        if value is True:
+            args = _switched_on(args, flag)
+            continue
         text = str(value)
         for i, arg in enumerate(args):
             if arg == flag and i + 1 < len(args):
@@ -1098,3 +1102,22 @@ def rewrite_command(argv: Sequence[str], settings: Mapping[str, object]) -> tupl
     before = " ".join([program, shlex.join(argv[1:])]).strip()
     after = " ".join([program, shlex.join(args)]).strip()
     return before, after
+
+
+def _switched_on(args: list[str], flag: str) -> list[str]:
+    """``args`` with ``flag`` given bare: its ``=value`` or a following true/false dropped."""
+    out: list[str] = []
+    found = False
+    skip = False
+    for i, arg in enumerate(args):
+        if skip:
+            skip = False
+            continue
+        if arg == flag or arg.startswith(flag + "="):
+            found = True
+            out.append(flag)
+            following = args[i + 1] if arg == flag and i + 1 < len(args) else ""
+            skip = following.lower() in ("true", "false")
+            continue
+        out.append(arg)
+    return out if found else [*out, flag]

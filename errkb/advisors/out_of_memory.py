@@ -556,6 +556,11 @@ def _growing(evidence: Evidence) -> Growing | None:
 # job of several ranks.
 _VLLM_LOG = regex.compile(
     r"\((?:EngineCore|VllmWorker)\b|\bvllm\.(?:engine|entrypoints|v1|worker)\b"
+    # vLLM's own logger: "INFO 12-22 10:55:38 model_runner.py:1413] ..." (a bracket before the
+    # file from 0.8), a line no other library of the stack prints so; and its server's command.
+    r"|^(?:DEBUG|INFO|WARNING|ERROR) \d\d-\d\d \d\d:\d\d:\d\d \[?[\w.]+\.py:\d+\]"
+    r"|^\W*vllm\s+serve\b",
+    regex.MULTILINE,
 )
 _DISTRIBUTED = regex.compile(
     r"[/\\](?:torch[/\\](?:distributed|nn[/\\]parallel)|deepspeed|accelerate)[/\\]"
@@ -693,6 +698,7 @@ def _solutions(
     growing: Growing | None = None,
     *,
     moving: bool = False,
+    phase: str | None = None,
 ) -> list[Solution]:
     b = format_bytes
     if kind == "another process":
@@ -704,7 +710,7 @@ def _solutions(
             settings={"stop_pids": [pid for pid, _ in fig.others]},
         )]  # fmt: skip
     if kind == "serving engine":
-        return _serving_solutions(fig)
+        return _serving_solutions(fig, phase)
     if kind == "ranks on one card":
         pids = ", ".join(str(pid) for pid, _ in fig.others) or "nvidia-smi names them"
         return [Solution(
@@ -826,7 +832,45 @@ def _generation_solutions(fig: Figures, gen: Generation) -> list[Solution]:
     return [Solution(text=text, settings=settings, estimate=bool(fix))]
 
 
-def _serving_solutions(fig: Figures) -> list[Solution]:
+#: What the engine was doing when the card ran out, by the functions of its frames.
+_PHASE_FUNCTIONS = {
+    "capturing CUDA graphs": frozenset({"capture_model", "_capture_cudagraphs", "capture"}),
+    "profiling": frozenset({
+        "profile_run", "_dummy_run", "_dummy_sampler_run", "determine_num_available_blocks",
+        "determine_available_memory",
+    }),
+}  # fmt: skip
+# vLLM's log lines: V0's "Capturing cudagraphs for decoding." (worker/model_runner.py), V1's
+# progress bars "Capturing CUDA graph shapes" and "Capturing CUDA graphs (...)", both ended by
+# "Graph capturing finished in N secs".
+_CAPTURING = regex.compile(r"Capturing (?:cudagraphs for decoding|CUDA graph)")
+_CAPTURED = regex.compile(r"Graph capturing finished in")
+
+
+def serving_phase(evidence: Evidence) -> str | None:
+    """``"capturing CUDA graphs"``, ``"profiling"``, ``"sampling"`` or None (not known).
+
+    From the traceback's functions and files (the innermost that tells), else from vLLM's log
+    lines in the paste: a capture started and not finished.
+    """
+    for info in evidence.infos:
+        for frame in reversed(info.frames):  # innermost first
+            path = frame.file.replace("\\", "/")
+            if path.endswith("torch/cuda/graphs.py"):
+                return "capturing CUDA graphs"
+            for phase, functions in _PHASE_FUNCTIONS.items():
+                if frame.function in functions and "vllm/" in path:
+                    return phase
+            if "vllm/" in path and ("/sample/" in path or path.endswith("/sampler.py")):
+                return "sampling"
+    text = evidence.text or ""
+    started = [m.end() for m in _CAPTURING.finditer(text)]
+    if started and not _CAPTURED.search(text, started[-1]):
+        return "capturing CUDA graphs"
+    return None
+
+
+def _serving_solutions(fig: Figures, phase: str | None) -> list[Solution]:
     """A serving engine's fix is its own settings: the share of the card it takes."""
     b = format_bytes
     if fig.has_others and fig.total:
@@ -843,14 +887,35 @@ def _serving_solutions(fig: Figures) -> list[Solution]:
     drop = (
         math.ceil((fig.shortfall or fig.requested) / fig.total * 100) / 100 if fig.total else None
     )
-    text = (
-        "The engine's memory outside its KV cache (activations, sampling, CUDA graphs) "
-        "outgrew what its settings left: lower gpu_memory_utilization"
+    lower = (
+        f"lower gpu_memory_utilization by at least {drop:.2f} (the request less what was free, "
+        "as a share of the card)"
+        if drop
+        else "lower gpu_memory_utilization"
     )
-    text += f" by at least {drop:.2f}" if drop else ""
-    text += (
-        " (the request less what was free, as a share of the card), or lower max_num_seqs "
-        "and max_num_batched_tokens; enforce_eager=True when it ran out capturing CUDA graphs."
+    if phase == "capturing CUDA graphs":
+        return [Solution(
+            text="It ran out capturing CUDA graphs, after the KV cache had taken its share: set "
+            "enforce_eager=True (CLI --enforce-eager) to run without them, at some speed; or "
+            f"keep them and {lower}, so that their memory stays outside the cache, or lower "
+            "max_num_seqs (vLLM captures a graph for each batch size up to it).",
+            settings={"enforce_eager": True},
+        )]  # fmt: skip
+    if phase == "profiling":
+        return [Solution(
+            text="It ran out in the profiling run, one batch of max_num_batched_tokens tokens "
+            "(and up to max_num_seqs sequences) before the KV cache is sized: lower "
+            f"max_num_batched_tokens and max_num_seqs, or {lower}.",
+        )]  # fmt: skip
+    if phase == "sampling":
+        return [Solution(
+            text="It ran out sampling: the logits of a step are max_num_seqs sequences by the "
+            f"vocabulary, so lower max_num_seqs, or {lower} to leave them room.",
+        )]  # fmt: skip
+    text = (
+        f"The engine's memory outside its KV cache (activations, sampling, CUDA graphs) "
+        f"outgrew what its settings left: {lower}, or lower max_num_seqs and "
+        "max_num_batched_tokens; enforce_eager=True when it ran out capturing CUDA graphs."
     )
     return [Solution(text=text)]
 
@@ -1024,8 +1089,12 @@ def advise(match: Match, evidence: Evidence) -> Advice | None:
     )
     facts = _facts(fig, model, batch, generation)
     facts.append(Fact(name="situation", value=kind, source="computed"))
-    found = _solutions(kind, fig, model, batch, generation, growing, moving=moving)
-    example = _rewritten(found[0], evidence) or _example(found[0])
+    phase = serving_phase(evidence) if kind == "serving engine" else None
+    if phase is not None:
+        facts.append(Fact(name="engine_phase", value=phase, source="computed"))
+    found = _solutions(kind, fig, model, batch, generation, growing, moving=moving, phase=phase)
+    example = _rewritten(found[0], evidence) or _engine(found[0], kind, evidence)
+    example = example or _example(found[0])
     if kind == "growing" and growing is not None:
         example = ExampleFix(
             before=growing.text,
@@ -1097,6 +1166,15 @@ def _rewritten(first: Solution, evidence: Evidence) -> ExampleFix | None:
         if rewrite is not None:
             return rewritten(rewrite)
     return None
+
+
+def _engine(first: Solution, kind: str, evidence: Evidence) -> ExampleFix | None:
+    """A serving engine's settings written where this run gave the engine its settings."""
+    if kind != "serving engine" or not first.settings:
+        return None
+    from errkb.advisors.kv_cache._example import engine_example
+
+    return engine_example(evidence, first.settings)
 
 
 def _example(first: Solution) -> ExampleFix | None:

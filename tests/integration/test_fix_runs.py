@@ -870,7 +870,7 @@ def test_v0_profile_batch_of_the_whole_length_gets_chunked_prefill_and_a_smaller
     from errkb.advisors._callsite import rewrite_command
 
     _, after = rewrite_command(["python", *command[1:]], solution["settings"])
-    assert after.endswith("--enable-chunked-prefill True --max-num-batched-tokens 11776")
+    assert after.endswith("--enable-chunked-prefill --max-num-batched-tokens 11776")
     harness.starts(*shlex.split(after)[1:], env=env)
 
 

@@ -296,3 +296,17 @@ def test_rewrite_call_follows_a_familys_own_accepting_call(tmp_path):
     plain = rewrite_call([_frame(path, 2)], 0, 2, frozenset({"Trainer"}), {"max_steps": 10})
     assert plain is not None
     assert "trainer = Trainer(model=None, args=args, max_steps=10)" == plain.after
+
+
+def test_a_true_setting_is_the_bare_flag_on_a_command_line():
+    """vLLM's --enforce-eager is a switch: '--enforce-eager True' would be a stray argument."""
+    from errkb.advisors._callsite import rewrite_command
+
+    argv = ["/usr/bin/vllm", "serve", "m", "--enable-chunked-prefill", "False", "--port", "1"]
+    before, after = rewrite_command(argv, {"enforce_eager": True, "enable_chunked_prefill": True})
+    assert "vllm serve m --enable-chunked-prefill False --port 1" == before
+    assert "vllm serve m --enable-chunked-prefill --port 1 --enforce-eager" == after
+    _, after = rewrite_command(
+        ["vllm", "serve", "m", "--enforce-eager=true"], {"enforce_eager": True}
+    )
+    assert "vllm serve m --enforce-eager" == after

@@ -180,20 +180,20 @@ def test_weights_that_do_not_fit_get_what_does(monkeypatch):
     assert "LoRA" in text
 
 
-def _raise_from(folder, relative: str, message: str):
-    """``message`` raised by torch's class from a real file at ``folder/relative``."""
+def _raise_from(folder, relative: str, message: str, function: str = "step"):
+    """``message`` raised by torch's class from ``function`` of a real file at ``folder/relative``."""
     import importlib.util
 
     path = folder / relative
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(
-        "import torch\n\n\ndef step(message):\n    raise torch.OutOfMemoryError(message)\n"
+        f"import torch\n\n\ndef {function}(message):\n    raise torch.OutOfMemoryError(message)\n"
     )
     spec = importlib.util.spec_from_file_location("oom_site", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     try:
-        module.step(message)
+        getattr(module, function)(message)
     except torch.OutOfMemoryError as exc:
         return exc
     raise AssertionError("no error")
@@ -479,3 +479,56 @@ def test_other_processes_named_by_nvml_get_their_pids_stopped():
     )
     assert {"stop_pids": [4242]} == finding.solutions[0].settings
     assert "4242 (15 GiB)" in finding.solutions[0].text
+
+
+# A vLLM 0.6 engine's log up to its CUDA graph capture (public reports' lines: model_runner.py's
+# capture message, as vLLM 0.6.x prints it), then torch's error.
+CAPTURE_LOG = (
+    "$ vllm serve meta-llama/Llama-3.1-8B-Instruct --max-model-len 8192\n"
+    "INFO 12-22 10:55:35 gpu_executor.py:76] # GPU blocks: 715, # CPU blocks: 1310\n"
+    "INFO 12-22 10:55:35 gpu_executor.py:80] Maximum concurrency for 2048 tokens per request: "
+    "5.59x\n"
+    "INFO 12-22 10:55:38 model_runner.py:1413] Capturing cudagraphs for decoding. This may lead "
+    "to unexpected consequences if the model is not static. To run the model in eager mode, set "
+    "'enforce_eager=True' or use '--enforce-eager' in the CLI.\n"
+    f"torch.OutOfMemoryError: {REPORTED[2][0]}\n"
+)
+
+
+def test_a_serving_engine_out_of_memory_capturing_cuda_graphs_runs_eager():
+    """vLLM's log says a capture began and never finished: enforce_eager, in the pasted command."""
+    finding = explain(CAPTURE_LOG, options=Options(probes=False)).findings[0]
+    facts = {f.name: f.value for f in finding.facts}
+    assert ("serving engine", "capturing CUDA graphs") == (
+        facts["situation"],
+        facts["engine_phase"],
+    )
+    assert {"enforce_eager": True} == finding.solutions[0].settings
+    assert "--enforce-eager" in finding.example_fix.after
+    assert "vllm serve meta-llama/Llama-3.1-8B-Instruct" in finding.example_fix.before
+    finished = CAPTURE_LOG.replace(
+        "torch.OutOfMemoryError",
+        "INFO 12-22 10:55:52 model_runner.py:1535] Graph capturing "
+        "finished in 14 secs.\ntorch.OutOfMemoryError",
+    )
+    facts = {
+        f.name: f.value for f in explain(finished, options=Options(probes=False)).findings[0].facts
+    }
+    assert "engine_phase" not in facts  # the capture had finished: something else ran out
+
+
+@pytest.mark.parametrize(
+    ("relative", "function", "phase", "said"),
+    [
+        ("site-packages/vllm/worker/model_runner.py", "capture_model", "capturing CUDA graphs",
+         "enforce_eager=True"),
+        ("site-packages/vllm/v1/worker/gpu_model_runner.py", "profile_run", "profiling",
+         "lower max_num_batched_tokens and max_num_seqs"),
+        ("site-packages/vllm/v1/sample/sampler.py", "forward", "sampling", "lower max_num_seqs"),
+    ],
+)  # fmt: skip
+def test_a_serving_engines_phase_from_its_frames(tmp_path, relative, function, phase, said):
+    exc = _raise_from(tmp_path, relative, REPORTED[2][0], function)
+    finding = diagnose(exc, options=Options(probes=False)).findings[0]
+    assert phase == {f.name: f.value for f in finding.facts}["engine_phase"]
+    assert said in finding.solutions[0].text

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from errkb.findings import FrameInfo
     from errkb.match import Match
 
-__all__ = ["example_fix"]
+__all__ = ["engine_example", "example_fix"]
 
 
 def example_fix(
@@ -61,6 +61,19 @@ def example_fix(
             after=f"{env} python your_app.py",
             note="set in the environment of the engine's process",
         )
+    found = engine_example(evidence, engine_settings)
+    if found is not None:
+        return found
+    return from_record(match, settings, current, command_line=SERVE_LINE)
+
+
+def engine_example(evidence: Evidence, settings: Mapping[str, object]) -> ExampleFix | None:
+    """``settings`` of a vLLM engine written where this run gave its engine its settings.
+
+    The user's call that built the engine (in the frames), the engine a library built, or
+    the ``vllm serve`` command (typed here, or in the pasted text). None when none is found:
+    any family whose fix is an engine's settings (the out-of-memory one too) takes this road.
+    """
     live = next(iter(evidence.frames()), None) is not None
     command = typed_command() if live else pasted_command(evidence.text)
     user_code = False
@@ -69,18 +82,18 @@ def example_fix(
         if site is None:
             continue
         user_code = user_code or not site.engine
-        fix = _from_frames(info.frames, site, engine_settings, command)
+        fix = _from_frames(info.frames, site, settings, command)
         if fix is not None:
             return fix
     if command is not None and not user_code:
         # A pasted message or traceback whose files are not here, below the command that ran.
-        before, after = rewrite_command(command, engine_settings)
+        before, after = rewrite_command(command, settings)
         return ExampleFix(
             before=before,
             after=after,
             note="the command line in the pasted text, with the computed values",
         )
-    return from_record(match, settings, current, command_line=SERVE_LINE)
+    return None
 
 
 def _from_frames(
