@@ -532,3 +532,54 @@ def test_a_serving_engines_phase_from_its_frames(tmp_path, relative, function, p
     finding = diagnose(exc, options=Options(probes=False)).findings[0]
     assert phase == {f.name: f.value for f in finding.facts}["engine_phase"]
     assert said in finding.solutions[0].text
+
+
+# torch's wordings across its releases, each as a report printed it (see the record's history:
+# "cached)" before 1.4, "reserved in total by PyTorch)" to 2.0, "capacty" in 2.1, the per-process
+# sentences and "private pools" later, HIP on ROCm): (message, requested, total, free).
+WORDINGS = [
+    (("CUDA out of memory. Tried to allocate 8.13 GiB (GPU 0; 10.76 GiB total capacity; 643.57 MiB "
+     "already allocated; 8.20 GiB free; 32.43 MiB cached)"), "8.13 GiB", "10.76 GiB", "8.20 GiB"),
+    (("CUDA out of memory. Tried to allocate 36.00 MiB (GPU 0; 7.93 GiB total capacity; 130.35 MiB "
+     "already allocated; 47.06 MiB free; 188.00 MiB reserved in total by PyTorch) If reserved "
+     "memory is >> allocated memory try setting max_split_size_mb to avoid fragmentation.  See "
+     "documentation for Memory Management and PYTORCH_CUDA_ALLOC_CONF"),
+     "36.00 MiB", "7.93 GiB", "47.06 MiB"),
+    (("CUDA out of memory. Tried to allocate 5.96 GiB. GPU 0 has a total capacty of 23.69 GiB of "
+     "which 5.25 GiB is free. Process 2006998 has 256.00 MiB memory in use. Including non-PyTorch "
+     "memory, this process has 18.17 GiB memory in use. Of the allocated memory 17.88 GiB is "
+     "allocated by PyTorch, and 0 bytes is reserved by PyTorch but unallocated. If reserved but "
+     "unallocated memory is large try setting max_split_size_mb to avoid fragmentation.  See "
+     "documentation for Memory Management and PYTORCH_CUDA_ALLOC_CONF"),
+     "5.96 GiB", "23.69 GiB", "5.25 GiB"),
+    (("CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.25 GiB of "
+     "which 1.02 GiB is free. Including non-PyTorch memory, this process has 78.21 GiB memory in "
+     "use. Of the allocated memory 70.12 GiB is allocated by PyTorch, with 4.50 GiB allocated in "
+     "private pools (e.g., CUDA Graphs), and 1.31 GiB is reserved by PyTorch but unallocated. If "
+     "reserved but unallocated memory is large try setting "
+     "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  See documentation "
+     "for Memory Management  (https://docs.pytorch.org/docs/stable/notes/cuda.html"
+     "#optimizing-memory-usage-with-pytorch-cuda-alloc-conf)"),
+     "2.00 GiB", "79.25 GiB", "1.02 GiB"),
+    (("HIP out of memory. Tried to allocate 432.00 MiB. GPU 0 has a total capacity of 15.92 GiB of "
+     "which 7.12 GiB is free. Of the allocated memory 8.08 GiB is allocated by PyTorch, and "
+     "321.96 MiB is reserved by PyTorch but unallocated. If reserved but unallocated memory is "
+     "large try setting PYTORCH_HIP_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  "
+     "See documentation for Memory Management  "
+     "(https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)"),
+     "432.00 MiB", "15.92 GiB", "7.12 GiB"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("message", "requested", "total", "free"), WORDINGS)
+def test_every_wording_torch_printed_gives_its_figures(message, requested, total, free):
+    from errkb.units import parse_size
+
+    fig = oom.figures_of(_match(message).captures, message)
+    assert fig is not None
+    assert (parse_size(requested), parse_size(total), parse_size(free)) == (
+        fig.requested,
+        fig.total,
+        fig.free,
+    )
+    assert oom.situation(fig) in oom.SITUATIONS
