@@ -66,7 +66,7 @@ KINDS: dict[str, tuple[str, ...]] = {
 #: The kind of a record whose message captures nothing: the message alone says which it is.
 _RECORD_KINDS = {
     "torch-cuda-no-kernel-image": "gpu-arch",
-    "torch-cuda-driver-insufficient": "driver",
+    "torch-nvidia-driver-too-old": "driver",
     "torch-torch-not-compiled-with-cuda": "cpu-torch",
 }
 
