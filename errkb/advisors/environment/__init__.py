@@ -382,4 +382,6 @@ def _advice(verdict: Verdict, facts: list[Fact], notes: list[str]) -> Advice:
         facts=tuple(facts),
         notes=tuple(notes),
         placement="before",
+        # The record's example names another build; the command computed here is the fix.
+        withhold_example=bool(verdict.commands),
     )
