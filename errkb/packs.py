@@ -72,7 +72,7 @@ CACHE_FORMAT = "errkb.pack-cache/1"
 #: Packs smaller than this many bytes load fast enough without a cache.
 MIN_CACHED = 1 << 20
 #: The version of a shipped index's layout: header, problems, literal table, record lines.
-INDEX_FORMAT = "errkb.pack-index/4"  # JSON lines, then binary numbers
+INDEX_FORMAT = "errkb.pack-index/5"  # JSON lines, then binary numbers
 #: The suffix of a pack's shipped index, added to the pack's file name.
 INDEX_SUFFIX = ".index"
 #: The name of the one index of every pack of a folder (the wheel's mined packs have one).
@@ -186,7 +186,7 @@ class LazyPack:
         self,
         packs: Sequence[_Pack],
         table: dict[str, Any],
-        lines: Sequence[int],
+        lines: Sequence[Sequence[int]],
         rows: Any,
         listing: Path | None = None,
     ) -> None:
@@ -195,7 +195,7 @@ class LazyPack:
         from errkb._index import KINDS
 
         self._packs = packs
-        # Pack, line number, offset and length of each record's line, flat.
+        # Pack, line number, offset and length of each record's line: four columns.
         self._lines = lines
         self._maps: list[Any] = [None] * len(packs)  # each pack, mapped on first read
         # Each level's tables, one a kind: key -> start * _SPAN + count of its rows in ``rows``.
@@ -214,11 +214,11 @@ class LazyPack:
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
-        return len(self._lines) // _PER_ROW
+        return len(self._lines[0])
 
     def _where(self, row: int) -> tuple[int, int, int, int]:
-        at = _PER_ROW * row
-        return self._lines[at], self._lines[at + 1], self._lines[at + 2], self._lines[at + 3]
+        pack, number, offset, length = self._lines
+        return pack[row], number[row], offset[row], length[row]
 
     @property
     def label(self) -> str:
@@ -383,8 +383,6 @@ class LazyPack:
 # rows array, how many of them come first for being met when the first level is (none at the
 # second level), and how many there are. No key has that many rows.
 _SPAN = 1 << 20
-# The numbers kept for each row: pack, line number, offset, length.
-_PER_ROW = 4
 
 
 def lazy_pack(path: Path, label: str, problems: list[RecordError]) -> LazyPack | None:
@@ -453,9 +451,11 @@ def _lazy(
                 else {}
             )
         rows = _ints(numbers, *table["rows"])
-        lines = _ints(numbers, *table["lines"])
+        lines = tuple(_ints(numbers, *column) for column in table["lines"])
     except (OSError, ValueError, TypeError, RecursionError):
         return None
+    if len(lines) != 4 or len({len(column) for column in lines}) != 1:
+        return None  # not four columns of one length: not an index this code wrote
     problems.extend(found)
     listing = where.with_name(where.name + LISTING_SUFFIX)
     return LazyPack(packs, table, lines, rows, listing if listing.is_file() else None)
@@ -570,16 +570,22 @@ def _write_index(
     table["always"] = always
     table["written"] = [row for row, ref in enumerate(refs) if "mined" not in ref.tags]
     number = {id(pack): n for n, pack in enumerate(packs)}
-    lines: list[int] = []
+    # Each row's pack, line number, offset and length: four columns, each as narrow as its
+    # largest value allows (a byte for the pack, two for most line numbers and lengths).
+    lines: list[list[int]] = [[], [], [], []]
     for ref in refs:
         body: _Line = ref._body  # type: ignore[assignment]  # noqa: SLF001 - our own refs
-        lines += (number[id(body.pack)], body.number, body.offset, body.length)
+        for column, value in zip(
+            lines, (number[id(body.pack)], body.number, body.offset, body.length), strict=True
+        ):
+            column.append(value)
     bad = [
         [n, p.source[len(packs[n].label) :], p.problem, p.record_id, p.field]
         for n, p in problems
         if p.source.startswith(packs[n].label)
     ]
-    table["rows"], table["lines"] = numbers.add(flat, 4), numbers.add(lines, 4)
+    table["rows"] = numbers.add(flat, 4)
+    table["lines"] = [numbers.add(column, _width(column)) for column in lines]
     header = _index_header(packs, [p.path.relative_to(where.parent).as_posix() for p in packs])
     text = "".join(json.dumps(x, separators=(",", ":")) + "\n" for x in (header, bad, table))
     if not _replace(where, text.encode("utf-8") + numbers.data()):
@@ -678,7 +684,7 @@ class _Numbers:
         """Place ``values`` as ``size``-byte integers; returns where: [byte offset, count, size]."""
         import array
 
-        packed = array.array("i" if size == 4 else "q", values)
+        packed = array.array(_TYPECODES[size], values)
         if sys.byteorder == "big":
             packed.byteswap()
         where = [self._at, len(values), size]
@@ -699,16 +705,31 @@ class _Numbers:
         return b"".join(self._parts)
 
 
+#: The integers an index's binary tail holds, by their width: bytes and shorts unsigned (line
+#: numbers, lengths, packs), ints and longs signed.
+_TYPECODES = {1: "B", 2: "H", 4: "i", 8: "q"}
+
+
+def _width(values: Sequence[int]) -> int:
+    """The narrowest of :data:`_TYPECODES`' widths that holds every one of ``values``."""
+    top, low = max(values, default=0), min(values, default=0)
+    if low >= 0 and top < 1 << 8:
+        return 1
+    if low >= 0 and top < 1 << 16:
+        return 2
+    return 4 if -(1 << 31) <= low and top < 1 << 31 else 8
+
+
 def _ints(data: bytes, at: int, count: int, size: int) -> Sequence[int]:
     """The ``count`` integers of ``size`` bytes at byte ``at`` of an index's binary tail."""
-    if at < 0 or count < 0 or size not in (4, 8) or at + count * size > len(data):
+    if at < 0 or count < 0 or size not in _TYPECODES or at + count * size > len(data):
         raise ValueError("the index's numbers are cut short")
     view = memoryview(data)[at : at + count * size]
-    if sys.byteorder == "little":
-        return view.cast("i" if size == 4 else "q")  # no copy: the bytes seen as integers
+    if sys.byteorder == "little" or size == 1:
+        return view.cast(_TYPECODES[size])  # type: ignore[call-overload,no-any-return]  # no copy
     import array
 
-    values = array.array("i" if size == 4 else "q", view)
+    values = array.array(_TYPECODES[size], view)
     values.byteswap()
     return values
 
