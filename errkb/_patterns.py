@@ -109,7 +109,7 @@ def loosen(pattern: str) -> str:
             run.append(text)
         elif kind == "esc" and text == "\\`" and not quantified:
             flush()
-            out.append("`?")
+            out.append(_TICK_LOOSE)
         elif kind == "quant" and run:
             # The quantifier binds the run's last character only: the rest stays required.
             if text[0] == "{":
@@ -126,13 +126,19 @@ def loosen(pattern: str) -> str:
     return "".join(out)
 
 
+#: A backtick, or none where none joins two word characters: inline code set off from its text
+#: (``increasing `gpu_memory_utilization` or``) reads the same once a renderer drops its marks,
+#: and the index files such a name as a whole word (see :data:`_TICK`).
+_TICK_LOOSE = r"(?:`|(?<!\w)|(?!\w))"
+
+
 def _ticks(text: str, *, quantified: bool) -> str:
     """Literal text with each backtick optional; a last one a quantifier binds is left alone."""
     if "`" not in text:
         return text
     if quantified and text.endswith("`"):
-        return text[:-1].replace("`", "`?") + "`"
-    return text.replace("`", "`?")
+        return text[:-1].replace("`", _TICK_LOOSE) + "`"
+    return text.replace("`", _TICK_LOOSE)
 
 
 def lazy_compile(pattern: str, flags: int = 0) -> regex.Pattern[str]:
@@ -531,6 +537,10 @@ _NON_CONSUMING = ("(?=", "(?!", "(?<=", "(?<!", "(?#", "(?(", "(?P=", "(?&", "(?
 _Item = tuple[object, ...]
 
 
+#: An optional backtick between two word edges (see :func:`_parse_branches`).
+_TICK: tuple[_Item, ...] = (("edge",), ("rep", ("lit", "`"), 0), ("edge",))
+
+
 def _parse(pattern: str) -> list[list[_Item]]:
     tokens = [(m.lastgroup, m.group()) for m in _TOKEN.finditer(pattern)]
     branches, _ = _parse_branches(tokens, 0)
@@ -555,16 +565,17 @@ def _parse_branches(tokens: list[tuple[str | None, str]], i: int) -> tuple[list[
                 continue
             branch.append(("group", text, inner))
         elif kind == "lit":
-            # A backtick may be gone from a paste (see loosen): it splits the literal run.
+            # A backtick may be gone from a paste (see loosen): it splits the literal run, and
+            # present or not it stands between words (inline code is set off from its text).
             for n, piece in enumerate(text.split("`")):
                 if n:
-                    branch.append(("rep", ("lit", "`"), 0))
+                    branch.extend(_TICK)
                 if piece:
                     branch.append(("lit", piece))
         elif kind == "esc":
             letter = text[1]
             if letter == "`":
-                branch.append(("rep", ("lit", "`"), 0))
+                branch.extend(_TICK)
             elif letter == "b" and len(text) == 2:
                 branch.append(("edge",))
             elif (
