@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import attrs
 import regex
 
-from errkb._patterns import loosen
+from errkb._patterns import lazy_compile, loosen
 from errkb.advisors import Advice, Captures, Contract, Variant, advisor
 from errkb.findings import ExampleFix, Fact, Solution
 from errkb.units import format_bytes, to_bytes
@@ -87,11 +87,11 @@ SITUATIONS = (
 
 # One line per other process on the card, as torch (2.1 and later) writes them; a paste may
 # have wrapped them anywhere a space was.
-_PROCESS = regex.compile(
+_PROCESS = lazy_compile(
     loosen(r"Process (?P<pid>\d+) has (?P<n>\d+(?:\.\d+)?) (?P<unit>[KMGTP]iB|bytes) memory in use")
 )
 # The allocator setting the message names, when it names one.
-_SETTING = regex.compile(r"(?P<var>PYTORCH_(?:CUDA|HIP)_ALLOC_CONF)=expandable_segments:True")
+_SETTING = lazy_compile(r"(?P<var>PYTORCH_(?:CUDA|HIP)_ALLOC_CONF)=expandable_segments:True")
 # What the batch is left with, at least: the message's figures are a lower bound of the peak.
 HEADROOM = 0.9
 # Other processes count as the cause when they hold at least this share of the card.
@@ -554,7 +554,7 @@ def _growing(evidence: Evidence) -> Growing | None:
 
 # A pasted log line of vLLM's (its engine-core process, its loggers); a traceback's file of a
 # job of several ranks.
-_VLLM_LOG = regex.compile(
+_VLLM_LOG = lazy_compile(
     r"\((?:EngineCore|VllmWorker)\b|\bvllm\.(?:engine|entrypoints|v1|worker)\b"
     # vLLM's own logger: "INFO 12-22 10:55:38 model_runner.py:1413] ..." (a bracket before the
     # file from 0.8), a line no other library of the stack prints so; and its server's command.
@@ -562,7 +562,7 @@ _VLLM_LOG = regex.compile(
     r"|^\W*vllm\s+serve\b",
     regex.MULTILINE,
 )
-_DISTRIBUTED = regex.compile(
+_DISTRIBUTED = lazy_compile(
     r"[/\\](?:torch[/\\](?:distributed|nn[/\\]parallel)|deepspeed|accelerate)[/\\]"
 )
 
@@ -843,8 +843,8 @@ _PHASE_FUNCTIONS = {
 # vLLM's log lines: V0's "Capturing cudagraphs for decoding." (worker/model_runner.py), V1's
 # progress bars "Capturing CUDA graph shapes" and "Capturing CUDA graphs (...)", both ended by
 # "Graph capturing finished in N secs".
-_CAPTURING = regex.compile(r"Capturing (?:cudagraphs for decoding|CUDA graph)")
-_CAPTURED = regex.compile(r"Graph capturing finished in")
+_CAPTURING = lazy_compile(r"Capturing (?:cudagraphs for decoding|CUDA graph)")
+_CAPTURED = lazy_compile(r"Graph capturing finished in")
 
 
 def serving_phase(evidence: Evidence) -> str | None:
@@ -1111,7 +1111,7 @@ def advise(match: Match, evidence: Evidence) -> Advice | None:
     )
 
 
-_GPU_INDEX = regex.compile(r"\bGPU (?P<index>\d+)\b")
+_GPU_INDEX = lazy_compile(r"\bGPU (?P<index>\d+)\b")
 
 
 def _with_probe(fig: Figures, evidence: Evidence) -> Figures:
@@ -1154,10 +1154,9 @@ HOLDERS = {
 def _rewritten(first: Solution, evidence: Evidence) -> ExampleFix | None:
     """The first solution's settings written into the user's own call, when it is found."""
     holders = {HOLDERS.get(key) for key in first.settings}
-    if len(holders) != 1 or None in holders:
-        return None  # no settings, or settings no one call takes
-    names = holders.pop()
-    assert names is not None
+    names = holders.pop() if len(holders) == 1 else None
+    if names is None:
+        return None  # no settings, settings no one call takes, or settings of two calls
     from errkb.advisors._callsite import rewrite_named_call
     from errkb.advisors._fix import rewritten
 

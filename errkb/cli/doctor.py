@@ -24,8 +24,8 @@ def run(args: argparse.Namespace) -> int:
     """Examine the environment and print the checkup in the form asked for."""
     from errkb._redact import redact_all
     from errkb.doctor import examine
-    from errkb.render import render_checkup, render_checkup_markdown
-    from errkb.render._doctor import user_hider
+    from errkb.render import render_checkup
+    from errkb.render._doctor import render_checkup_markdown, user_hider
 
     checkup = examine()
     form = "json" if args.json else (args.format or "text")

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from errkb.render._doctor import checkup_layout, render_checkup_markdown
 from errkb.render._document import (
     Block,
     Section,
@@ -41,7 +40,6 @@ __all__ = [
     "Style",
     "render",
     "render_checkup",
-    "render_checkup_markdown",
     "render_html",
     "render_json",
     "render_markdown",
@@ -135,6 +133,8 @@ def render_checkup(checkup: Checkup, options: Options, *, hide_user: bool = Fals
 
     The same panels as a diagnosis on a colour terminal, the same plain text elsewhere.
     """
+    from errkb.render._doctor import checkup_layout  # errkb doctor's only: not a diagnosis's
+
     file = options.file if options.file is not None else sys.stdout
     style = style_for(file, options)
     blocks, notes = checkup_layout(checkup, hide_user=hide_user)

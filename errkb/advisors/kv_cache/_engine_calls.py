@@ -22,8 +22,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import regex
-
+from errkb._patterns import lazy_compile
 from errkb.advisors._callsite import (
     Accepting,
     CallSite,
@@ -173,15 +172,15 @@ def typed_command(argv: Sequence[str] | None = None) -> list[str] | None:
 #: A command that starts vLLM's server, in a line of a pasted text: ``vllm serve MODEL ...``
 #: or ``python -m vllm.entrypoints.openai.api_server ...`` (the older ``...entrypoints.
 #: api_server`` too), after whatever prompt or log prefix stands before it.
-_SERVE = regex.compile(
+_SERVE = lazy_compile(
     r"(?:^|(?<=[\s$#>:;&|(]))(?P<program>(?:[\w.~/-]*/)?vllm\s+serve(?=\s+[^\s-]))(?P<args>.*)$"
     r"|(?:^|(?<=[\s$#>:;&|(]))(?:[\w.~/-]*/)?(?P<python>python[\d.]*)(?:\s+-[^\s-m]\S*)*\s+"
     r"-m\s+(?P<module>vllm\.entrypoints\.(?:openai\.)?api_server)\b(?P<margs>.*)$"
 )
 #: Where a shell command line ends: a pipe, a redirection, the next command.
-_SHELL_END = regex.compile(r"^(?:\||\|\||&&|;|&|\d*>.*|<.*)$")
+_SHELL_END = lazy_compile(r"^(?:\||\|\||&&|;|&|\d*>.*|<.*)$")
 #: A line of an example that runs vLLM's server, which takes the flags it lacks.
-SERVE_LINE = regex.compile(r"\s*vllm\s+serve\b")
+SERVE_LINE = lazy_compile(r"\s*vllm\s+serve\b")
 
 
 def pasted_command(text: str | None) -> list[str] | None:

@@ -41,42 +41,48 @@ vLLM then finds zero blocks.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import attrs
-import regex
+
+from errkb._patterns import lazy_compile
+
+if TYPE_CHECKING:
+    import regex
 
 __all__ = ["Batching", "Profile", "read_batching", "read_profile"]
 
 _NUM = r"-?\d+(?:\.\d+)?"
 #: The V0 worker, 0.6.5 on: the instance's share of the GPU, and where it went.
-_V0_SHARE = regex.compile(
+_V0_SHARE = lazy_compile(
     rf"total_gpu_memory \((?P<total>{_NUM})GiB\) x gpu_memory_utilization \((?P<util>{_NUM})\)"
 )
-_V0_SPLIT = regex.compile(
+_V0_SPLIT = lazy_compile(
     rf"model weights take (?P<weights>{_NUM})GiB;\s*non_torch_memory takes "
     rf"(?P<non_torch>{_NUM})GiB;\s*PyTorch activation peak memory takes "
     rf"(?P<activation>{_NUM})GiB;\s*the rest of the memory reserved for KV Cache is "
     rf"(?P<cache>{_NUM})GiB"
 )
 #: The V0 worker of 0.6.4.
-_V0_RESULTS = regex.compile(
+_V0_RESULTS = lazy_compile(
     rf"Memory profiling results: total_gpu_memory=(?P<total>{_NUM})GiB\b.*?"
     rf"non_torch_memory=(?P<non_torch>{_NUM})GiB kv_cache_size=(?P<cache>{_NUM})GiB "
     rf"gpu_memory_utilization=(?P<util>{_NUM})"
 )
 #: The V1 worker, 0.9.1 on.
-_V1_AVAILABLE = regex.compile(rf"Available KV cache memory: (?P<cache>{_NUM}) GiB")
+_V1_AVAILABLE = lazy_compile(rf"Available KV cache memory: (?P<cache>{_NUM}) GiB")
 #: V1's profile at DEBUG level, 0.9.1 on: the activation peak.
-_V1_ACTIVATION = regex.compile(rf"torch peak memory increase: (?P<activation>{_NUM}) ?GiB")
+_V1_ACTIVATION = lazy_compile(rf"torch peak memory increase: (?P<activation>{_NUM}) ?GiB")
 #: The scheduler's line: what one step, and so the profiling run, batches.
-_CHUNKED = regex.compile(r"Chunked prefill is enabled with max_num_batched_tokens=(?P<tokens>\d+)")
+_CHUNKED = lazy_compile(r"Chunked prefill is enabled with max_num_batched_tokens=(?P<tokens>\d+)")
 #: V0 0.5.3 to 0.10.2, above 32768 tokens: chunked prefill turned on by vLLM itself.
-_AUTO_CHUNKED = regex.compile(
+_AUTO_CHUNKED = lazy_compile(
     r"Chunked prefill is enabled by default for models\s+with max_model_len > 32K"
 )
 #: The same releases, above 32768 tokens with chunked prefill off.
-_UNCHUNKED_LONG = regex.compile(r"The model has a long context length \(\d+\)")
+_UNCHUNKED_LONG = lazy_compile(r"The model has a long context length \(\d+\)")
 #: What loading the weights took.
-_WEIGHTS = regex.compile(
+_WEIGHTS = lazy_compile(
     rf"(?:Loading model weights took (?P<weights>{_NUM}) GB\b"
     rf"|Model loading took (?P<weights>{_NUM}) GiB)"
 )
