@@ -5,8 +5,9 @@
 Reads ``tests/data/reports/corpus.jsonl`` (real error texts from public issue trackers, each
 with its URL; how they were chosen is in ``tests/data/reports/README.md``) and runs each text
 through :func:`errkb.diagnosis.explain`, the path ``errkb explain`` takes for pasted text,
-without probes. Each entry's top finding is then judged against the labels written from the
-text alone:
+without probes, in two forms: the whole paste (``text``) and its error line alone
+(``errorLine``, the exception line with its class). Each form's top finding is then judged
+against the labels written from the text alone:
 
 - recognised: the top record's library is the distribution that raised the error
   (``raisedBy``) or, for an error Python raises itself, the distribution the message names
@@ -16,7 +17,9 @@ text alone:
 - unknown: no finding at all.
 
 Prints a table per library (the library whose tracker the report came from) and the totals,
-and writes every entry's outcome to ``--json`` when given. The records used are whatever the
+one for each form, and the entries whose paste does worse than their error line (recognised
+beats unknown, which beats a false match), and writes every entry's outcome to ``--json`` when
+given (the paste's at the top level of each result, the error line's under ``"line"``). The records used are whatever the
 registry loads (the shipped ones, plus ``--records``), so the same corpus measures today's
 records and any pack added later.
 """
@@ -93,8 +96,12 @@ def judge(entry: dict[str, Any], diagnosis: Any) -> dict[str, Any]:
     }
 
 
+#: How good an outcome is, to tell a paste that does worse than its error line.
+RANK = {"recognised": 2, "unknown": 1, "false match": 0}
+
+
 def run(entries: list[dict[str, Any]], records: list[str]) -> list[dict[str, Any]]:
-    """Explain every entry and judge it; one result a entry, in corpus order."""
+    """Explain every entry in both forms and judge them; one result an entry, in corpus order."""
     from errkb.diagnosis import explain
     from errkb.options import Options
     from errkb.registry import Registry, default_registry
@@ -103,17 +110,23 @@ def run(entries: list[dict[str, Any]], records: list[str]) -> list[dict[str, Any
     options = Options(probes=False)
     results = []
     for entry in entries:
-        diagnosis = explain(entry["text"], options=options, registry=registry)
-        results.append({"id": entry["id"], "url": entry["url"], **judge(entry, diagnosis)})
+        paste = judge(entry, explain(entry["text"], options=options, registry=registry))
+        line = judge(entry, explain(entry["errorLine"], options=options, registry=registry))
+        results.append({"id": entry["id"], "url": entry["url"], **paste, "line": line})
     return results
 
 
-def table(entries: list[dict[str, Any]], results: list[dict[str, Any]]) -> str:
+def worse(results: list[dict[str, Any]]) -> list[str]:
+    """The ids of the entries whose paste is judged worse than their error line alone."""
+    return [r["id"] for r in results if RANK[r["outcome"]] < RANK[r["line"]["outcome"]]]
+
+
+def table(entries: list[dict[str, Any]], outcomes: list[str]) -> str:
     """A markdown table: per tracker library, n and the share of each outcome, then totals."""
     by_lib: dict[str, Counter[str]] = {}
-    for entry, result in zip(entries, results, strict=True):
-        by_lib.setdefault(entry["library"], Counter())[result["outcome"]] += 1
-    total: Counter[str] = Counter(r["outcome"] for r in results)
+    for entry, outcome in zip(entries, outcomes, strict=True):
+        by_lib.setdefault(entry["library"], Counter())[outcome] += 1
+    total: Counter[str] = Counter(outcomes)
     lines = [
         "| library | n | recognised | false match | unknown |",
         "| --- | ---: | ---: | ---: | ---: |",
@@ -153,9 +166,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     entries = load(args.corpus)
     results = run(entries, args.records)
-    text = table(entries, results)
     print(f"corpus: {args.corpus.name}, {len(entries)} entries; errkb at commit {_commit()}")
-    print(text)
+    print("\nThe error line alone (errorLine):\n")
+    print(table(entries, [r["line"]["outcome"] for r in results]))
+    print("\nThe whole paste (text):\n")
+    print(table(entries, [r["outcome"] for r in results]))
+    behind = worse(results)
+    print(f"\nPastes judged worse than their error line: {len(behind)}", *behind)
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(
