@@ -26,6 +26,12 @@ LIBRARIES = {
     "safetensors": {"huggingface/safetensors", "safetensors/safetensors"},
     "tokenizers": {"huggingface/tokenizers"},
     "peft": {"huggingface/peft"},
+    "torchaudio": {"pytorch/audio"},
+    "ray": {"ray-project/ray"},
+    "sentencepiece": {"google/sentencepiece"},
+    "triton": {"triton-lang/triton", "openai/triton"},
+    "xformers": {"facebookresearch/xformers"},
+    "deepspeed": {"deepspeedai/DeepSpeed", "microsoft/DeepSpeed"},
 }
 URL = re.compile(r"https://github\.com/([\w.-]+/[\w.-]+)/(?:issues|pull)/\d+")
 KEYS = {"id", "library", "url", "query", "text", "raisedBy", "subject", "errorLine", "cut"}
