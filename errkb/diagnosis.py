@@ -211,9 +211,50 @@ def explain_lines(
     evidence = Evidence(options=options, exceptions=(), text=first if second is None else None)
     try:
         classes = [i.class_name for i in infos]
-        return _assemble(infos, classes, evidence, options, registry, cut, stated=stated.releases())
+        before = list(cut)
+        found = _assemble(
+            infos, classes, evidence, options, registry, cut, stated=stated.releases()
+        )
+        if found is None and first is not None and second is None:
+            found = _best_line(first, evidence, options, registry, before, stated.releases())
+        return found
     finally:
         evidence.close()
+
+
+def _best_line(
+    text: str,
+    evidence: Evidence,
+    options: Options,
+    registry: Registry | None,
+    notes: list[str],
+    stated: Mapping[str, str],
+) -> Diagnosis | None:
+    """The diagnosis of a paste's best line read alone, for a paste whose exceptions matched none.
+
+    A paste is never recognised worse than its best single line: a traceback cut before its
+    exception line, a log record above it (ChatTTS's ``model load failed``), a warning. Each
+    line is read alone (:func:`errkb.parse.parse_lines`); the best is the one whose top match
+    ranks first (hand-written before mined, then by score), the later line on a tie.
+    """
+    from errkb.parse import parse_lines
+
+    matcher = _registry(options, registry).matcher
+    best: tuple[tuple[bool, float, int], Any] | None = None
+    for index, p in enumerate(parse_lines(text)):
+        matches = matcher.match(p.message, p.class_name)
+        if matches:
+            key = (matches[0].mined, -matches[0].score, -index)
+            if best is None or key < best[0]:
+                best = (key, p)
+    if best is None:
+        return None
+    line = best[1]
+    info = ExceptionInfo(index=0, class_name=line.class_name, message=line.message)
+    notes.append(
+        "no exception read from the text matched a record: the best of its lines read alone did"
+    )
+    return _assemble([info], [line.class_name], evidence, options, registry, notes, stated=stated)
 
 
 class _Stated:

@@ -40,15 +40,31 @@ from errkb._patterns import lazy_compile
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
 
-__all__ = ["ParsedException", "ParsedFrame", "class_at", "parse_text", "stated_releases"]
+__all__ = [
+    "MAX_LINE",
+    "MAX_LINES",
+    "ParsedException",
+    "ParsedFrame",
+    "class_at",
+    "parse_lines",
+    "parse_text",
+    "stated_releases",
+]
 
 _CLASS = r"[A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)*"
 _AFTER_TRACEBACK = lazy_compile(rf"^(?P<cls>{_CLASS})(?::[ ]?(?P<msg>.*))?$")
 #: How the names of exception classes end; a word so ended, then ": ", is read as a class.
 _SUFFIXES = ("Error", "Exception", "Exit", "Interrupt", "Warning", "Iteration", "Group")
-# A class inside a line: after its start, a space, a bracket, ">", "|" or ":" (log prefixes
-# such as "[core.py:700] " or "ERROR:root:"), dotted or not, followed by ": ".
-_IN_LINE = lazy_compile(rf"(?:^|[\s\]\)>|:])(?P<cls>[A-Za-z_][\w.]*(?:{'|'.join(_SUFFIXES)})): ")
+# A class inside a line: after anything but a letter, digit, "_" or "." of a name (a log prefix
+# such as "[core.py:700] " or "ERROR:root:", a quote, Markdown's "`" or "*", a word of another
+# script), dotted or not, followed by ": ".
+_IN_LINE = lazy_compile(rf"(?<![A-Za-z0-9_.])(?P<cls>[A-Za-z_][\w.]*(?:{'|'.join(_SUFFIXES)})): ")
+# A line that opens an exception: "Class: message", indented or not, after a list item's
+# number or bullet and inside Markdown's code or bold marks ("**ValueError: x**", "`OSError: y`").
+_OPENING = lazy_compile(
+    rf"^[ \t]*(?:\d{{1,3}}[.)][ \t]+|[-*+][ \t]+)?(?P<mark>`{{1,3}}|\*\*|__)?"
+    rf"(?P<cls>{_CLASS}): ?(?P<msg>.*)$"
+)
 _LEVELS = ("DEBUG", "INFO", "WARNING", "WARN", "ERROR", "CRITICAL", "FATAL", "NOTICE", "TRACE")
 _LEVEL = "(?:" + "|".join(_LEVELS) + ")"
 
@@ -96,7 +112,31 @@ def class_at(line: str) -> tuple[str | None, str]:
     (None, 'INFO all good')
     """
     m = _IN_LINE.search(line)
-    return (m["cls"], line[m.end() :]) if m else (None, line)
+    if m is None:
+        return None, line
+    rest = line[m.end() :]
+    if m.start("cls") and line[m.start("cls") - 1] in "`*":  # a code span or bold ends the text
+        rest = _unmark(rest, "`" if line[m.start("cls") - 1] == "`" else "**")
+    return m["cls"], rest
+
+
+def _unmark(message: str, mark: str) -> str:
+    """``message`` up to the mark that closes the Markdown span it opened in, if any."""
+    end = message.find(mark[0] if mark[0] == "`" else mark)
+    return message if end < 0 else message[:end]
+
+
+def _opening(text: str) -> tuple[str, str] | None:
+    """``(class, message)`` when ``text`` opens an exception (see :data:`_OPENING`), else None.
+
+    A Markdown mark before the class ends the message where it closes.
+    """
+    if ":" not in text:
+        return None
+    m = _OPENING.match(text)
+    if m is None or not _looks_like_class(m["cls"]):
+        return None
+    return m["cls"], (_unmark(m["msg"], m["mark"]) if m["mark"] else m["msg"])
 
 
 def parse_text(text: str) -> list[ParsedException]:
@@ -115,6 +155,49 @@ def parse_text(text: str) -> list[ParsedException]:
         if found:
             return [p for _, p in (found[:1] if step is _Reader.inline else found)]
     return [ParsedException(class_name=None, message="\n".join(every).strip())]
+
+
+#: How many lines of a text :func:`parse_lines` reads at most (the last ones), and how long each.
+MAX_LINES, MAX_LINE = 200, 4096
+_WORDY = lazy_compile(r"[A-Za-z]{3}")
+# A line without a class that still tells of an error: a logger's error or warning level, or
+# an error's words.
+_ERROR_LIKE = lazy_compile(
+    r"\b(?:ERRO|ERROR|WARN|WARNING|CRITICAL|FATAL|[Ee]rror|[Ff]ail(?:ed|ure|s)?|[Mm]ismatch"
+    r"|[Ii]nvalid|[Cc]annot|[Uu]nable|[Nn]ot (?:found|supported|enough)|[Oo]ut of memory)\b"
+)
+
+
+def parse_lines(text: str) -> list[ParsedException]:
+    r"""Each line of ``text`` read alone, as if it were pasted alone, in the order printed.
+
+    What a paste holds besides its exceptions: a log record above a traceback (``model load
+    failed``), a warning, the error line of a traceback cut before its end. Each line loses its
+    tags, log header and colour codes; a class it names (at its start, or after other words) is
+    read, and its message is the rest of the line. Lines that neither name a class nor tell of
+    an error (a logger's error or warning level, "failed", "mismatch", "cannot", ...: source,
+    prose, progress), frame lines and lines without a word are left out, and a line printed
+    twice counts once; at most :data:`MAX_LINES` lines, the last ones,
+    each cut at :data:`MAX_LINE` characters.
+
+    >>> [(p.class_name, p.message) for p in parse_lines("x = f(y)\nERROR:x:model load failed")]
+    [(None, 'model load failed')]
+    """
+    text = _normalise(text)
+    _, every = _streams(text)
+    found: dict[tuple[str | None, str], ParsedException] = {}
+    for raw, line in zip(reversed(text.split("\n")), reversed(every), strict=True):
+        body = line.strip()[:MAX_LINE]
+        if len(found) >= MAX_LINES or not _WORDY.search(body):
+            continue
+        if _FRAME.match(body) or _TRACEBACK.match(body) or body.startswith(("File ", "│", "|")):
+            continue
+        head = _opening(body)
+        cls, message = head if head is not None else class_at(body)
+        if cls is None and not _ERROR_LIKE.search(raw[:MAX_LINE]):
+            continue  # a line of source, prose or progress: no error in it
+        found.setdefault((cls, message.strip()), ParsedException(class_name=cls, message=message))
+    return list(reversed(found.values()))
 
 
 _RELEASE_TEXT = (
@@ -251,6 +334,7 @@ _WEAK_TAGS = ("quote", "compose")
 _HEADER = lazy_compile(
     rf"""
     {_LEVEL}\ (?:\d{{4}}-)?\d\d-\d\d\ \d\d:\d\d:\d\d(?:[.,]\d+)?\ \[[^\]\n]{{1,200}}\]\ ?  # vLLM
+  | {_LEVEL}\ \d\d-\d\d\ \d\d:\d\d:\d\d\ [\w.-]{{1,200}}:\d{{1,9}}\]\ ?  # vLLM before 0.6.4
   | [IWEF]\d{{4}}\ \d\d:\d\d:\d\d\.\d+\ +\d+\ [^\]\n]{{1,200}}\]\ ?  # glog (c10, torch.distributed)
   | {_LEVEL}:(?:[\w.-]{{1,200}}:|\ +)  # logging's default format, uvicorn
     """,
@@ -394,8 +478,12 @@ def _clean(line: str) -> str:
 
 # Step 3: reading a stream ---------------------------------------------------------------------
 
-_TRACEBACK = lazy_compile(r"^\s*(?:Exception Group )?Traceback \(most recent call last\):\s*$")
-_FRAME = lazy_compile(r'^\s+File "(?P<file>[^"]+)", line (?P<line>\d+)(?:, in (?P<func>.+))?$')
+# A header may follow a Markdown fence on its line ("```Traceback ..."); a frame may have lost
+# its indent in a paste.
+_TRACEBACK = lazy_compile(
+    r"^\s*(?:```\w*\s*)?(?:Exception Group )?Traceback \(most recent call last\):\s*$"
+)
+_FRAME = lazy_compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+)(?:, in (?P<func>.+))?$')
 _CHAIN = (
     "The above exception was the direct cause of the following exception:",
     "During handling of the above exception, another exception occurred:",
@@ -430,6 +518,8 @@ _SUMMARY = lazy_compile(rf"^(?:FAILED|ERROR) [^\n]+? - (?P<cls>{_CLASS}): (?P<ms
 # a blank line, a prompt, a heading, a rule or another "Class: message".
 _BANNER = lazy_compile(r"^([=_\-~*#])\1{2,} .*\S.* \1{3,}\s*$")
 _FENCE = lazy_compile(r"^\s*(?:```|~~~)")
+# tqdm's progress bar: "Steps:   0%|          | 0/800 [00:04<?, ?it/s]".
+_PROGRESS = lazy_compile(r"^[^|\n]{0,200}?\d{1,3}%\|[^|\n]*\|\s*\d+(?:\.\d+)?[kMG]?/")
 _AFTER_BLANK = lazy_compile(
     r"^(?:\$ |>>> |In \[\d+\]: |#{1,6} |-{20,}\s*$|Process finished with exit code)"
 )
@@ -496,11 +586,11 @@ class _Reader:
                 in_traceback = True
                 if frame is not _ARROW:
                     frames.append(frame)
-            elif in_traceback and first.isalpha() and (head := _AFTER_TRACEBACK.match(text)):
-                if head["cls"] not in _LEVELS:
-                    message, end = self._message(i, head["msg"] or "", wrapped=wrapped)
+            elif in_traceback and (head := _exception_line(text)):
+                if head[0] not in _LEVELS:
+                    message, end = self._message(i, head[1], wrapped=wrapped)
                     exc = ParsedException(
-                        class_name=head["cls"],
+                        class_name=head[0],
                         message=message,
                         frames=tuple(frames),
                         chained=chained,
@@ -541,42 +631,44 @@ class _Reader:
         return self._summaries
 
     def bare(self) -> Iterator[_Found]:
-        """``Class: message`` lines that start a record.
+        """``Class: message`` lines: each opens an exception, wherever it is.
 
-        A record starts on a text's first line, on a line after a blank one, or on a line with
-        a log header of its own (:meth:`_starts_record`); a line with a log header counts even
-        when it repeats the one above (vLLM writes its header on each line of a record). A
-        class at the start of a bare line inside a message (NCCL's ``ncclSystemError: ...``
+        The class must look like an exception's (``ValueError``, ``torch.OutOfMemoryError``);
+        the line may be indented, numbered, bulleted or inside Markdown's code or bold marks.
+        The lines before it (a source line, a warning, a log record, a caret line) are not part
+        of it: a paste cut below its traceback's header keeps its class. A class that does not
+        look like one at the start of a line inside a message (NCCL's ``ncclSystemError: ...``
         below ``NCCL error in: ...``) is part of that message.
         """
         lines, n = self.text, len(self.text)
         i = self._next[0] if n else 0
         while i < n:
-            if self.header[i] is not None or self._starts_record(i):
-                head = _AFTER_TRACEBACK.match(lines[i].lstrip())
-                if head and head["msg"] is not None and _looks_like_class(head["cls"]):
-                    message, end = self._message(i, head["msg"], wrapped=False)
-                    yield self.index[i], ParsedException(class_name=head["cls"], message=message)
-                    i = end
-                    continue
+            head = _opening(lines[i])
+            if head is not None:
+                message, end = self._message(i, head[1], wrapped=False)
+                yield self.index[i], ParsedException(class_name=head[0], message=message)
+                i = end
+                continue
             i = self._next[i + 1] if i + 1 < n else n
 
     def inline(self) -> Iterator[_Found]:
-        """A class named after other words on the first line of a record.
+        """A class named after other words on the first line of a record, else on any line.
 
-        ``ray::f() (pid=1, ip=10.0.0.5) ValueError: ...``: read only when nothing else gives a
+        ``ray::f() (pid=1, ip=10.0.0.5) ValueError: ...``, or prose that quotes the error
+        (``this produces `OSError: No such device` ``): read only when nothing else gives a
         class, so a class inside a message never hides the one that starts it.
         """
         lines, n = self.text, len(self.text)
-        i = self._next[0] if n else 0
-        while i < n:
-            if self._starts_record(i):
-                cls, rest = class_at(lines[i])
-                if cls is not None:
-                    message, _ = self._message(i, rest, wrapped=False)
-                    yield self.index[i], ParsedException(class_name=cls, message=message)
-                    return
-            i = self._next[i + 1] if i + 1 < n else n
+        for anywhere in (False, True):
+            i = self._next[0] if n else 0
+            while i < n:
+                if anywhere or self._starts_record(i):
+                    cls, rest = class_at(lines[i])
+                    if cls is not None and (not anywhere or _looks_like_class(cls)):
+                        message, _ = self._message(i, rest, wrapped=False)
+                        yield self.index[i], ParsedException(class_name=cls, message=message)
+                        return
+                i = self._next[i + 1] if i + 1 < n else n
 
     def _starts_record(self, i: int) -> bool:
         """Whether line ``i`` (not blank) starts a record: see :meth:`bare`."""
@@ -635,6 +727,10 @@ class _Reader:
         if first == "-" and _IPY_RULE.match(text):  # IPython's rule above its next header
             return j + 1 < len(self.text) and bool(_IPY_HEADER.match(self.text[j + 1]))
         if first in "=_-~*#" and _BANNER.match(text):
+            return True
+        if "%|" in text and _PROGRESS.match(text):  # tqdm's bar: the program went on
+            return True
+        if not first.isspace() and _opening(text) is not None:  # the next exception
             return True
         return ("```" in text or "~~~" in text) and bool(_FENCE.match(text))
 
@@ -701,6 +797,19 @@ class _Reader:
         return (self.index[i], exc), j
 
 
+def _exception_line(text: str) -> tuple[str, str] | None:
+    """The class and message of the line that ends a traceback, if ``text`` is one.
+
+    At the line's start any name counts (``KeyboardInterrupt``, ``MyFailure: x``); indented (a
+    paste that indented the whole traceback but its header) only an exception-like name with a
+    message, so that a frame's source line is never read as one.
+    """
+    if text[:1].isalpha():
+        head = _AFTER_TRACEBACK.match(text)
+        return (head["cls"], head["msg"] or "") if head else None
+    return _opening(text.lstrip()) if text[:1] in " \t" else None
+
+
 def _ends_after_blank(text: str) -> bool:
     """Whether ``text``, after a blank line, is not more of the message above."""
     if _AFTER_BLANK.match(text) or _LOCATION.match(text):
@@ -727,7 +836,7 @@ def _frame(text: str, frames: list[ParsedFrame]) -> ParsedFrame | None:
     the last frame, and :data:`_ARROW` says the line was read.
     """
     first = text[:1]
-    if first in " \t" and (m := _FRAME.match(text)):
+    if first in " \tF" and (m := _FRAME.match(text)):
         return ParsedFrame(file=m["file"], line=_line(m["line"]), function=m["func"])
     if first == "F" and (m := _IPY_FILE.match(text)):
         return ParsedFrame(file=m["file"], line=_line(m["line"]), function=m["func"])

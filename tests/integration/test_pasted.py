@@ -14,8 +14,9 @@ import pytest
 from helpers import DATA
 
 import errkb
+from errkb.match import Matcher
 from errkb.options import Options
-from errkb.parse import parse_text
+from errkb.parse import parse_lines, parse_text
 from errkb.registry import default_registry
 
 _PASTED = DATA / "pasted"
@@ -54,3 +55,29 @@ def test_explain_finds_every_shipped_record_example_as_its_top_match():
         if top not in allowed:
             wrong.append((record_id, top, example[:80]))
     assert [] == wrong
+
+
+def _reports() -> list[dict[str, str]]:
+    with (DATA / "reports" / "corpus.jsonl").open(encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def test_no_report_is_recognised_worse_as_a_paste_than_as_its_best_line():
+    """Over the whole corpus of real reports (tests/data/reports): where the error line alone
+    gives a record, the whole paste gives a record that matches that line too, and where any
+    line of the paste read alone gives a record, the paste gives one."""
+    registry = default_registry()
+    worse = []
+    for entry in _reports():
+        paste = errkb.explain(entry["text"], options=_OPTIONS, registry=registry)
+        line = errkb.explain(entry["errorLine"], options=_OPTIONS, registry=registry)
+        if line is not None and (
+            paste is None or not Matcher([paste.top.record]).match(entry["errorLine"])
+        ):
+            worse.append((entry["id"], line.top.record.id, paste and paste.top.record.id))
+        alone = [
+            p for p in parse_lines(entry["text"]) if registry.matcher.match(p.message, p.class_name)
+        ]
+        if alone and paste is None:
+            worse.append((entry["id"], alone[-1].message[:60], None))
+    assert [] == worse

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import builtins
 import json
+import subprocess
 import sys
 import traceback
 
@@ -10,7 +11,7 @@ from helpers import DATA
 from hypothesis import given
 from hypothesis import strategies as st
 
-from errkb.parse import ParsedException, class_at, parse_text, stated_releases
+from errkb.parse import ParsedException, class_at, parse_lines, parse_text, stated_releases
 
 
 def _format(exc: BaseException) -> str:
@@ -402,8 +403,8 @@ def test_interleaved_processes_are_read_apart():
 
 def test_a_lone_source_marker_is_not_a_quote():
     """pytest's "> " before one source line is not a quote: it stays in the text."""
-    [p] = parse_text("x = 1\n>       f()\nValueError: boom")
-    assert (None, "x = 1\n>       f()\nValueError: boom") == (p.class_name, p.message)
+    [p] = parse_text("x = 1\n>       f()\nboom")
+    assert (None, "x = 1\n>       f()\nboom") == (p.class_name, p.message)
 
 
 _PREFIXES = (
@@ -516,3 +517,136 @@ def test_a_release_stated_twice_differently_is_left_out():
     """Two different releases of one distribution: which one ran cannot be told."""
     assert {} == stated_releases("vllm==0.9.2\nvLLM API server version 0.10.0")
     assert {"torch": "2.4.0"} == stated_releases("torch==2.4.0\nPyTorch version: 2.4.0+cu121")
+
+
+# Real reports (tests/data/reports/corpus.jsonl, each with its issue's URL): what a paste around
+# the exception line holds must not change the exception read (issue 24, the parser).
+
+
+def _report(entry_id: str) -> str:
+    """The text of a corpus entry: a user's paste from a public issue tracker."""
+    with (DATA / "reports" / "corpus.jsonl").open(encoding="utf-8") as f:
+        entries = (json.loads(line) for line in f if line.strip())
+        return next(str(e["text"]) for e in entries if e["id"] == entry_id)
+
+
+@pytest.mark.parametrize(
+    ("entry_id", "expected"),
+    [
+        # A source line above it, no Traceback header (vllm-project/vllm#5086).
+        ("vllm-3", ("ImportError", "cannot import name 'LLM' from 'vllm' (unknown location)")),
+        # Python's caret line above it (vllm-project/vllm#23321).
+        ("vllm-33", ("AttributeError", "'PosixPath' object has no attribute 'startswith'")),
+        # Prose in another script above it (2noise/ChatTTS#820).
+        ("ChatTTS-23", ("ModuleNotFoundError", "No module named 'tools.audio'")),
+        # Numbered items, the last one the error (vllm-project/vllm#1367).
+        ("vllm-2", ("ImportError", "cannot import name 'activation_ops' from 'vllm'")),
+    ],
+)
+def test_an_exception_line_below_other_lines_keeps_its_class(entry_id, expected):
+    """A "Class: message" line below a source line, a caret line or prose opens its exception:
+    the line above is not glued into the message and the class is kept."""
+    p = parse_text(_report(entry_id))[-1]
+    assert expected == (p.class_name, p.message)
+
+
+@pytest.mark.parametrize(
+    ("entry_id", "expected"),
+    [
+        # Bold (vllm-project/vllm#31789).
+        ("vllm-18", ("ModuleNotFoundError", "No module named 'vllm._C'")),
+        # A code span on its own line (huggingface/accelerate#403).
+        ("accelerate-14", ("ModuleNotFoundError", "No module named 'datasets'")),
+        # A code span inside a sentence (safetensors/safetensors#485).
+        ("safetensors-4", ("OSError", "No such device (os error 19)")),
+        # After words of another script, no space (2noise/ChatTTS#56).
+        ("ChatTTS-28", ("IndexError", "list index out of range")),
+    ],
+)
+def test_markdown_marks_and_prose_around_the_exception_are_not_its_message(entry_id, expected):
+    """GitHub's Markdown around an exception line (bold, code spans) and the prose it sits in
+    are taken off: the class is read and the message ends where the mark closes."""
+    p = parse_text(_report(entry_id))[-1]
+    assert expected == (p.class_name, p.message)
+
+
+def test_a_progress_bar_after_the_exception_is_not_its_message():
+    """tqdm's bar printed below the exception line (huggingface/accelerate#2046) ends it."""
+    p = parse_text(_report("accelerate-8"))[-1]
+    assert ("TypeError", "Linear.forward() got an unexpected keyword argument 'scale'") == (
+        p.class_name,
+        p.message,
+    )
+
+
+@pytest.mark.parametrize(
+    ("entry_id", "expected"),
+    [
+        # Frames that lost their indent (vllm-project/vllm#9398).
+        ("vllm-5", ("TypeError", "vllm/entrypoints/llm.py")),
+        # A fence glued before the header (huggingface/transformers#9939).
+        ("transformers-9", ("ImportError", "<stdin>")),
+        # Frames and exception line indented below a header that is not (pytorch/pytorch#3389).
+        ("torch-17", ("ModuleNotFoundError", "<stdin>")),
+    ],
+)
+def test_a_traceback_pasted_out_of_shape_gives_its_class_and_frames(entry_id, expected):
+    """A traceback whose indents a paste changed, or whose header follows a fence on its line,
+    is still read as one: the exception keeps its class and its last frame."""
+    p = parse_text(_report(entry_id))[-1]
+    assert expected == (p.class_name, p.files[-1][-len(expected[1]) :])
+
+
+def test_vllm_log_header_before_0_6_4_is_taken_off():
+    """vLLM's older header ("ERROR 04-22 21:49:37 async_llm_engine.py:43] ", no brackets
+    around the source) is a log header, under docker compose's prefix (vllm-project/vllm#4275)."""
+    p = parse_text(_report("vllm-35"))[-1]
+    assert ("NameError", "name 'vllm_ops' is not defined", "torch/nn/modules/module.py") == (
+        p.class_name,
+        p.message,
+        p.files[0][-len("torch/nn/modules/module.py") :],
+    )
+
+
+def _stderr(tmp_path, program: str) -> str:
+    """What CPython prints to stderr running ``program`` (a real logger, a real traceback)."""
+    script = tmp_path / "run.py"
+    script.write_text(program, encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, check=False
+    )
+    return done.stderr
+
+
+_WARN_THEN_RAISE = (
+    "import logging\n"
+    "logging.warning('bf16 is not supported on this GPU, using fp16')\n"
+    "raise RuntimeError('FlashAttention only supports Ampere GPUs or newer.')\n"
+)
+
+
+def test_a_log_record_above_an_exception_line_is_not_glued_into_it(tmp_path):
+    """A logger's warning printed above the exception, pasted with the exception line only (the
+    traceback between them left out), is its own record: the class and message are kept."""
+    printed = _stderr(tmp_path, _WARN_THEN_RAISE).splitlines()
+    pasted = "\n".join([printed[0], printed[-1]])
+    p = parse_text(pasted)[-1]
+    assert ("RuntimeError", "FlashAttention only supports Ampere GPUs or newer.") == (
+        p.class_name,
+        p.message,
+    )
+
+
+def test_parse_lines_reads_error_like_lines_alone_and_leaves_source_out(tmp_path):
+    """Each line of a paste is read alone: log records telling of a failure and exception lines
+    are kept, in print order; source lines, frames and carets are left out."""
+    program = (
+        "import logging\n"
+        "logging.error('model load failed')\n"
+        "values = {}\n"
+        "values['x'] = int('seven')\n"
+    )
+    assert [
+        (None, "model load failed"),
+        ("ValueError", "invalid literal for int() with base 10: 'seven'"),
+    ] == [(p.class_name, p.message) for p in parse_lines(_stderr(tmp_path, program))]
