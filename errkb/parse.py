@@ -153,8 +153,36 @@ def parse_text(text: str) -> list[ParsedException]:
     for step in (_Reader.tracebacks, _Reader.summaries, _Reader.bare, _Reader.inline):
         found = sorted((x for reader in readers for x in step(reader)), key=lambda x: x[0])
         if found:
-            return [p for _, p in (found[:1] if step is _Reader.inline else found)]
+            return [
+                c for _, p in (found[:1] if step is _Reader.inline else found) for c in _carried(p)
+            ]
     return [ParsedException(class_name=None, message="\n".join(every).strip())]
+
+
+# Wrappers that carry the error they wrap in their own message, after these words: transformers'
+# lazy module ("Failed to import transformers.X because of the following error (look up to see
+# its traceback):\n<the error's message>", transformers/utils/import_utils.py, read in the
+# 4.40.0 wheel; a paste may join its two lines with a space).
+_CARRIER = lazy_compile(r"because of the following error \(look up to see its\s+traceback\):\s+")
+
+
+def _carried(p: ParsedException) -> list[ParsedException]:
+    """``p``, after the error its message carries when it is a wrapper's (:data:`_CARRIER`).
+
+    The carried error is read as a message of its own, with its class when it names one (a
+    paste of the wrapper alone has no other trace of it), and printed before its wrapper: it is
+    the cause, the wrapper continues its failure.
+    """
+    m = _CARRIER.search(p.message) if "look up to see" in p.message else None
+    if m is None or not p.message[m.end() :].strip():
+        return [p]
+    inner = p.message[m.end() :].strip()
+    head = _opening(inner.partition("\n")[0])
+    cls, message = (
+        (head[0], head[1] + inner[len(inner.partition("\n")[0]) :]) if head else (None, inner)
+    )
+    cause = ParsedException(class_name=cls, message=message, chained=p.chained)
+    return [cause, attrs.evolve(p, chained=True)]
 
 
 #: How many lines of a text :func:`parse_lines` reads at most (the last ones), and how long each.

@@ -81,3 +81,37 @@ def test_no_report_is_recognised_worse_as_a_paste_than_as_its_best_line():
         if alone and paste is None:
             worse.append((entry["id"], alone[-1].message[:60], None))
     assert [] == worse
+
+
+def _lazy_module_wrapper(module: str, inner: str) -> str:
+    """The line transformers' lazy module raises around an import error (its wording read in the
+    transformers 4.40.0 wheel, transformers/utils/import_utils.py), for a paste of that line."""
+    return (
+        f"RuntimeError: Failed to import {module} because of the following error (look up to "
+        f"see its traceback):\n{inner}"
+    )
+
+
+def test_an_error_wrapped_by_transformers_lazy_module_is_explained_with_its_own_record():
+    """flash-attn's undefined symbol (the record's example, from a user's report) inside
+    transformers' "Failed to import ..." RuntimeError: the flash-attn record comes first, not
+    hidden by the wrapper's class."""
+    inner = default_registry().get("flash-attn-cuda-extension-undefined-symbol").examples[0]
+    text = _lazy_module_wrapper("transformers.models.llama.modeling_llama", inner)
+    diagnosis = errkb.explain(text, options=_OPTIONS)
+    assert diagnosis is not None
+    assert "flash-attn-cuda-extension-undefined-symbol" == diagnosis.top.record.id
+
+
+def test_a_pasted_lazy_module_wrapper_gives_the_error_it_carries_first():
+    """A real report of the wrapper alone (huggingface/transformers#3895, transformers-27 in the
+    corpus): the carried message is read as its own exception, before the wrapper."""
+    entry = next(e for e in _reports() if e["id"] == "transformers-27")
+    found = parse_text(entry["text"])
+    assert [
+        (None, "CUDA_HOME does not exist, unable to compile CUDA op(s)", False),
+        ("RuntimeError", True),
+    ] == [
+        (found[0].class_name, found[0].message, found[0].chained),
+        (found[1].class_name, found[1].chained),
+    ]
