@@ -45,9 +45,19 @@ SCHEMA = "errkb.diagnosis/1"
 #: Where a number came from: the exception's message, a traceback frame's objects, the live
 #: GPU, the model's configuration, a value the user gave, another probe's reading (a plugin's,
 #: or a built-in one beyond the GPU), errkb's arithmetic, an assumption, or the installed
-#: distributions' metadata (a release, and how it compares with a record's version facts).
+#: distributions' metadata (a release, and how it compares with a record's version facts), or a
+#: report tool's output pasted beside the error (collect_env, nvidia-smi: another machine's).
 Source = Literal[
-    "message", "frame", "gpu", "model-config", "flag", "probe", "computed", "default", "installed"
+    "message",
+    "frame",
+    "gpu",
+    "model-config",
+    "flag",
+    "probe",
+    "computed",
+    "default",
+    "installed",
+    "paste",
 ]
 SOURCES: tuple[Source, ...] = get_args(Source)
 
@@ -58,7 +68,8 @@ class Fact:
 
     ``source`` is one of :data:`SOURCES`: ``message``, ``frame``, ``gpu``, ``model-config``,
     ``flag``, ``probe``, ``computed``, ``default`` (a value assumed, with the reason in
-    ``note``) or ``installed`` (a distribution's installed release, from its metadata).
+    ``note``), ``installed`` (a distribution's installed release, from its metadata) or
+    ``paste`` (a report tool's output pasted beside the error; ``note`` names the tool).
     """
 
     name: str

@@ -13,6 +13,8 @@ import itertools
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+import attrs
+
 from errkb.findings import Fact
 from errkb.probes.installed import compare_versions
 
@@ -40,10 +42,13 @@ def version_facts(record: Record, evidence: Evidence) -> tuple[Fact, ...]:
     dist = skew.distribution if skew is not None else versions.distribution if versions else None
     if not dist:
         return ()
-    reading = evidence.probe("installed")
+    pasted = _pasted_releases(evidence)
+    reading = evidence.probe("installed") if pasted is None else pasted
     if not isinstance(reading, Mapping):
         return ()
     installed = reading.get(dist)
+    if installed is None and pasted is not None:
+        return ()  # the paste does not say it; this machine's release is not the reporter's
     if installed is None:
         return (Fact(name=dist, value="not installed", source="installed"),)
     facts = [Fact(name=dist, value=str(installed), source="installed")]
@@ -51,7 +56,24 @@ def version_facts(record: Record, evidence: Evidence) -> tuple[Fact, ...]:
         facts.append(_skew_fact(skew, str(installed)))
     elif versions is not None:
         facts.extend(_range_fact(versions, str(installed)))
+    if pasted is not None:  # the reporter's release, as their report tool listed it: said once
+        return tuple(attrs.evolve(f, source="paste") for f in facts[1:])
     return tuple(facts)
+
+
+def _pasted_releases(evidence: Evidence) -> dict[str, str] | None:
+    """The releases a pasted text's report tools list (collect_env, pip lines), else ``None``.
+
+    A paste with an environment report describes another machine: its releases are the ones
+    the error ran with, and this machine's are not shown beside them.
+    """
+    if evidence.text is None:
+        return None
+    pasted = evidence.probe("pasted-environment")
+    if pasted is None:
+        return None
+    return {d.name.lower().replace("_", "-"): d.version for d in
+            pasted.environment.stack.distributions}  # fmt: skip
 
 
 def elsewhere_fix(record: Record, evidence: Evidence) -> DerivedFix | None:

@@ -52,6 +52,38 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"errkb: error: {message}\n")
 
 
+def _add_doctor(sub: Any) -> None:
+    """``errkb doctor`` and its flags."""
+    doctor = sub.add_parser(
+        "doctor",
+        help="check this environment: GPU, driver, torch's build, requirements, extensions",
+        description="Read this machine's environment (the GPUs through NVML, torch's build in a "
+        "child interpreter, the installed distributions, the compiled extensions, /dev/shm) and "
+        "say what is broken and the command that fixes it; commands are shown, never run. "
+        "With --from-paste, judge the environment a pasted report describes instead. "
+        "Exit status 1 when something is broken.",
+    )
+    add_render_flags(doctor)
+    doctor.add_argument(
+        "--format",
+        choices=("text", "json", "markdown"),
+        default=None,
+        help="text (the default), json (the versioned object), or markdown (for an issue)",
+    )
+    doctor.add_argument("--json", action="store_true", help="the same as --format json")
+    doctor.add_argument(
+        "--hide-user",
+        action="store_true",
+        help="show the home folder as ~ and the user's name as <user> (secrets are always masked)",
+    )
+    doctor.add_argument(
+        "--from-paste",
+        metavar="FILE",
+        help="judge the environment a pasted report describes (collect_env, vllm collect-env, "
+        "accelerate env, transformers env, nvidia-smi; '-' for stdin) instead of this machine",
+    )
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="errkb", description="Error knowledge for the ML and LLM stack.")
     parser.add_argument("--version", action="version", version=f"errkb {__version__}")
@@ -109,27 +141,7 @@ def _parser() -> argparse.ArgumentParser:
     probe.add_argument("--json", action="store_true", help="print JSON")
     add_evidence_flags(probe)
 
-    doctor = sub.add_parser(
-        "doctor",
-        help="check this environment: GPU, driver, torch's build, requirements, extensions",
-        description="Read this machine's environment (the GPUs through NVML, torch's build in a "
-        "child interpreter, the installed distributions, the compiled extensions, /dev/shm) and "
-        "say what is broken and the command that fixes it; commands are shown, never run. "
-        "Exit status 1 when something is broken.",
-    )
-    add_render_flags(doctor)
-    doctor.add_argument(
-        "--format",
-        choices=("text", "json", "markdown"),
-        default=None,
-        help="text (the default), json (the versioned object), or markdown (for an issue)",
-    )
-    doctor.add_argument("--json", action="store_true", help="the same as --format json")
-    doctor.add_argument(
-        "--hide-user",
-        action="store_true",
-        help="show the home folder as ~ and the user's name as <user> (secrets are always masked)",
-    )
+    _add_doctor(sub)
 
     run = sub.add_parser(
         "run",

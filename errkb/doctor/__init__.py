@@ -23,7 +23,16 @@ if TYPE_CHECKING:
     from errkb.probes.stack import StackReading
     from errkb.probes.torch_build import TorchBuild
 
-__all__ = ["SCHEMA", "Checkup", "Environment", "Severity", "Verdict", "examine", "read_environment"]
+__all__ = [
+    "SCHEMA",
+    "Checkup",
+    "Environment",
+    "Severity",
+    "Verdict",
+    "examine",
+    "examine_paste",
+    "read_environment",
+]
 
 #: Seconds each kind of probe may take: NVML, importing torch, loading one distribution's
 #: extensions.
@@ -82,3 +91,30 @@ def examine(
     start = time.monotonic()
     env = read_environment(paths=paths, environ=environ, python=python)
     return Checkup(environment=env, verdicts=judge(env), seconds=time.monotonic() - start)
+
+
+def examine_paste(text: str) -> Checkup | None:
+    """Judge the environment a pasted text describes; ``None`` when no report tool's output is in it.
+
+    The text may hold the output of ``python -m torch.utils.collect_env``, ``vllm collect-env``,
+    ``accelerate env``, ``transformers env`` and ``nvidia-smi``, with the traceback beside them;
+    the verdicts and commands are for the machine they describe, never this one.
+
+    >>> examine_paste("no report here") is None
+    True
+    """
+    from errkb.advisors.environment._pasted import completed, judge_pasted
+    from errkb.advisors.environment._tables import tables
+    from errkb.probes.pasted_env import read_pasted
+
+    start = time.monotonic()
+    pasted = read_pasted(text)
+    if pasted is None:
+        return None
+    known = tables()
+    return Checkup(
+        environment=completed(pasted, known),
+        verdicts=judge_pasted(pasted, known),
+        seconds=time.monotonic() - start,
+        pasted=pasted,
+    )

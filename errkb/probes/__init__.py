@@ -53,6 +53,7 @@ BUILTIN: dict[str, str] = {
     "gpu": "errkb.probes.gpu:probe",
     "installed": "errkb.probes.installed:probe",
     "model": "errkb.probes.model:probe",
+    "pasted-environment": "errkb.probes.pasted_env:probe",
 }
 
 T = TypeVar("T")

@@ -23,8 +23,28 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from errkb.doctor import Checkup, Environment, Verdict
+    from errkb.probes.pasted_env import PastedEnvironment
 
-__all__ = ["checkup_layout", "facts", "render_checkup_markdown", "user_hider"]
+__all__ = ["checkup_layout", "facts", "pasted_facts", "render_checkup_markdown", "user_hider"]
+
+#: How the facts of a paste are named when shown (the rest: their name as read).
+_PASTED_NAMES = {
+    "torch": "torch",
+    "torch cuda": "CUDA torch was built with",
+    "torch rocm": "ROCm torch was built with",
+    "torch archs": "torch's architectures",
+    "torch accelerator": "torch's accelerator",
+    "cuda available": "CUDA available",
+    "cuda toolkit": "CUDA toolkit (nvcc)",
+    "driver": "NVIDIA driver",
+    "driver cuda": "driver's CUDA",
+    "gpu warning": "GPU torch warns about",
+    "os": "OS",
+    "platform": "platform",
+    "python": "Python",
+    "glibc": "libc",
+    "memory": "system memory",
+}
 
 
 def user_hider(hide_user: bool) -> Callable[[str], str]:
@@ -134,6 +154,40 @@ def facts(env: Environment) -> list[tuple[str, list[tuple[str, str, str]]]]:
     return groups
 
 
+def pasted_facts(pasted: PastedEnvironment) -> list[tuple[str, list[tuple[str, str, str]]]]:
+    """The facts of a paste by tool: (tool, [(name, value, "line N"), ...]), in the order read.
+
+    Every line a fact was read from is named, so a reader can check it against the paste.
+    """
+    groups: dict[str, list[tuple[str, str, str]]] = {}
+    for fact in pasted.facts:
+        name = fact.name
+        if name.startswith("dist "):
+            name = name[5:]
+        elif name.startswith("gpu ") and name.endswith((" memory", " used")):
+            gpu, _, what = name[4:].partition(" ")
+            name = f"GPU {gpu} memory {'total' if what == 'memory' else 'used'}"
+            value = f"{fact.value} MiB"
+            groups.setdefault(fact.tool, []).append((name, value, f"line {fact.line}"))
+            continue
+        elif name.startswith("gpu ") and name[4:].isdigit():
+            name = f"GPU {name[4:]}"
+        elif name.startswith("process "):
+            gpu, pid, used, process = fact.value.split(" ", 3)
+            value = f"GPU {gpu}: pid {pid} {process} holds {used} MiB"
+            groups.setdefault(fact.tool, []).append(("process", value, f"line {fact.line}"))
+            continue
+        shown = _PASTED_NAMES.get(name, name)
+        groups.setdefault(fact.tool, []).append((shown, fact.value, f"line {fact.line}"))
+    return list(groups.items())
+
+
+def _groups(checkup: Checkup) -> list[tuple[str, list[tuple[str, str, str]]]]:
+    if checkup.pasted is not None:
+        return pasted_facts(checkup.pasted)
+    return facts(checkup.environment)
+
+
 def _verdict_block(verdict: Verdict, shown: Callable[[str], str]) -> Block:
     sections = [Section("Why", "text", (shown(verdict.why),))]
     if verdict.fix:
@@ -163,14 +217,19 @@ def checkup_layout(checkup: Checkup, *, hide_user: bool = False) -> tuple[list[B
             "hanging",
             tuple(shown(f"{name}: {value}  ({source})") for name, value, source in items),
         )
-        for group, items in facts(checkup.environment)
+        for group, items in _groups(checkup)
         if items
     )
-    blocks.append(Block(title="the environment", severity="facts", subtitle="", sections=sections))
+    title = "the environment" if checkup.pasted is None else "the environment in the paste"
+    blocks.append(Block(title=title, severity="facts", subtitle="", sections=sections))
     read = ", ".join(f"{name} {seconds:.1f}s" for name, seconds in checkup.environment.timings)
     broken = sum(v.severity == "broken" for v in checkup.verdicts)
     verdict = f"{broken} broken" if broken else "nothing broken"
-    notes = [f"{verdict}; read in {checkup.seconds:.1f}s ({read})"]
+    if checkup.pasted is None:
+        notes = [f"{verdict}; read in {checkup.seconds:.1f}s ({read})"]
+    else:
+        said = f"{verdict} on the machine {checkup.pasted.source} describes"
+        notes = [f"{said}; nothing of this machine was read", *map(shown, checkup.pasted.notes)]
     return blocks, notes
 
 
@@ -180,6 +239,13 @@ def render_checkup_markdown(checkup: Checkup, *, hide_user: bool = False) -> str
     broken = sum(v.severity == "broken" for v in checkup.verdicts)
     warnings = sum(v.severity == "warning" for v in checkup.verdicts)
     out = [f"### errkb doctor: {broken} broken, {warnings} warnings", ""]
+    if checkup.pasted is not None:
+        tools = ", ".join(f"`{t}`" for t in checkup.pasted.tools)
+        out[0] = f"### errkb doctor, from the pasted {tools}: {broken} broken, {warnings} warnings"
+        out += [
+            "Judged for the machine the paste describes; the commands are for that machine.",
+            "",
+        ]
     for verdict in checkup.verdicts:
         out += [f"**{verdict.severity}**: {escape_markdown(shown(verdict.title))}", ""]
         out += [escape_markdown(shown(verdict.why)), ""]
@@ -188,10 +254,13 @@ def render_checkup_markdown(checkup: Checkup, *, hide_user: bool = False) -> str
         out += [code_block(shown(c)) for c in verdict.commands]
         if verdict.commands:
             out.append("")
-    out += ["<details><summary>Environment</summary>", "", "| | |", "| --- | --- |"]
-    for group, items in facts(checkup.environment):
-        for name, value, _source in items:
+    summary = "Environment" if checkup.pasted is None else "What was read from the paste"
+    out += [f"<details><summary>{summary}</summary>", "", "| | |", "| --- | --- |"]
+    for group, items in _groups(checkup):
+        for name, value, where in items:
             cell = escape_markdown(shown(value))
+            if checkup.pasted is not None:
+                cell += f" ({escape_markdown(where)})"
             out.append(f"| {escape_markdown(group)}: {escape_markdown(shown(name))} | {cell} |")
     out += ["", "</details>"]
     return "\n".join(out) + "\n"

@@ -314,6 +314,7 @@ _SOURCE_LABELS = {
     "computed": "computed",
     "default": "assumed",
     "installed": "installed",
+    "paste": "the paste",
 }
 
 

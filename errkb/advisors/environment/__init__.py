@@ -26,7 +26,7 @@ Every command is shown, never run.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from errkb.advisors import Advice, Captures, Contract, Variant, advisor
 from errkb.findings import Fact, Solution
@@ -74,6 +74,8 @@ _RECORD_KINDS = {
 _NAMESPACES = {"3c10": "c10", "2at": "at (ATen)", "5torch": "torch", "6caffe2": "caffe2"}
 _MANGLED = re.compile(r"_ZN?K?(3c10|2at|5torch|6caffe2)")
 _SITE = re.compile(r"[/\\](?:site|dist)-packages[/\\]([^/\\]+)")
+#: A file under site-packages named in a message (the extension a loader could not load).
+_SITE_PATH = re.compile(r"[^\s:'\"]+[/\\](?:site|dist)-packages[/\\][^\s:'\"]+")
 
 
 @advisor(CONTRACT)
@@ -88,6 +90,10 @@ def advise(match: Match, evidence: Evidence) -> Advice | None:
     caps = Captures(match.captures)
     facts = _message_facts(kind, caps)
     live = _live(evidence)
+    if not live:  # report tools' output in the paste: judged for the machine it describes
+        pasted = _from_paste(kind, caps, facts, evidence)
+        if pasted is not None:
+            return pasted
     env = evidence.probe("environment") if live else None
     if env is None:
         return _from_message(kind, caps, facts, live=live)
@@ -258,13 +264,18 @@ def _driver_note(verdict: Verdict | None, known: Tables) -> list[str]:
 
 
 def _from_machine(
-    kind: str, caps: Captures, env: Environment, facts: list[Fact], files: list[str]
+    kind: str,
+    caps: Captures,
+    env: Environment,
+    facts: list[Fact],
+    files: list[str],
+    source: Literal["probe", "paste"] = "probe",
 ) -> Advice | None:
     import attrs
 
     from errkb.advisors.environment.verdicts import extension_verdict, judge
 
-    facts = facts + _machine_facts(env)
+    facts = facts + _machine_facts(env, source)
     if kind in ("extension", "cuda-library"):
         ext = _failed_extension(kind, caps, env, files)
         if ext is None:
@@ -288,19 +299,20 @@ def _known() -> Tables:
     return tables()
 
 
-def _machine_facts(env: Environment) -> list[Fact]:
+def _machine_facts(env: Environment, source: Literal["probe", "paste"] = "probe") -> list[Fact]:
     facts = []
     if env.nvml is not None:
+        read = "NVML" if source == "probe" else env.nvml.library
         for device in env.nvml.devices[:1]:
             cap = device.capability
             shown = f"{device.name} (sm_{cap[0]}{cap[1]})" if cap else device.name
-            facts.append(Fact(name="gpu", value=shown, source="probe", note="NVML"))
+            facts.append(Fact(name="gpu", value=shown, source=source, note=read))
         if env.nvml.driver_version:
-            facts.append(Fact(name="driver", value=env.nvml.driver_version, source="probe",
-                              note="NVML"))  # fmt: skip
+            facts.append(Fact(name="driver", value=env.nvml.driver_version, source=source,
+                              note=read))  # fmt: skip
     if env.torch.version:
-        build = f"CUDA {env.torch.cuda}" if env.torch.cuda else "no CUDA"
-        facts.append(Fact(name="torch", value=f"{env.torch.version} ({build})", source="probe",
+        build = f"CUDA {env.torch.cuda}" if env.torch.cuda else env.torch.error or "no CUDA"
+        facts.append(Fact(name="torch", value=f"{env.torch.version} ({build})", source=source,
                           note=env.torch.source))  # fmt: skip
     return facts
 
@@ -349,6 +361,42 @@ def _owner(path: str, env: Environment) -> tuple[str, str] | None:
         ):
             best = (dist.name, dist.version)
     return best
+
+
+# -- a pasted error beside report tools' output: the machine they describe ------------------
+
+
+def _from_paste(kind: str, caps: Captures, facts: list[Fact], evidence: Evidence) -> Advice | None:
+    """The verdict for the machine a paste's report tools describe (``pasted-environment``).
+
+    ``None`` when the paste holds no report tool's output: the message alone is judged then.
+    What the message says is added to what the tools said
+    (:func:`errkb.advisors.environment._pasted.with_message`); "no kernel image" on a GPU whose
+    build's architectures are unknown is judged from the error itself.
+    """
+    import attrs
+
+    from errkb.advisors.environment._pasted import completed, no_kernel_verdict, with_message
+
+    reading = evidence.probe("pasted-environment")
+    if reading is None:
+        return None
+    known = _known()
+    env = with_message(completed(reading, known), kind, caps)
+    files = [f.file for info in evidence.infos for f in reversed(info.frames)]
+    files += [m[0] for info in evidence.infos for m in _SITE_PATH.finditer(info.message)]
+    advice = _from_machine(kind, caps, env, facts, files, source="paste")
+    if (advice is None or not advice.solutions) and kind == "gpu-arch" and not env.torch.archs:
+        verdict = no_kernel_verdict(env, known)
+        if verdict is not None:
+            advice = _advice(verdict, facts + _machine_facts(env, "paste"), [])
+    notes = (
+        f"environment: judged for the machine {reading.source} describes, never this one's.",
+        *(f"environment: {note}." for note in reading.notes),
+    )
+    if advice is None:
+        return Advice(facts=tuple(facts + _machine_facts(env, "paste")), notes=notes)
+    return attrs.evolve(advice, notes=notes + advice.notes)
 
 
 # -- the verdict as advice -------------------------------------------------------------------

@@ -18,6 +18,8 @@
     probe: "probe",
     computed: "computed",
     default: "assumed",
+    installed: "installed",
+    paste: "the paste",
   };
 
   const $ = (id) => document.getElementById(id);
