@@ -30,6 +30,7 @@ listed above it. Each step is linear in the length of the text.
 from __future__ import annotations
 
 import itertools
+import textwrap
 from typing import TYPE_CHECKING
 
 import attrs
@@ -166,6 +167,30 @@ def parse_text(text: str) -> list[ParsedException]:
 _CARRIER = lazy_compile(r"because of the following error \(look up to see its\s+traceback\):\s+")
 
 
+# torch's launcher (torchrun) ends its ChildFailedError's message with a summary of the failed
+# ranks; the first one's "Root Cause (first observed failure):" block has a "traceback :" field
+# that holds the rank's own traceback (or "Signal 9 (SIGKILL) received by PID ..."), indented.
+_ROOT_FIELD = lazy_compile(r"^[ \t]*traceback[ \t]*:[ \t]?", regex.MULTILINE)
+_RULE = lazy_compile(r"^[ \t]*={10,}[ \t]*$", regex.MULTILINE)
+
+
+def _root_cause(p: ParsedException) -> list[ParsedException]:
+    """``p`` (torch's ChildFailedError), after the first failed rank's error its summary holds."""
+    block = p.message.partition("Root Cause (first observed failure):")[2]
+    field = _ROOT_FIELD.search(block)
+    if field is None:
+        return [p]
+    rest = block[field.end() :]
+    end = _RULE.search(rest)
+    first, _, below = rest[: end.start() if end else len(rest)].partition("\n")
+    inner = (first + "\n" + textwrap.dedent(below)).strip()
+    if not inner:
+        return [p]
+    causes = [attrs.evolve(c, chained=c.chained or i > 0) for i, c in enumerate(parse_text(inner))]
+    causes[0] = attrs.evolve(causes[0], chained=p.chained)
+    return [*causes, attrs.evolve(p, chained=True)]
+
+
 def _carried(p: ParsedException) -> list[ParsedException]:
     """``p``, after the error its message carries when it is a wrapper's (:data:`_CARRIER`).
 
@@ -173,6 +198,8 @@ def _carried(p: ParsedException) -> list[ParsedException]:
     paste of the wrapper alone has no other trace of it), and printed before its wrapper: it is
     the cause, the wrapper continues its failure.
     """
+    if "Root Cause (first observed failure):" in p.message:
+        return _root_cause(p)
     m = _CARRIER.search(p.message) if "look up to see" in p.message else None
     if m is None or not p.message[m.end() :].strip():
         return [p]

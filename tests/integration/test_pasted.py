@@ -9,6 +9,8 @@ matcher and the ranking.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 from helpers import DATA
@@ -114,4 +116,41 @@ def test_a_pasted_lazy_module_wrapper_gives_the_error_it_carries_first():
     ] == [
         (found[0].class_name, found[0].message, found[0].chained),
         (found[1].class_name, found[1].chained),
+    ]
+
+
+_RAISING_RANK = """\
+from torch.distributed.elastic.multiprocessing.errors import record
+
+
+@record
+def main():
+    raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+
+main()
+"""
+
+
+def test_torchrun_summary_gives_the_first_failed_ranks_error_before_its_wrapper(tmp_path):
+    """torchrun's ChildFailedError, pasted from its own traceback on (the rank's output above
+    left out): the "Root Cause (first observed failure)" block's traceback is read as the
+    rank's exception, with its class and frames, before the launcher's error."""
+    script = tmp_path / "train.py"
+    script.write_text(_RAISING_RANK, encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=1", str(script)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    launcher = done.stderr.rindex("\nTraceback (most recent call last):") + 1
+    found = parse_text(done.stderr[launcher:])
+    assert [
+        ("RuntimeError", "CUDA error: an illegal memory access was encountered", str(script)),
+        ("torch.distributed.elastic.multiprocessing.errors.ChildFailedError", True),
+    ] == [
+        (found[0].class_name, found[0].message, found[0].files[-1]),
+        (found[-1].class_name, found[-1].chained),
     ]
