@@ -187,6 +187,8 @@ def _root_cause(p: ParsedException) -> list[ParsedException]:
     if not inner:
         return [p]
     causes = [attrs.evolve(c, chained=c.chained or i > 0) for i, c in enumerate(parse_text(inner))]
+    if not inner.startswith("Signal ") and not any(c.class_name for c in causes):
+        return [p]  # no error of the rank's own: torch's hint on how to record one
     causes[0] = attrs.evolve(causes[0], chained=p.chained)
     return [*causes, attrs.evolve(p, chained=True)]
 
