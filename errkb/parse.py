@@ -768,6 +768,8 @@ class _Reader:
             else:
                 parts.append(lines[j])
             j += 1
+        if not wrapped and header is None and _hard_wrapped(lines[i], parts):
+            return "".join(parts), j
         return "\n".join(parts).strip("\n"), j
 
     def _ends(self, j: int, header: str | None, repeats: bool) -> bool:
@@ -852,6 +854,25 @@ class _Reader:
             chained=chained,
         )
         return (self.index[i], exc), j
+
+
+#: The narrowest width at which a message's lines are read as a hard wrap (see _hard_wrapped).
+_HARD_WRAP = 40
+
+
+def _hard_wrapped(opening: str, parts: Sequence[str]) -> bool:
+    """Whether a message's lines are one line cut at a fixed width, words and figures split.
+
+    What a fixed-width log, ``fold`` or a terminal that does not know its own wraps gives:
+    every line but the last exactly as wide (two such lines at least, the first counted with
+    the class before the message), none narrower than :data:`_HARD_WRAP`, the last no wider.
+    Such lines are joined back as they were, with nothing between them.
+    """
+    if len(parts) < 3 or not all(parts):
+        return False
+    widths = {len(opening), *(len(p) for p in parts[1:-1])}
+    width = max(widths)
+    return len(widths) == 1 and width >= _HARD_WRAP and len(parts[-1]) <= width
 
 
 def _exception_line(text: str) -> tuple[str, str] | None:

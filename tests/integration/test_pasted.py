@@ -154,3 +154,18 @@ def test_torchrun_summary_gives_the_first_failed_ranks_error_before_its_wrapper(
         (found[0].class_name, found[0].message, found[0].files[-1]),
         (found[-1].class_name, found[-1].chained),
     ]
+
+
+def test_an_out_of_memory_message_cut_at_a_fixed_width_fills_every_figure():
+    """torch's out-of-memory message (the record's example, from a user's report) cut by
+    coreutils' ``fold`` inside words and figures gives the same captures as the line whole."""
+    record = default_registry().get("torch-cuda-out-of-memory")
+    line = "torch.OutOfMemoryError: " + record.examples[4]
+    folded = subprocess.run(
+        ["fold", "-w", "57"], input=line, capture_output=True, text=True, check=True
+    ).stdout
+    whole = errkb.explain(line, options=_OPTIONS)
+    cut = errkb.explain(folded, options=_OPTIONS)
+    assert whole is not None
+    assert cut is not None
+    assert whole.top.match.captures == cut.top.match.captures

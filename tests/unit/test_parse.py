@@ -650,3 +650,30 @@ def test_parse_lines_reads_error_like_lines_alone_and_leaves_source_out(tmp_path
         (None, "model load failed"),
         ("ValueError", "invalid literal for int() with base 10: 'seven'"),
     ] == [(p.class_name, p.message) for p in parse_lines(_stderr(tmp_path, program))]
+
+
+def _fold(text: str, width: int) -> str:
+    """``text`` as coreutils' ``fold`` cuts it: at ``width`` columns, inside words and figures."""
+    return subprocess.run(
+        ["fold", "-w", str(width)], input=text, capture_output=True, text=True, check=True
+    ).stdout
+
+
+@pytest.mark.parametrize("width", [57, 80, 120])
+def test_a_message_cut_at_a_fixed_width_is_joined_back_as_it_was(width):
+    """A traceback's last line cut every N columns (``fold``, a fixed-width log), words split
+    ("allo\\ncate"): the message is read back whole, exactly as printed."""
+    try:
+        _raise(ValueError("x" * 30 + " is not a valid repository id; " * 12))
+    except ValueError as exc:
+        printed = _format(exc)
+    header, _, last = printed.rstrip("\n").rpartition("\n")
+    [p] = parse_text(header + "\n" + _fold(last, width))
+    assert ("ValueError", last.removeprefix("ValueError: ")) == (p.class_name, p.message)
+
+
+def test_lines_of_different_widths_are_not_joined():
+    """A message of several lines of their own (huggingface_hub's) keeps its line breaks."""
+    text = "OSError: first line of the message here\nsecond, a longer line of the message\nend"
+    [p] = parse_text(text)
+    assert "first line of the message here\nsecond, a longer line of the message\nend" == p.message
