@@ -22,7 +22,27 @@ if TYPE_CHECKING:
     from errkb.probes.environment import Environment
     from errkb.probes.pasted_env import PastedEnvironment
 
-__all__ = ["completed", "judge_pasted", "no_kernel_verdict", "table_archs", "with_message"]
+__all__ = [
+    "BLACKWELL_CUDA",
+    "BLACKWELL_MAJOR",
+    "BLACKWELL_SOURCE",
+    "completed",
+    "judge_pasted",
+    "no_kernel_verdict",
+    "table_archs",
+    "with_message",
+]
+
+#: The first CUDA toolkit that builds code for Blackwell GPUs (compute capability 10.0, 12.0),
+#: and where that is said: NVIDIA's guide splits building for Blackwell into "CUDA Toolkit 12.7
+#: or Earlier" (PTX of an older architecture only) and "CUDA Toolkit 12.8".
+BLACKWELL_CUDA = (12, 8)
+#: The oldest major compute capability of a Blackwell GPU.
+BLACKWELL_MAJOR = 10
+BLACKWELL_SOURCE = (
+    "https://docs.nvidia.com/cuda/blackwell-compatibility-guide (1.4.1 Building Applications "
+    "Using CUDA Toolkit 12.7 or Earlier; 1.4.2 Using CUDA Toolkit 12.8)"
+)
 
 #: Verdicts about this machine that a pasted environment must not get.
 _MACHINE_ONLY = ("no-gpu", "no-torch", "torch-import-fails")
@@ -128,19 +148,25 @@ def _capability_source(pasted: PastedEnvironment) -> str:
 
 
 def no_kernel_verdict(env: Environment, known: Tables) -> Verdict | None:
-    """The verdict for 'no kernel image is available' on a pasted GPU of a known capability.
+    """The verdict for 'no kernel image is available' on a pasted Blackwell GPU, when it is torch's.
 
-    The error says what the paste does not: no architecture of torch's build runs on the GPU.
-    The build to install is the one the doctor would choose for that GPU and driver.
+    The paste names the GPU and the CUDA torch was built with, not its architectures. Code for
+    Blackwell GPUs (compute capability 10.x and 12.x) is built by CUDA 12.8 and later
+    (:data:`BLACKWELL_CUDA`): a torch built with an older CUDA has none, so the error is torch's
+    own and the build to install is the one the doctor would choose for that GPU and driver.
+    ``None`` for any other GPU or build: the error may be an extension's, which the paste does
+    not say.
     """
     from errkb.advisors.environment.verdicts import best_build, install_torch_command
 
-    nvml = env.nvml
+    nvml, torch = env.nvml, env.torch
     device = next((d for d in nvml.devices if d.capability), None) if nvml else None
-    if device is None or device.capability is None:
+    if device is None or device.capability is None or not torch.cuda:
         return None
     cap = device.capability
-    torch = env.torch
+    cuda = tuple(int(p) for p in torch.cuda.split(".")[:2] if p.isdigit())
+    if cap[0] < BLACKWELL_MAJOR or cuda >= BLACKWELL_CUDA:
+        return None
     named = f"torch {torch.version}" if torch.version else "torch"
     row = best_build(known, env, cap, (torch.version or "").split("+", 1)[0] or None)
     if row is None:
@@ -154,12 +180,12 @@ def no_kernel_verdict(env: Environment, known: Tables) -> Verdict | None:
         code="gpu-arch-unsupported",
         severity="broken",
         title=f"{device.name} (sm_{cap[0]}{cap[1]}) is not among {named}'s architectures",
-        why=f"The error says no kernel image of {named} runs on GPU {device.index}, of compute "
-        f"capability {cap[0]}.{cap[1]} (errkb's GPU table, by the name in the paste); the paste "
-        "does not list torch's architectures.",
+        why=f"GPU {device.index} has compute capability {cap[0]}.{cap[1]} (errkb's GPU table, by "
+        f"the name in the paste), a Blackwell GPU; {named} was built with CUDA {torch.cuda}, and "
+        "code for Blackwell GPUs needs CUDA 12.8 or later: no kernel of this torch runs on it.",
         fix=fix,
         commands=(install_torch_command(env, row),) if row else (),
-        sources=(row.source,) if row else (),
+        sources=((row.source,) if row else ()) + (BLACKWELL_SOURCE,),
     )
 
 
