@@ -53,7 +53,9 @@ __all__ = [
 ]
 
 _CLASS = r"[A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)*"
-_AFTER_TRACEBACK = lazy_compile(rf"^(?P<cls>{_CLASS})(?::[ ]?(?P<msg>.*))?$")
+# A class as printed; Ray's wrapper names the class it wraps after its own:
+# "ray.exceptions.RayTaskError(ValueError): ...".
+_AFTER_TRACEBACK = lazy_compile(rf"^(?P<cls>{_CLASS})(?:\({_CLASS}\))?(?::[ ]?(?P<msg>.*))?$")
 #: How the names of exception classes end; a word so ended, then ": ", is read as a class.
 _SUFFIXES = ("Error", "Exception", "Exit", "Interrupt", "Warning", "Iteration", "Group")
 # A class inside a line: after anything but a letter, digit, "_" or "." of a name (a log prefix
@@ -64,7 +66,7 @@ _IN_LINE = lazy_compile(rf"(?<![A-Za-z0-9_.])(?P<cls>[A-Za-z_][\w.]*(?:{'|'.join
 # number or bullet and inside Markdown's code or bold marks ("**ValueError: x**", "`OSError: y`").
 _OPENING = lazy_compile(
     rf"^[ \t]*(?:\d{{1,3}}[.)][ \t]+|[-*+][ \t]+)?(?P<mark>`{{1,3}}|\*\*|__)?"
-    rf"(?P<cls>{_CLASS}): ?(?P<msg>.*)$"
+    rf"(?P<cls>{_CLASS})(?:\({_CLASS}\))?: ?(?P<msg>.*)$"
 )
 _LEVELS = ("DEBUG", "INFO", "WARNING", "WARN", "ERROR", "CRITICAL", "FATAL", "NOTICE", "TRACE")
 _LEVEL = "(?:" + "|".join(_LEVELS) + ")"
@@ -789,6 +791,8 @@ class _Reader:
             return True
         if "%|" in text and _PROGRESS.match(text):  # tqdm's bar: the program went on
             return True
+        if first in " \t" and "File" in text and _FRAME.match(text):  # a traceback goes on: Ray's
+            return True  # wrapper prints its task's frames below its own line
         if not first.isspace() and _opening(text) is not None:  # the next exception
             return True
         return ("```" in text or "~~~" in text) and bool(_FENCE.match(text))

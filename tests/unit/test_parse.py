@@ -677,3 +677,31 @@ def test_lines_of_different_widths_are_not_joined():
     text = "OSError: first line of the message here\nsecond, a longer line of the message\nend"
     [p] = parse_text(text)
     assert "first line of the message here\nsecond, a longer line of the message\nend" == p.message
+
+
+# Ray's wrapper: from a user's paste, https://github.com/Mini-o3/Mini-o3/issues/21 (its first
+# RayTaskError, with the frames of the task below it, cut after two of them).
+_RAY_TASK_ERROR = """\
+  File "/opt/miniconda3/envs/minio3/lib/python3.11/site-packages/ray/_private/worker.py", line 1026, in get_objects
+    raise value.as_instanceof_cause()
+ray.exceptions.RayTaskError(ValueError): ray::main_task() (pid=1355866, ip=172.17.0.2)
+  File "/hpc2hdd/home/yfan546/workplace/mllm_playground/mllm_2/r1/Third_repo/Mini-o3/verl/trainer/main_ppo.py", line 171, in main_task
+    trainer.fit()
+  File "/hpc2hdd/home/yfan546/workplace/mllm_playground/mllm_2/r1/Third_repo/Mini-o3/verl/trainer/ppo/ray_trainer.py", line 1367, in fit
+    gen_batch_output = self.async_rollout_manager.generate_sequences(gen_batch)
+"""
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (_RAY_TASK_ERROR, "ray::main_task() (pid=1355866, ip=172.17.0.2)"),
+        # Ray's wording before it named the wrapped class (ray-project/ray#5136).
+        (_report("ray-3"), "ray_WrappedFunc:train() (pid=25574, host=sam-ThinkPad-E470)"),
+    ],
+)
+def test_rays_wrapper_ends_where_its_tasks_frames_begin(text, expected):
+    """Ray's RayTaskError (with the wrapped class in brackets or not): its message is its own
+    line; the task's frames below it start the traceback of the error it wraps."""
+    p = parse_text(text)[0]
+    assert ("ray.exceptions.RayTaskError", expected) == (p.class_name, p.message)
