@@ -169,3 +169,39 @@ def test_an_out_of_memory_message_cut_at_a_fixed_width_fills_every_figure():
     assert whole is not None
     assert cut is not None
     assert whole.top.match.captures == cut.top.match.captures
+
+
+_LOG_THEN_RAISE = """\
+import logging
+
+logging.basicConfig(format="[%(asctime)s] [%(levelname).4s] ChatTTS | dl | %(message)s")
+logging.warning({line!r})
+
+
+def load():
+    raise FileNotFoundError("asset/DVAE.pt")
+
+
+load()
+"""
+
+
+def test_a_log_line_above_a_traceback_counts_when_its_exception_matches_nothing(tmp_path):
+    """A real child's stderr: ChatTTS's hash warning (the record's example, from a user's
+    report) logged above a traceback whose exception no record knows: the paste is explained
+    by the warning's record, as the warning's line alone is."""
+    record = default_registry().get("chattts-asset-sha256-mismatch")
+    line = record.examples[1]
+    script = tmp_path / "run.py"
+    script.write_text(_LOG_THEN_RAISE.format(line=line), encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, check=False
+    )
+    alone = errkb.explain(line, options=_OPTIONS)
+    diagnosis = errkb.explain(done.stderr, options=_OPTIONS)
+    assert alone is not None
+    assert diagnosis is not None
+    assert (alone.top.record.id, "FileNotFoundError") == (
+        diagnosis.top.record.id,
+        parse_text(done.stderr)[-1].class_name,
+    )
