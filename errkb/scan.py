@@ -47,9 +47,10 @@ cause in sight, it counts, and says where to look.
 from __future__ import annotations
 
 import gzip
+import io
 from operator import itemgetter
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import attrs
 import regex
@@ -77,11 +78,21 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ENGINES",
+    "PartGroup",
+    "PartShape",
+    "PartSource",
     "ScanGroup",
+    "ScanPart",
     "ScanResult",
+    "failed_part",
+    "merge",
     "open_log",
+    "range_cut",
     "scan",
+    "scan_part",
+    "scan_range",
     "scan_stream",
+    "source_host",
 ]
 
 BLOCK = 4 << 20
@@ -441,10 +452,11 @@ class _Counter:
         self.groups: dict[str, _Group] = {}
         self.last_cause = -REPEAT_LINES - 1  # the last line of the latest match, not a wrapper
 
-    def add(self, record: Record, first: int, last: int, text: str, example: str) -> None:
+    def add(self, record: Record, first: int, last: int, text: str, example: str) -> bool:
+        """Count the match of ``record`` on lines ``first`` to ``last``; whether it counted."""
         if WRAPPER_TAG in record.tags:
             if first - self.last_cause <= REPEAT_LINES:
-                return  # its root cause was just found: that is the failure
+                return False  # its root cause was just found: that is the failure
         else:
             self.last_cause = last
         group = self.groups.get(record.id)
@@ -458,17 +470,18 @@ class _Counter:
                 text=text,
                 last=last,
             )
-            return
+            return True
         again = first == group.last + 1 or (
             first - group.opened <= REPEAT_LINES and text == group.text
         )
         group.last = last
         if again:
-            return
+            return False
         group.count += 1
         group.opened, group.text = first, text
         if len(group.first_lines) < FIRST_LINES:
             group.first_lines.append(first)
+        return True
 
     def result(self, lines: int, size: int) -> ScanResult:
         groups = [
@@ -514,11 +527,20 @@ class _Scanner:
     kept (:attr:`carried`) until the next block or :meth:`finish`.
     """
 
-    def __init__(self, registry: Registry, engine: str | None) -> None:
+    def __init__(
+        self,
+        registry: Registry,
+        engine: str | None,
+        *,
+        tally: _Tally | None = None,
+        needles: _Needles | None = None,
+    ) -> None:
         registry = registry.hand_written()
         self.matcher = registry.matcher
-        self.needles = _Needles(registry.refs, engine=engine)
+        self.needles = needles or _Needles(registry.refs, engine=engine)
         self.counter = _Counter()
+        #: What a fleet scan keeps besides the counts: times, hosts, unknown shapes.
+        self.tally = tally
         self.lines = 0  # lines before the first one not matched yet
         self.covered = 0  # the last line of a message already matched
         self.carried = b""
@@ -552,17 +574,31 @@ class _Scanner:
     def _match(self, block: bytes, ready: int) -> None:
         """Match the lines of ``block`` that start before ``ready`` (a line's start)."""
         last, line = 0, self.lines
-        for start, end in self.needles.lines_in(block):
+        spans = self.needles.lines_in(block)
+        # A fleet scan also reads the lines that look like errors (see _error_lines).
+        errors = _error_lines(block, ready) if self.tally is not None else None
+        needled = None
+        if errors:
+            needled = set(spans)
+            spans = sorted(needled | errors)
+        for start, end in spans:
             if start >= ready:
                 break
             line += block.count(b"\n", last, start)
             last = start
             if line + 1 > self.covered:
-                self._line(block, start, end, line + 1)
+                known = (needled is None or (start, end) in needled) and self._line(
+                    block, start, end, line + 1
+                )
+                if not known and errors and (start, end) in errors and self.tally is not None:
+                    self.tally.unknown(_decode(block[start : min(end, start + MAX_LINE)]), line + 1)
         self.lines = line + block.count(b"\n", last, ready)
 
-    def _line(self, block: bytes, start: int, end: int, number: int) -> None:
-        """Match the line at ``start:end`` of ``block`` (line ``number``), and count its failure."""
+    def _line(self, block: bytes, start: int, end: int, number: int) -> bool:
+        """Match the line at ``start:end`` of ``block`` (line ``number``), and count its failure.
+
+        Whether a record matched it (counted or not).
+        """
         text = _decode(block[start : min(end, start + MAX_LINE)])
         cls, message = class_at(text)
         prefix = text[: len(text) - len(message) - len(cls) - 2] if cls is not None else ""
@@ -577,7 +613,7 @@ class _Scanner:
             if any_found:
                 break  # the line without its class is read only when the class ruled all out
         if not ranked:
-            return
+            return False
         best, window = ranked[0]
         where = _where(best.record, window)
         lines_after = 0
@@ -588,7 +624,10 @@ class _Scanner:
         if lines_after:
             self.covered = number + lines_after
         example = "\n".join([text, *(after.head(lines_after) if after else ())])[:500]
-        self.counter.add(best.record, number, number + lines_after, matched, example)
+        counted = self.counter.add(best.record, number, number + lines_after, matched, example)
+        if counted and self.tally is not None:
+            self.tally.failure(best.record.id, number, text, example)
+        return True
 
     def _rank(
         self,
@@ -622,10 +661,10 @@ class _Scanner:
                     # message (and the pattern with a newline): not cut, but another message.
                     if _cut_before_newline(found[record_id][0].record, subject, timeout):
                         del found[record_id]
-        ranked = sorted(
-            found.values(), key=lambda pair: (pair[0].mined, -pair[0].score, pair[0].record.id)
-        )
-        return ranked, any_found or bool(ranked)
+        from errkb.match import ranked
+
+        order = [found[m.record.id] for m in ranked(m for m, _ in found.values())]
+        return order, any_found or bool(order)
 
     def _rank_alone(
         self, subject: str, error_class: str | None
@@ -755,3 +794,516 @@ def open_log(path: str) -> BinaryIO:
         return gzip.GzipFile(fileobj=file)  # type: ignore[return-value]
     file.seek(0)
     return file
+
+
+# -- The fleet scan's map step: one piece of one source, a mergeable result -----------------
+#
+# A fleet is scanned piece by piece (a whole file, or a byte range of a large plain one), on
+# any engine (Dask in errkb.fleet, or Ray, Spark, a loop); each piece gives a ScanPart, and
+# merge() adds them up in any order. A part holds counts, never log lines in bulk: per record,
+# its failures, the first few line numbers, one example, the first and last time, the hosts
+# and a timeline by hour and host; per unknown shape, its lines and one example.
+
+#: The words a line that looks like an error holds (see :func:`errkb._logline.error_text`).
+_ERROR_WORDS = (b"Error", b"Exception", b"ERROR", b"CRITICAL", b"FATAL")
+
+
+def _error_lines(block: bytes, ready: int) -> set[tuple[int, int]]:
+    """(start, end) of the lines before ``ready`` that hold a word of :data:`_ERROR_WORDS`."""
+    spans: set[tuple[int, int]] = set()
+    for word in _ERROR_WORDS:
+        at = block.find(word, 0, ready)
+        while at >= 0:
+            start, end = line_around(block, at)
+            spans.add((start, end))
+            at = block.find(word, end + 1, ready)
+    return spans
+
+
+#: Where a thing was first seen: (source, the piece's first byte, line in the piece, text).
+_Seen = tuple[str, int, int, str]
+
+
+@attrs.frozen(kw_only=True)
+class PartSource:
+    """One piece of a source: where it starts, what was read, or why it could not be."""
+
+    source: str
+    start: int
+    host: str | None
+    bytes: int
+    lines: int
+    failed: str | None = None
+
+
+@attrs.frozen(kw_only=True)
+class PartGroup:
+    """One record's failures in a part (see :class:`ScanPart`)."""
+
+    record_id: str
+    count: int
+    #: (source, piece start, first lines in the piece): the first source's pieces only.
+    firsts: tuple[tuple[str, int, tuple[int, ...]], ...]
+    example: _Seen
+    first_seen: int | None
+    last_seen: int | None
+    hosts: tuple[tuple[str, int], ...]
+    sources: tuple[str, ...]
+    #: (the hour, in seconds since the epoch; host; failures).
+    timeline: tuple[tuple[int, str, int], ...]
+
+
+@attrs.frozen(kw_only=True)
+class PartShape:
+    """The lines of one unknown error shape in a part."""
+
+    shape: str
+    count: int
+    example: _Seen
+    hosts: tuple[tuple[str, int], ...]
+
+
+@attrs.frozen(kw_only=True)
+class ScanPart:
+    """What the scan of pieces of a fleet found: mergeable (:func:`merge`), picklable.
+
+    ``to_dict()`` gives the ``errkb.scan/1`` object of a fleet (docs/json.md).
+    """
+
+    pieces: tuple[PartSource, ...] = ()
+    groups: tuple[PartGroup, ...] = ()
+    unknown: tuple[PartShape, ...] = ()
+
+    @property
+    def lines(self) -> int:
+        """Lines read, over every piece."""
+        return sum(p.lines for p in self.pieces)
+
+    @property
+    def bytes(self) -> int:
+        """Bytes read (uncompressed), over every piece."""
+        return sum(p.bytes for p in self.pieces)
+
+    def to_dict(
+        self,
+        registry: Registry | None = None,
+        *,
+        fix: Callable[[Record, str], str | None] | None = None,
+    ) -> dict[str, Any]:
+        """The JSON form: groups and shapes most frequent first, every list in a fixed order.
+
+        ``fix`` gives a group's Fix line from its record and example (by default the record's
+        first solution; ``errkb scan`` gives the diagnosis' Fix line).
+        """
+        from errkb._logline import hour, iso
+        from errkb.registry import default_registry
+
+        registry = registry or default_registry()
+        by_source: dict[str, list[PartSource]] = {}
+        for piece in self.pieces:
+            by_source.setdefault(piece.source, []).append(piece)
+        line_base: dict[tuple[str, int], int] = {}
+        sources = []
+        for name in sorted(by_source):
+            pieces = sorted(by_source[name], key=lambda p: p.start)
+            done = 0
+            for piece in pieces:
+                line_base[name, piece.start] = done
+                done += piece.lines
+            failed = next((p.failed for p in pieces if p.failed is not None), None)
+            sources.append(
+                {
+                    "source": name,
+                    "host": pieces[0].host,
+                    "bytes": sum(p.bytes for p in pieces),
+                    "lines": done,
+                    "offset": pieces[0].start,
+                    "failed": failed,
+                }
+            )
+        groups = []
+        for g in sorted(self.groups, key=lambda g: (-g.count, g.example[:3], g.record_id)):
+            record = registry.get(g.record_id)
+            firsts = sorted(
+                line_base.get((source, start), 0) + n
+                for source, start, numbers in g.firsts
+                for n in numbers
+            )
+            groups.append(
+                {
+                    **record.brief(),
+                    "count": g.count,
+                    "first_lines": firsts[:FIRST_LINES],
+                    "example": g.example[3],
+                    "fix": fix(record, g.example[3])
+                    if fix is not None
+                    else (record.solutions[0] if record.solutions else None),
+                    "first_seen": iso(g.first_seen),
+                    "last_seen": iso(g.last_seen),
+                    "hosts": dict(g.hosts),
+                    "sources": list(g.sources),
+                    "timeline": [[hour(at), host, n] for at, host, n in g.timeline],
+                }
+            )
+        unknown = [
+            {"shape": u.shape, "count": u.count, "example": u.example[3], "hosts": dict(u.hosts)}
+            for u in sorted(self.unknown, key=lambda u: (-u.count, u.shape))
+        ]
+        return {
+            "schema": "errkb.scan/1",
+            "lines": self.lines,
+            "bytes": self.bytes,
+            "sources": sources,
+            "failed": sum(1 for s in sources if s["failed"] is not None),
+            "groups": groups,
+            "unknown": unknown,
+            "running": None,
+        }
+
+
+class _Tally:
+    """What one piece's scan keeps for :class:`ScanPart`: told by the scanner as it counts."""
+
+    def __init__(self, source: str, start: int, host: str | None, mtime: float | None) -> None:
+        self.source, self.start, self.host, self.mtime = source, start, host, mtime
+        self.groups: dict[str, dict[str, Any]] = {}
+        self.shapes: dict[str, dict[str, Any]] = {}
+
+    def _host(self, line: str) -> str:
+        from errkb._logline import line_host
+
+        return line_host(line) or self.host or ""
+
+    def failure(self, record_id: str, number: int, line: str, example: str) -> None:
+        """A failure counted on line ``number`` (of this piece), whose first line is ``line``."""
+        from errkb._logline import line_time
+
+        at = line_time(line, self.mtime)
+        host = self._host(line)
+        g = self.groups.get(record_id)
+        if g is None:
+            g = self.groups[record_id] = {
+                "count": 0,
+                "firsts": [],
+                "example": (self.source, self.start, number, example),
+                "first_seen": None,
+                "last_seen": None,
+                "hosts": {},
+                "timeline": {},
+            }
+        g["count"] += 1
+        if len(g["firsts"]) < FIRST_LINES:
+            g["firsts"].append(number)
+        g["hosts"][host] = g["hosts"].get(host, 0) + 1
+        if at is not None:
+            g["first_seen"] = at if g["first_seen"] is None else min(g["first_seen"], at)
+            g["last_seen"] = at if g["last_seen"] is None else max(g["last_seen"], at)
+            key = (at - at % 3600, host)
+            g["timeline"][key] = g["timeline"].get(key, 0) + 1
+
+    def unknown(self, line: str, number: int) -> None:
+        """A line that may be an error no record knows (line ``number`` of this piece)."""
+        from errkb._logline import error_text, shape
+
+        said = error_text(line, class_at)
+        if said is None:
+            return
+        key = shape(said)
+        host = self._host(line)
+        u = self.shapes.get(key)
+        if u is None:
+            u = self.shapes[key] = {
+                "count": 0,
+                "example": (self.source, self.start, number, line[:500]),
+                "hosts": {},
+            }
+        u["count"] += 1
+        u["hosts"][host] = u["hosts"].get(host, 0) + 1
+
+    def part(self, size: int, lines: int) -> ScanPart:
+        groups = tuple(
+            PartGroup(
+                record_id=record_id,
+                count=g["count"],
+                firsts=((self.source, self.start, tuple(g["firsts"])),),
+                example=g["example"],
+                first_seen=g["first_seen"],
+                last_seen=g["last_seen"],
+                hosts=tuple(sorted(g["hosts"].items())),
+                sources=(self.source,),
+                timeline=tuple(sorted((at, h, n) for (at, h), n in g["timeline"].items())),
+            )
+            for record_id, g in sorted(self.groups.items())
+        )
+        shapes = tuple(
+            PartShape(
+                shape=key,
+                count=u["count"],
+                example=u["example"],
+                hosts=tuple(sorted(u["hosts"].items())),
+            )
+            for key, u in sorted(self.shapes.items())
+        )
+        piece = PartSource(
+            source=self.source, start=self.start, host=self.host, bytes=size, lines=lines
+        )
+        return ScanPart(pieces=(piece,), groups=groups, unknown=shapes)
+
+
+def _added(a: tuple[tuple[Any, int], ...], b: tuple[tuple[Any, int], ...]) -> dict[Any, int]:
+    out = dict(a)
+    for key, n in b:
+        out[key] = out.get(key, 0) + n
+    return out
+
+
+def _merge_groups(a: PartGroup, b: PartGroup) -> PartGroup:
+    first_source = min(s for s, _, _ in (*a.firsts, *b.firsts))
+    seen = [x for x in (a.first_seen, b.first_seen) if x is not None]
+    last = [x for x in (a.last_seen, b.last_seen) if x is not None]
+    timeline = _added(
+        tuple(((at, h), n) for at, h, n in a.timeline),
+        tuple(((at, h), n) for at, h, n in b.timeline),
+    )
+    return PartGroup(
+        record_id=a.record_id,
+        count=a.count + b.count,
+        firsts=tuple(sorted(f for f in (*a.firsts, *b.firsts) if f[0] == first_source)),
+        example=min(a.example, b.example),
+        first_seen=min(seen) if seen else None,
+        last_seen=max(last) if last else None,
+        hosts=tuple(sorted(_added(a.hosts, b.hosts).items())),
+        sources=tuple(sorted({*a.sources, *b.sources})),
+        timeline=tuple(sorted((at, h, n) for (at, h), n in timeline.items())),
+    )
+
+
+def _merge_shapes(a: PartShape, b: PartShape) -> PartShape:
+    return PartShape(
+        shape=a.shape,
+        count=a.count + b.count,
+        example=min(a.example, b.example),
+        hosts=tuple(sorted(_added(a.hosts, b.hosts).items())),
+    )
+
+
+def merge(parts: Iterable[ScanPart]) -> ScanPart:
+    """The sum of ``parts``: the same whatever their order or grouping.
+
+    >>> merge([]).to_dict()["groups"]
+    []
+    """
+    pieces: list[PartSource] = []
+    groups: dict[str, PartGroup] = {}
+    shapes: dict[str, PartShape] = {}
+    for part in parts:
+        pieces.extend(part.pieces)
+        for g in part.groups:
+            had = groups.get(g.record_id)
+            groups[g.record_id] = g if had is None else _merge_groups(had, g)
+        for u in part.unknown:
+            was = shapes.get(u.shape)
+            shapes[u.shape] = u if was is None else _merge_shapes(was, u)
+    pieces.sort(key=lambda p: (p.source, p.start))
+    return ScanPart(
+        pieces=tuple(pieces),
+        groups=tuple(groups[k] for k in sorted(groups)),
+        unknown=tuple(shapes[k] for k in sorted(shapes)),
+    )
+
+
+def failed_part(source: str, reason: str, *, start: int = 0, host: str | None = None) -> ScanPart:
+    """The part of a source that could not be read: its reason, and nothing counted."""
+    piece = PartSource(source=source, start=start, host=host, bytes=0, lines=0, failed=reason)
+    return ScanPart(pieces=(piece,))
+
+
+# Needles made for a registry, kept for the next piece in this process (a worker scans many).
+_KEPT_NEEDLES: dict[tuple[int, str], tuple[Registry, _Needles]] = {}
+
+
+def _needles_for(registry: Registry, engine: str | None) -> _Needles:
+    written = registry.hand_written()
+    key = (id(written), engine or env_text("ERRKB_SCAN_ENGINE") or "auto")
+    kept = _KEPT_NEEDLES.get(key)
+    if kept is None or kept[0] is not written:
+        if len(_KEPT_NEEDLES) >= 4:
+            _KEPT_NEEDLES.clear()
+        kept = _KEPT_NEEDLES[key] = (written, _Needles(written.refs, engine=engine))
+    return kept[1]
+
+
+def scan_part(
+    data: bytes | BinaryIO,
+    *,
+    source: str,
+    host: str | None = None,
+    mtime: float | None = None,
+    start: int = 0,
+    registry: Registry | None = None,
+    engine: str | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> ScanPart:
+    r"""The map step of a fleet scan: one log (bytes, or a binary file object read to its end).
+
+    ``source`` names it in the result (a path or URL), ``host`` is the host its lines are
+    filed under when a line does not name one (see :func:`source_host`), ``mtime`` (seconds
+    since the epoch) gives the year to times that lack one, and ``start`` is the byte offset
+    of ``data`` in the source (its line numbers count from there). Parts add up with
+    :func:`merge`; the same scanner as :func:`scan_stream` counts the failures (``progress``
+    is told the bytes read, as there).
+
+    >>> part = scan_part(b"ValueError: No available memory for the cache blocks. Try "
+    ...                  b"increasing `gpu_memory_utilization` when initializing the engine.\n",
+    ...                  source="node-1/vllm.log")
+    >>> [(g["id"], g["count"]) for g in part.to_dict()["groups"]]
+    [('vllm-no-cache-blocks', 1)]
+    """
+    from errkb.registry import default_registry
+
+    registry = registry or default_registry()
+    tally = _Tally(source, start, host, mtime)
+    scanner = _Scanner(registry, engine, tally=tally, needles=_needles_for(registry, engine))
+    stream: BinaryIO = io.BytesIO(data) if isinstance(data, bytes) else data
+    size = 0
+    for block, read in _blocks(stream, progress):
+        size += read
+        scanner.feed(block)
+    result = scanner.finish(size)
+    return tally.part(size, result.lines)
+
+
+#: A byte range's ends move to a line that this many lines without a match start precede:
+#: no message over several lines, no repeat and no wrapper then reaches across it (see
+#: :func:`range_cut`).
+QUIET_LINES = REPEAT_LINES + WINDOW_LINES + 1
+#: How much before a range's nominal end is read to find the quiet lines...
+CUT_BEHIND = 1 << 20
+#: ...and how much after it, at first (doubled until a cut is found, or the file ends).
+CUT_AHEAD = 1 << 20
+
+
+def range_cut(
+    read_at: Callable[[int, int], bytes],
+    at: int,
+    size: int,
+    *,
+    registry: Registry | None = None,
+    engine: str | None = None,
+) -> int:
+    """Where a byte range that should end at ``at`` ends: the first quiet line start from ``at``.
+
+    A line start is *quiet* when the :data:`QUIET_LINES` lines before it hold no line that a
+    record's match may start on (none holds a needle); of those lines, only the ones that start
+    in the :data:`CUT_BEHIND` bytes before it are looked at (on a log of lines of several KiB,
+    those bytes holding no such line is taken as enough). The end of the file is quiet. Counting
+    is then the same on both sides of a quiet line as in one scan: a message over several
+    lines, a failure printed again and a wrapper's cause all lie within fewer lines
+    (:data:`WINDOW_LINES`, :data:`REPEAT_LINES`). Being quiet is a property of the line, not of
+    ``at``: ranges that meet at one offset meet at one line, and cuts never cross, so a
+    traceback that straddles ``at`` is scanned once, by the range it starts in.
+    ``read_at(lo, hi)`` reads bytes ``lo:hi``.
+    """
+    from bisect import bisect_left
+
+    from errkb.registry import default_registry
+
+    if at <= 0:
+        return 0
+    if at >= size:
+        return size
+    needles = _needles_for(registry or default_registry(), engine)
+    ahead = CUT_AHEAD
+    while True:
+        lo, hi = max(0, at - CUT_BEHIND - 1), min(size, at + ahead)
+        data = read_at(lo, hi)
+        first = 0 if lo == 0 else data.find(b"\n") + 1
+        starts: list[int] = []  # every line start from the first one in the bytes read
+        pos = first if first or lo == 0 else len(data) + 1
+        while pos <= len(data):
+            starts.append(lo + pos)
+            nl = data.find(b"\n", pos)
+            if nl == -1:
+                break
+            pos = nl + 1
+        hits = {lo + first + start for start, _ in needles.lines_in(data[first:])}
+        last_hit = -1  # the index in starts of the last line before the candidate with a needle
+        for k, p in enumerate(starts):
+            if p >= at and (p < hi or p == size):
+                window = max(bisect_left(starts, p - CUT_BEHIND), k - QUIET_LINES)
+                if last_hit < window:
+                    return p
+            if p in hits:
+                last_hit = k
+        if hi >= size:
+            return size
+        ahead *= 2
+
+
+class _Range(io.RawIOBase):
+    """Bytes ``start:end`` of a seekable binary file, read as a stream."""
+
+    def __init__(self, file: BinaryIO, start: int, end: int) -> None:
+        file.seek(start)
+        self._file, self._left = file, end - start
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        if self._left <= 0:
+            return 0
+        data = self._file.read(min(len(buffer), self._left))
+        buffer[: len(data)] = data
+        self._left -= len(data)
+        return len(data)
+
+
+def scan_range(
+    file: BinaryIO,
+    start: int,
+    end: int,
+    size: int,
+    *,
+    source: str,
+    host: str | None = None,
+    mtime: float | None = None,
+    cut: tuple[bool, bool] = (True, True),
+    registry: Registry | None = None,
+    engine: str | None = None,
+) -> ScanPart:
+    """The map step for bytes ``start:end`` of a large plain log of ``size`` bytes.
+
+    Both ends move to their :func:`range_cut`, so that ranges which meet at one offset meet
+    at one line and the parts merge to what one scan of the file gives; ``cut`` says, for the
+    start and the end, whether to (an end that is where the scan of the file starts or stops
+    stays). ``file`` is an open, seekable binary file of the whole log.
+    """
+
+    def read_at(lo: int, hi: int) -> bytes:
+        file.seek(lo)
+        return file.read(hi - lo)
+
+    first = range_cut(read_at, start, size, registry=registry, engine=engine) if cut[0] else start
+    last = range_cut(read_at, end, size, registry=registry, engine=engine) if cut[1] else end
+    stream = io.BufferedReader(_Range(file, first, max(first, last)), BLOCK)
+    return scan_part(
+        stream,
+        source=source,
+        host=host,
+        mtime=mtime,
+        start=first,
+        registry=registry,
+        engine=engine,
+    )
+
+
+def source_host(path: str, root: str = "") -> str | None:
+    """The host a log's path names, or None.
+
+    ``host=NAME``, a Kubernetes pod, the first folder below ``root``: the rules of
+    :func:`errkb._logline.path_host`.
+    """
+    from errkb._logline import path_host
+
+    return path_host(path, root)

@@ -64,13 +64,7 @@ def _add_doctor(sub: Any) -> None:
         "Exit status 1 when something is broken.",
     )
     add_render_flags(doctor)
-    doctor.add_argument(
-        "--format",
-        choices=("text", "json", "markdown"),
-        default=None,
-        help="text (the default), json (the versioned object), or markdown (for an issue)",
-    )
-    doctor.add_argument("--json", action="store_true", help="the same as --format json")
+    _add_format(doctor, "the versioned object", "an issue")
     doctor.add_argument(
         "--hide-user",
         action="store_true",
@@ -82,6 +76,54 @@ def _add_doctor(sub: Any) -> None:
         help="judge the environment a pasted report describes (collect_env, vllm collect-env, "
         "accelerate env, transformers env, nvidia-smi; '-' for stdin) instead of this machine",
     )
+
+
+def _add_format(parser: argparse.ArgumentParser, json_is: str, markdown_for: str) -> None:
+    """``--format text|json|markdown`` and ``--json``, the same as ``--format json``."""
+    parser.add_argument(
+        "--format",
+        choices=("text", "json", "markdown"),
+        default=None,
+        help=f"text (the default), json ({json_is}), or markdown (for {markdown_for})",
+    )
+    parser.add_argument("--json", action="store_true", help="the same as --format json")
+
+
+def _add_scan(sub: Any) -> None:
+    """``errkb scan``'s arguments: one log, or a fleet's (docs/fleet.md)."""
+    scan = sub.add_parser(
+        "scan",
+        help="find known errors in logs: files, folders, globs, URLs (s3://...), or - for stdin",
+        description="Find known errors in logs. Several sources (paths, globs, folders, fsspec "
+        "URLs, compressed by their extension) are scanned on Dask and merged (docs/fleet.md).",
+    )
+    add_records_flag(scan)
+    scan.add_argument(
+        "paths",
+        nargs="+",
+        metavar="SOURCE",
+        help="log files, folders, globs or URLs; .gz .bz2 .xz .zst too; - is stdin",
+    )
+    _add_format(scan, "errkb.scan/1", "a ticket")
+    scan.add_argument("--html", metavar="FILE", help="also write a self-contained HTML report")
+    scan.add_argument(
+        "--workers",
+        type=int,
+        metavar="N",
+        help="local Dask worker processes (default: one per core when several sources are "
+        "given; 0: scan in this process)",
+    )
+    scan.add_argument("--scheduler", metavar="ADDRESS", help="a running Dask scheduler to use")
+    scan.add_argument(
+        "--state", metavar="FILE", help="remember what was read; scan only what is new next time"
+    )
+    scan.add_argument(
+        "--split",
+        type=int,
+        metavar="BYTES",
+        help="scan plain files larger than this in byte ranges of this size (default 64 MiB)",
+    )
+    scan.add_argument("--no-progress", dest="progress", action="store_false")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -98,14 +140,7 @@ def _parser() -> argparse.ArgumentParser:
     add_records_flag(ex)
     add_render_flags(ex)
     ex.add_argument("text", nargs="*", help="the message, or - for standard input")
-    ex.add_argument(
-        "--format",
-        choices=("text", "json", "markdown"),
-        default=None,
-        help="text (the default), json (the versioned object), or markdown (for an issue "
-        "comment or a chat message)",
-    )
-    ex.add_argument("--json", action="store_true", help="the same as --format json")
+    _add_format(ex, "the versioned object", "an issue comment or a chat message")
     ex.add_argument("--no-probes", dest="probes", action="store_false", help="measure nothing")
     add_evidence_flags(ex)
 
@@ -122,11 +157,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     lst.add_argument("--json", action="store_true", help="print JSON lines")
 
-    scan = sub.add_parser("scan", help="find known errors in logs (files, .gz, or - for stdin)")
-    add_records_flag(scan)
-    scan.add_argument("paths", nargs="+", metavar="FILE", help="log files, gzip too; - is stdin")
-    scan.add_argument("--json", action="store_true", help="print the versioned JSON object")
-    scan.add_argument("--no-progress", dest="progress", action="store_false")
+    _add_scan(sub)
 
     val = sub.add_parser("validate", help="check record files; exit 1 when anything is invalid")
     val.add_argument("paths", nargs="+", metavar="PATH")

@@ -1,62 +1,122 @@
-"""``errkb scan``: known errors in log files, with a progress bar on a terminal.
+"""``errkb scan``: known errors in logs, from one file to a fleet's thousands.
 
-The scanning itself is :mod:`errkb.scan`; this module reads the files, shows the progress of
-a large one, and prints the groups (or ``--json``).
+One file (or ``-``) is scanned in this process, with a progress bar on a terminal when it is
+large. Several sources (paths, globs, folders, fsspec URLs) go to the fleet scan
+(:mod:`errkb.fleet`): on a local Dask cluster, a running scheduler, or in this process, and
+merged into one result. The scanning itself is :mod:`errkb.scan`.
 """
 
 from __future__ import annotations
 
-import gzip
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from errkb.cli._common import EXIT_NONE, EXIT_OK, EXIT_USAGE, registry
 
 if TYPE_CHECKING:
     import argparse
 
+    from errkb.fleet._run import FleetOptions
     from errkb.registry import Registry
-    from errkb.scan import ScanResult
+    from errkb.scan import ScanPart
 
 __all__ = ["run"]
 
+#: Below this many bytes in all, several sources are scanned in this process by default: a
+#: local cluster's start-up (seconds) costs more than it saves.
+CLUSTER_MIN = 64 << 20
+
 
 def run(args: argparse.Namespace) -> int:
-    """Scan every file; exit 0 when known errors were found, 1 when none, 2 when unreadable."""
-    from errkb._sanitize import clean
+    """Scan; exit 0 when known errors were found, 1 when none, 2 when a source failed."""
+    from errkb.exceptions import UsageError
+
+    fmt = "json" if args.json else (args.format or "text")
+    try:
+        result = _scan(args)
+    except UsageError as exc:
+        print(f"errkb: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    if result is None:
+        return EXIT_USAGE
+    if args.html:
+        from errkb.fleet._html import write_html
+
+        write_html(result, Path(args.html))
+    if fmt == "json":
+        print(json.dumps(result, indent=2, ensure_ascii=True))
+    elif fmt == "markdown":
+        from errkb.fleet._markdown import markdown
+
+        print(markdown(result))
+    else:
+        _print_text(result)
+    if result["failed"]:
+        return EXIT_USAGE
+    return EXIT_OK if result["groups"] else EXIT_NONE
+
+
+def _single(args: argparse.Namespace) -> bool:
+    """Whether one local file (or stdin) is asked for, with nothing that needs the fleet."""
+    if len(args.paths) != 1 or args.scheduler or args.state or args.workers:
+        return False
+    path = args.paths[0]
+    return path == "-" or ("://" not in path and Path(path).is_file())
+
+
+def _scan(args: argparse.Namespace) -> dict[str, Any] | None:
+    """The result of the scan the arguments ask for, or None (said on stderr)."""
+    from errkb.fleet._run import FleetOptions, report
+    from errkb.fleet._run import run as run_fleet
 
     records = registry(args)
-    results: list[tuple[str, ScanResult]] = []
-    for path in args.paths:
-        result = _scan_path(path, records, progress=args.progress)
-        if result is None:
-            return EXIT_USAGE
-        results.append((path, result))
-    if args.json:
-        out = [dict(r.to_dict(), path=path) for path, r in results]
-        print(
-            json.dumps(
-                out[0] if len(out) == 1 else {"schema": "errkb.scan/1", "files": out},
-                indent=2,
-                ensure_ascii=True,
-            )
-        )
-    else:
-        for path, result in results:
-            print(
-                f"{path}: {result.lines:,} lines, {sum(g.count for g in result.groups):,} known errors in {len(result.groups)} kinds"
-            )
-            for g in result.groups:
-                first = ", ".join(map(str, g.first_lines))
-                print(clean(f"  {g.count:>7,}  {g.record.id}  (first at line {first})"))
-                print(clean(f"           {g.record.heading}"))
-    return EXIT_OK if any(r.groups for _, r in results) else EXIT_NONE
+    if _single(args):
+        part = _scan_file(args.paths[0], records, progress=args.progress)
+        if part is None:
+            return None
+        result = report(part, records)
+        result["path"] = args.paths[0]
+        return result
+    options = FleetOptions(
+        workers=args.workers,
+        scheduler=args.scheduler,
+        state=Path(args.state) if args.state else None,
+        records=tuple(args.records or ()),
+        **({"split": args.split} if args.split else {}),
+    )
+    return _run_fleet(args, options, run_fleet)
 
 
-def _scan_path(path: str, registry: Registry, *, progress: bool) -> ScanResult | None:
-    """One file scanned, or None (said on stderr) when it cannot be read."""
+def _run_fleet(args: argparse.Namespace, options: FleetOptions, run_fleet: Any) -> dict[str, Any]:
+    import attrs
+
+    from errkb.fleet._run import Progress, plan
+
+    planned = plan(args.paths, options)
+    if options.workers is None and options.scheduler is None:
+        size = sum(s.size for s in planned.sources)
+        if size < CLUSTER_MIN or not _has_dask():
+            options = attrs.evolve(options, workers=0)
+    progress = Progress() if args.progress and sys.stderr.isatty() else None
+    try:
+        return run_fleet(args.paths, options, progress=progress, planned=planned)  # type: ignore[no-any-return]
+    finally:
+        if progress is not None:
+            progress.close()
+
+
+def _has_dask() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("distributed") is not None
+
+
+def _scan_file(path: str, registry: Registry, *, progress: bool) -> ScanPart | None:
+    """One file (or stdin) scanned, or None (said on stderr) when it cannot be read."""
+    import gzip
+
     from errkb.scan import open_log
 
     try:
@@ -69,13 +129,19 @@ def _scan_path(path: str, registry: Registry, *, progress: bool) -> ScanResult |
 
 def _scan_with_progress(
     path: str, stream: BinaryIO, registry: Registry, progress: bool
-) -> ScanResult:
+) -> ScanPart:
     """The scan of ``stream``, under a progress bar when stderr is a terminal and size known."""
-    from errkb.scan import scan_stream
+    from errkb.scan import scan_part, source_host
 
-    size = _file_size(path)
+    mtime, size = _stat(path)
+    common: dict[str, Any] = {
+        "source": path,
+        "host": source_host(path) if path != "-" else None,
+        "mtime": mtime,
+        "registry": registry,
+    }
     if not progress or size is None or not sys.stderr.isatty():
-        return scan_stream(stream, registry=registry)
+        return scan_part(stream, **common)
     from rich.progress import BarColumn, DownloadColumn, Progress, TransferSpeedColumn
 
     with Progress(
@@ -96,14 +162,57 @@ def _scan_with_progress(
             bar.update(task, completed=pos)
             last[0] = pos
 
-        return scan_stream(stream, registry=registry, progress=advance)
+        return scan_part(stream, progress=advance, **common)
 
 
-def _file_size(path: str) -> int | None:
-    """The size on disk of ``path``, or None (stdin, a pipe)."""
+def _stat(path: str) -> tuple[float | None, int | None]:
+    """The modification time and size on disk of ``path``, or None (stdin, a pipe)."""
     if path == "-":
-        return None
+        return None, None
     try:
-        return Path(path).stat().st_size
+        stat = Path(path).stat()
     except OSError:
-        return None
+        return None, None
+    return stat.st_mtime, stat.st_size
+
+
+def _print_text(result: dict[str, Any]) -> None:
+    """The groups as lines: count, record, where and when; then unknown shapes and failures."""
+    from errkb._sanitize import clean
+
+    known = sum(g["count"] for g in result["groups"])
+    name = result.get("path") or f"{len(result['sources']):,} sources"
+    print(
+        clean(
+            f"{name}: {result['lines']:,} lines, {known:,} known errors in "
+            f"{len(result['groups'])} kinds"
+        )
+    )
+    fleet = "path" not in result
+    for g in result["groups"]:
+        first = ", ".join(map(str, g["first_lines"]))
+        where = f"(first at line {first})" if not fleet else _where(g)
+        print(clean(f"  {g['count']:>7,}  {g['id']}  {where}"))
+        print(clean(f"           {g['title']}"))
+    if fleet and result["unknown"]:
+        lines = sum(u["count"] for u in result["unknown"])
+        print(f"unknown errors: {lines:,} lines in {len(result['unknown']):,} shapes")
+        for u in result["unknown"][:10]:
+            print(clean(f"  {u['count']:>7,}  {u['shape']}"))
+    for s in result["sources"]:
+        if s["failed"]:
+            print(clean(f"errkb: cannot read {s['source']}: {s['failed']}"), file=sys.stderr)
+    if result.get("running"):
+        running = result["running"]
+        total = sum(g["count"] for g in running["groups"])
+        print(f"all runs: {running['lines']:,} lines, {total:,} known errors")
+
+
+def _where(group: dict[str, Any]) -> str:
+    hosts = len(group["hosts"])
+    seen = (
+        f", {group['first_seen']} to {group['last_seen']}"
+        if group["first_seen"] is not None
+        else ""
+    )
+    return f"({len(group['sources']):,} sources, {hosts:,} hosts{seen})"
