@@ -1,0 +1,285 @@
+"""Every install command the environment's verdicts print resolves, to what the command says.
+
+The commands are computed by the real code (the doctor's checks on injected environments, the
+pasted environments of tests/data/environments, the environment advisor's own answers); none is
+written here. Each is run by the real pip as ``pip install --dry-run --report`` against a local
+stand-in of the index it names: the CUDA builds of torch cannot be downloaded here, so the
+index holds small stand-in wheels with the real names and versions (``torch-2.13.0+cu129``), one
+folder per index URL, holding the builds errkb's torch table lists for that index; PyPI's
+stand-in holds the releases the commands ask PyPI for. pip's report says what it would install:
+that must be what the command names (the version, and the CUDA build of the index).
+
+pip runs with ``--target`` an empty folder, so that this virtual environment's own torch does
+not hide what the command would install on the reporter's machine; the command's own options
+are kept.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+import tarfile
+from typing import TYPE_CHECKING
+
+import pytest
+from environments import environment, gpus, stack, torch_build
+from helpers import DATA, write_wheel
+from packaging.requirements import Requirement
+from packaging.version import Version
+
+from errkb.advisors.environment._tables import tables
+from errkb.advisors.environment.verdicts import extension_verdict, judge
+from errkb.diagnosis import explain
+from errkb.doctor import examine_paste
+from errkb.options import Options
+from errkb.probes.extensions import Extension
+from errkb.probes.stack import Broken
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+ENVS = DATA / "environments"
+
+#: What PyPI's stand-in holds: the releases the commands ask PyPI for, and older ones beside
+#: them so that a wrong specifier would pick another.
+PYPI = {
+    "torch": ("2.4.0", "2.13.0"),
+    "tokenizers": ("0.20.3", "0.21.4", "0.22.1"),
+    "numpy": ("1.26.4", "2.4.6"),
+}
+#: Source distributions (a rebuild asks for one with --no-binary).
+SDISTS = {"flash-attn": "2.7.4.post1"}
+#: torchvision and torchaudio of each torch release, as the installed set of a situation pairs
+#: them (the stand-in index holds them beside each torch build).
+COMPANIONS = {"2.13.0": {"torchvision": "0.28.0", "torchaudio": "2.13.0"}}
+
+
+def _sdist(folder: Path, name: str, version: str) -> None:
+    """A source distribution pip can read metadata from (setuptools, no build isolation)."""
+    root = f"{name.replace('-', '_')}-{version}"
+    files = {
+        f"{root}/PKG-INFO": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n",
+        f"{root}/setup.py": f"from setuptools import setup\nsetup(name={name!r}, version={version!r})\n",
+    }
+    with tarfile.open(folder / f"{root}.tar.gz", "w:gz") as archive:
+        for member, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(member)
+            info.size = len(data)
+            import io
+
+            archive.addfile(info, io.BytesIO(data))
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory) -> dict[str, Path]:
+    """Index URL (``""`` for PyPI) -> the folder that stands in for it."""
+    root = tmp_path_factory.mktemp("index")
+    folders: dict[str, Path] = {"": root / "pypi"}
+    folders[""].mkdir()
+    for name, versions in PYPI.items():
+        for version in versions:
+            write_wheel(folders[""], name, version, {})
+    for name, version in SDISTS.items():
+        _sdist(folders[""], name, version)
+    for row in tables().torch_builds:
+        folder = folders.setdefault(row.index_url, root / row.index_url.rsplit("/", 1)[1])
+        folder.mkdir(exist_ok=True)
+        label = row.index_url.rsplit("/", 1)[1]
+        if not (folder / f"torch-{row.torch}+{label}-py3-none-any.whl").exists():
+            write_wheel(folder, "torch", f"{row.torch}+{label}", {})
+            for name, version in COMPANIONS.get(row.torch, {}).items():
+                write_wheel(folder, name, f"{version}+{label}", {})
+    return folders
+
+
+def _resolve(command: str, index: dict[str, Path], tmp_path: Path) -> dict[str, str]:
+    """What pip would install for ``command``: {name: version}, from its --report."""
+    argv = shlex.split(command)
+    if argv[:2] != ["pip", "install"]:
+        raise AssertionError(f"not a pip install command: {command}")
+    args, url = [], ""
+    rest = iter(argv[2:])
+    for arg in rest:
+        if arg == "--index-url":
+            url = next(rest)
+        else:
+            args.append(arg)
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    report = tmp_path / "report.json"
+    target = tmp_path / "target"
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "install", *args, "--dry-run", "--report", str(report),
+         "--no-index", "--find-links", str(index[url]), "--target", str(target), "--quiet",
+         "--disable-pip-version-check"],
+        capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert 0 == done.returncode, f"{command}\n{done.stderr}"
+    data = json.loads(report.read_text(encoding="utf-8"))
+    return {i["metadata"]["name"].lower(): i["metadata"]["version"] for i in data["install"]}
+
+
+def _asked(command: str) -> list[Requirement]:
+    """The requirements a pip command names (the arguments that are not options)."""
+    argv = shlex.split(command)[2:]
+    takes_value = {"--index-url", "--no-binary", "--only-binary", "--find-links"}
+    out, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg in takes_value:
+            skip = True
+        elif not arg.startswith("-"):
+            out.append(Requirement(arg))
+    return out
+
+
+# -- the situations: each gives the commands the real code computes for it ------------------
+
+
+def _doctor(env) -> tuple[str, ...]:
+    return tuple(c for v in judge(env) for c in v.commands)
+
+
+def _rtx_5090_on_cu126():
+    installed = stack(("torch", "2.13.0+cu126"), ("torchvision", "0.28.0+cu126"),
+                      ("torchaudio", "2.13.0+cu126"))  # fmt: skip
+    return _doctor(
+        environment(nvml=gpus(("NVIDIA GeForce RTX 5090", (12, 0))), installed=installed)
+    )
+
+
+def _cpu_torch_on_rtx_4090_driver_550():
+    return _doctor(
+        environment(
+            nvml=gpus(("NVIDIA GeForce RTX 4090", (8, 9)), driver="550.163.01", cuda=12040),
+            torch=torch_build("2.13.0+cpu", cuda=None),
+            installed=stack(("torch", "2.13.0+cpu")),
+        )
+    )
+
+
+def _cu130_on_driver_570():
+    return _doctor(
+        environment(
+            nvml=gpus(("NVIDIA H100 80GB HBM3", (9, 0)), driver="570.86.15", cuda=12080),
+            torch=torch_build("2.13.0+cu130", cuda="13.0", archs="sm_75 sm_80 sm_86 sm_90"),
+            installed=stack(("torch", "2.13.0+cu130")),
+        )
+    )
+
+
+def _broken(dist: str, version: str, requirement: str, installed: str | None) -> Broken:
+    name = Requirement(requirement).name
+    return Broken(distribution=dist, version=version, requirement=requirement, required=name,
+                  installed=installed)  # fmt: skip
+
+
+def _vllm_pins_an_older_torch():
+    broken = (_broken("vllm", "0.6.3", "torch==2.4.0", "2.13.0+cu126"),)
+    installed = stack(("torch", "2.13.0+cu126"), ("vllm", "0.6.3"), broken=broken)
+    return _doctor(environment(installed=installed))
+
+
+def _a_pin_the_tables_hold_keeps_the_cuda_build():
+    broken = (_broken("vllm", "0.99.0", "torch==2.13.0", "2.12.0+cu126"),)
+    installed = stack(("torch", "2.12.0+cu126"), ("vllm", "0.99.0"), broken=broken)
+    return _doctor(environment(torch=torch_build("2.12.0+cu126", cuda="12.6"), installed=installed))
+
+
+def _transformers_wants_other_tokenizers():
+    broken = (_broken("transformers", "4.53.2", "tokenizers<0.22,>=0.21", "0.20.3"),)
+    installed = stack(("transformers", "4.53.2"), ("tokenizers", "0.20.3"), broken=broken)
+    return _doctor(environment(installed=installed))
+
+
+def _flash_attn_built_against_another_torch():
+    ext = Extension(
+        distribution="flash-attn", version="2.7.4.post1", kind="module",
+        name="flash_attn_2_cuda", path="/site/flash_attn_2_cuda.so",
+        error="/site/flash_attn_2_cuda.so: undefined symbol: _ZN3c104cuda9SetDeviceEa",
+    )  # fmt: skip
+    env = environment(installed=stack(("torch", "2.13.0+cu126"), ("flash-attn", "2.7.4.post1")))
+    return extension_verdict(env, tables(), ext).commands
+
+
+def _an_extension_pinning_a_torch_the_tables_hold():
+    broken = (_broken("xformers", "0.0.99", "torch==2.13.0", "2.12.0+cu126"),)
+    installed = stack(("torch", "2.12.0+cu126"), ("xformers", "0.0.99"), broken=broken)
+    ext = Extension(
+        distribution="xformers", version="0.0.99", kind="module", name="_C",
+        path="/site/xformers/_C.so", error="/site/xformers/_C.so: undefined symbol: _ZN2at4_ops",
+    )  # fmt: skip
+    env = environment(torch=torch_build("2.12.0+cu126", cuda="12.6"), installed=installed)
+    return extension_verdict(env, tables(), ext).commands
+
+
+def _pasted(*names: str):
+    checkup = examine_paste("\n".join((ENVS / n).read_text(encoding="utf-8") for n in names))
+    assert checkup is not None
+    return tuple(c for v in checkup.verdicts for c in v.commands)
+
+
+def _pasted_no_kernel_image_on_rtx_5090_cu121():
+    text = (ENVS / "vllm-13497-collect-env-4090.txt").read_text(encoding="utf-8")
+    error = "RuntimeError: CUDA error: no kernel image is available for execution on the device\n"
+    diagnosis = explain(
+        error + text.replace("RTX 4090", "RTX 5090"), options=Options(probes=False, timeout=60)
+    )
+    assert diagnosis is not None
+    return tuple(
+        s.settings["command"] for f in diagnosis.findings for s in f.solutions if s.settings
+    )
+
+
+def _numpy_answers():
+    situations = pytest.importorskip("errkb.advisors.environment._situations")
+    commands: list[str] = []
+    for wanted in ("numpy<2", "numpy"):
+        verdict, _, _ = situations._numpy_verdict(wanted, "", None, None, [])
+        commands += verdict.commands if verdict is not None else ()
+    return tuple(commands)
+
+
+SITUATIONS = {
+    "doctor: RTX 5090 under torch 2.13.0+cu126 (with torchvision, torchaudio)": _rtx_5090_on_cu126,
+    "doctor: CPU torch on an RTX 4090, driver 550": _cpu_torch_on_rtx_4090_driver_550,
+    "doctor: torch cu130 on driver 570": _cu130_on_driver_570,
+    "doctor: vllm 0.6.3 pins torch 2.4.0": _vllm_pins_an_older_torch,
+    "doctor: a pin of torch 2.13.0 over 2.12.0+cu126": _a_pin_the_tables_hold_keeps_the_cuda_build,
+    "doctor: transformers wants tokenizers 0.21": _transformers_wants_other_tokenizers,
+    "doctor: flash-attn built against another torch": _flash_attn_built_against_another_torch,
+    "doctor: xformers pins torch 2.13.0": _an_extension_pinning_a_torch_the_tables_hold,
+    "paste: pytorch#150733 collect_env (RTX 5090 D)": lambda: _pasted(
+        "pytorch-150733-collect-env-rtx5090d.txt"
+    ),
+    "paste: accelerate env (CPU torch) + nvidia-smi (RTX 4090)": lambda: _pasted(
+        "local-accelerate-env.txt", "rlinf-255-nvidia-smi-2x4090.txt"
+    ),
+    "paste: no kernel image, RTX 5090, torch 2.5.1+cu121": _pasted_no_kernel_image_on_rtx_5090_cu121,
+    "advisor: numpy 1.x / newer numpy": _numpy_answers,
+}
+
+
+@pytest.mark.parametrize("situation", sorted(SITUATIONS))
+def test_each_install_command_resolves_to_what_it_names(situation, index, tmp_path):
+    """pip's dry run installs each requirement the command names, of the index's CUDA build."""
+    commands = [c for c in SITUATIONS[situation]() if c.startswith("pip install")]
+    assert commands, f"{situation}: no install command was computed"
+    for number, command in enumerate(commands):
+        url = (
+            shlex.split(command)[shlex.split(command).index("--index-url") + 1]
+            if ("--index-url" in command)
+            else ""
+        )
+        resolved = _resolve(command, index, tmp_path / str(number))
+        for requirement in _asked(command):
+            version = resolved.get(requirement.name.lower())
+            assert version is not None, f"{command}: {requirement.name} not installed: {resolved}"
+            assert requirement.specifier.contains(Version(version), prereleases=True), (
+                f"{command}: {version}"
+            )
+            if url:  # the build of that index: its local label is the index's cuXYZ
+                assert url.rsplit("/", 1)[1] == Version(version).local, f"{command}: {version}"
