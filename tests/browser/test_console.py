@@ -26,50 +26,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from chromium import chrome, chromium_or_skip
 from helpers import LLAMA, SEED_MESSAGE
-from selenium import webdriver
-from selenium.webdriver.chrome.options import Options
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMEDRIVER = Path("/usr/bin/chromedriver")
-# No sandbox: CI containers run as root. Nothing in the background may reach the network.
-FLAGS = (
-    "--headless=new",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-dev-shm-usage",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--window-size=1400,1100",
-)
 PASTE = f"ValueError: {SEED_MESSAGE}"
 HOSTILE = '<script>window.__pwned=1</script> <img src=x onerror="window.__pwned=1">'
 SCREENSHOTS = Path(os.environ.get("ERRKB_SCREENSHOTS", "build/console-screenshots"))
 WAIT = 30
-
-
-def _chromium_or_skip(config: pytest.Config) -> None:
-    """Skip, loudly, without Chromium and its driver; under CI=true their absence fails."""
-    missing = [str(p) for p in (CHROMIUM, CHROMEDRIVER) if not p.exists()]
-    if not missing:
-        return
-    why = (
-        f"browser tests need Debian's chromium and chromium-driver: {', '.join(missing)} "
-        "missing (apt-get install chromium chromium-driver)"
-    )
-    # A skipped test's captured output is never shown: write past the capture, to stderr.
-    capture = config.pluginmanager.get_plugin("capturemanager")
-    with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
-        print(f"\n*** SKIPPING: {why} ***", file=sys.stderr, flush=True)
-    if os.environ.get("CI", "").lower() == "true":
-        pytest.fail(f"CI=true: {why}", pytrace=False)
-    pytest.skip(why)
 
 
 def _free_port() -> int:
@@ -136,26 +102,19 @@ def _serving(tmp_path: Path, token: str | None = None):
 
 @pytest.fixture(scope="module")
 def server(request, tmp_path_factory):
-    _chromium_or_skip(request.config)
+    chromium_or_skip(request.config)
     with _serving(tmp_path_factory.mktemp("server")) as served:
         yield served.base
 
 
 @pytest.fixture(scope="module")
 def driver(request, tmp_path_factory):
-    _chromium_or_skip(request.config)
-    options = Options()
-    options.binary_location = str(CHROMIUM)
-    for flag in FLAGS:
-        options.add_argument(flag)
-    options.add_argument(f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}")
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    # An explicit driver path: selenium-manager, which would download a driver, never runs.
-    chrome = webdriver.Chrome(service=Service(executable_path=str(CHROMEDRIVER)), options=options)
+    chromium_or_skip(request.config)
+    browser = chrome(tmp_path_factory.mktemp("chromium-profile"), {"browser": "ALL"})
     try:
-        yield chrome
+        yield browser
     finally:
-        chrome.quit()
+        browser.quit()
 
 
 @pytest.fixture(autouse=True)
