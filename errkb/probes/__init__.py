@@ -7,7 +7,8 @@ probe, run once per diagnosis). The built-in probes are in the static table :dat
 traceback's frames, ``model`` reads the model configuration the user pointed at, ``installed``
 reads which release of a distribution is installed (its metadata, never the distribution
 itself), ``environment`` reads the machine, NVML, the imported torch's build and the installed
-set for the environment's verdicts. A built-in probe is called with the evidence and a time
+set for the environment's verdicts, ``launch`` this process's command line and a free TCP port
+(for a rendezvous port that is taken). A built-in probe is called with the evidence and a time
 bound. Installed distributions add probes through the entry-point group ``errkb.probes`` (a
 name -> a callable without arguments that returns a reading), run in a bounded thread. None of
 them imports a heavy library at ``import errkb`` time, and a probe whose library or device is
@@ -52,6 +53,7 @@ BUILTIN: dict[str, str] = {
     "environment": "errkb.probes.environment:probe",
     "gpu": "errkb.probes.gpu:probe",
     "installed": "errkb.probes.installed:probe",
+    "launch": "errkb.probes.launch:probe",
     "model": "errkb.probes.model:probe",
     "pasted-environment": "errkb.probes.pasted_env:probe",
 }

@@ -68,7 +68,18 @@ _RECORD_KINDS = {
     "torch-cuda-no-kernel-image": "gpu-arch",
     "torch-nvidia-driver-too-old": "driver",
     "torch-torch-not-compiled-with-cuda": "cpu-torch",
+    "torch-rendezvous-port-in-use": "port",
+    "torch-dataloader-worker-bus-error": "shm",
+    "torch-dataloader-worker-bus-error-printed": "shm",
+    "torch-nccl-error": "nccl",
+    "numpy-compiled-for-other-numpy": "numpy",
+    "numpy-dtype-size-changed": "numpy",
+    "vllm-compiled-module-missing": "vllm-c",
 }
+
+#: The kinds no check of the doctor judges: the advisor reads the message, the traceback and
+#: the probes itself (:mod:`errkb.advisors.environment._situations`, ``_launch``).
+_OWN_KINDS = frozenset({"port", "shm", "nccl", "numpy", "vllm-c"})
 
 #: The libraries of torch's C++ code, by the namespace a mangled symbol starts with.
 _NAMESPACES = {"3c10": "c10", "2at": "at (ATen)", "5torch": "torch", "6caffe2": "caffe2"}
@@ -88,8 +99,10 @@ def advise(match: Match, evidence: Evidence) -> Advice | None:
     if kind is None:
         return None
     caps = Captures(match.captures)
-    facts = _message_facts(kind, caps)
     live = _live(evidence)
+    if kind in _OWN_KINDS:
+        return _situation(kind, caps, evidence, live=live)
+    facts = _message_facts(kind, caps)
     if not live:  # report tools' output in the paste: judged for the machine it describes
         pasted = _from_paste(kind, caps, facts, evidence)
         if pasted is not None:
@@ -361,6 +374,48 @@ def _owner(path: str, env: Environment) -> tuple[str, str] | None:
         ):
             best = (dist.name, dist.version)
     return best
+
+
+# -- the errors no check of the doctor judges ------------------------------------------------
+
+
+def _situation(kind: str, caps: Captures, evidence: Evidence, *, live: bool) -> Advice | None:
+    """A busy port, a small /dev/shm, NCCL's system error, numpy's ABI, vLLM's missing _C."""
+    from errkb.advisors.environment import _situations
+
+    env = evidence.probe("environment") if live else None
+    if live and env is None:
+        why = "environment: the environment probe did not run (probes are off)."
+    else:
+        why = (
+            "environment: a pasted message is judged by what it says, never by this machine's "
+            "facts."
+        )
+    text = evidence.text if evidence.text is not None else _messages(evidence)
+    frames = [frame for info in evidence.infos for frame in info.frames]
+    judged: _situations.Judged | None
+    if kind == "port":
+        launch = evidence.probe("launch") if live else None
+        judged = _situations.port(caps, text, launch, [f.function for f in frames], live=live)
+    elif kind in ("shm", "nccl"):
+        judged = _situations.shared_memory(kind, text, env)
+    elif kind == "numpy":
+        judged = _situations.numpy_abi(caps, env, [f.file for f in frames])
+    else:
+        judged = _situations.compiled_module(env, [f.file for f in frames])
+    if judged is None:
+        return None
+    verdict, facts, notes = judged
+    if env is None:
+        notes = [why, *notes]
+    if verdict is None:
+        return Advice(facts=tuple(facts), notes=tuple(notes)) if facts or notes else None
+    return _advice(verdict, list(facts), list(notes))
+
+
+def _messages(evidence: Evidence) -> str:
+    """The raised exceptions' messages, one a line: what a live error says."""
+    return "\n".join(info.message for info in evidence.infos)
 
 
 # -- a pasted error beside report tools' output: the machine they describe ------------------

@@ -1,0 +1,378 @@
+"""The environment's errors that no check of the doctor judges, answered from what they say.
+
+Each function takes what the advisor gathered (the message, the traceback's files, the
+``environment`` reading of this machine when the error was raised here, ``None`` for a pasted
+one) and gives ``(verdict, facts, notes)``: the verdict's command is the fix, shown, never run.
+
+- a rendezvous port that is taken (:mod:`errkb.advisors.environment._launch`);
+- a DataLoader worker's bus error and NCCL's "unhandled system error", when ``/dev/shm`` is the
+  cause: the doctor's ``shm-small`` verdict where the machine is read, the message's own words
+  (NCCL's "Last error" naming ``/dev/shm``) where it is pasted;
+- a module compiled for another numpy: ``numpy<2`` or a newer numpy, checked against what the
+  installed distributions require (``Requires-Dist``);
+- vLLM's compiled module missing: a source tree that shadows the installed vLLM, named from the
+  traceback's files.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import PurePath
+from typing import TYPE_CHECKING
+
+from errkb.advisors.environment._model import Verdict
+from errkb.findings import Fact
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from errkb.advisors import Captures
+    from errkb.probes.environment import Environment
+    from errkb.probes.launch import LaunchReading
+    from errkb.probes.stack import Distribution
+
+__all__ = ["Judged", "compiled_module", "numpy_abi", "port", "shared_memory"]
+
+#: What each answer gives: the verdict (its command the fix), facts, notes.
+Judged = tuple[Verdict | None, list[Fact], list[str]]
+
+_SITE = re.compile(r"[/\\](?:site|dist)-packages[/\\]")
+#: NCCL's "Last error" when its shared-memory transport fails (a pattern, not a file errkb opens).
+_SHM_WORDS = re.compile(r"/dev/shm|shared memory|\bshm_open\b", re.IGNORECASE)  # noqa: S108
+
+
+# -- a rendezvous port ---------------------------------------------------------------------
+
+
+def port(
+    caps: Captures,
+    text: str,
+    launch: LaunchReading | None,
+    functions: Sequence[str],
+    *,
+    live: bool,
+) -> Judged:
+    """A taken rendezvous port: the launch again on a free port, or ``--standalone``."""
+    from errkb.advisors.environment._launch import pasted_verdict, port_verdict
+
+    number = caps.integer("port")
+    facts = [Fact(name="port", value=number, source="message")] if number is not None else []
+    if not live:
+        verdict, notes = pasted_verdict(number, text)
+        return verdict, facts, notes
+    if launch is None:
+        return None, facts, ["environment: the launch probe did not run (probes are off)."]
+    if launch.free_port is not None:
+        facts.append(
+            Fact(name="free_port", value=launch.free_port, source="probe",
+                 note="a socket bound to port 0 on this machine, then closed")
+        )  # fmt: skip
+    verdict, notes = port_verdict(number, launch, "_env_rendezvous_handler" in functions)
+    return verdict, facts, notes
+
+
+# -- /dev/shm --------------------------------------------------------------------------------
+
+
+def shared_memory(kind: str, text: str, env: Environment | None) -> Judged | None:
+    """A bus error in a DataLoader worker, or NCCL's system error: is ``/dev/shm`` the cause?
+
+    NCCL's error is answered only when it is the system error ("unhandled system error"); its
+    other errors (a CUDA error, invalid usage) are not the environment's.
+    """
+    if kind == "nccl" and "unhandled system error" not in text:
+        return None
+    named = _SHM_WORDS.search(text) is not None if kind == "nccl" else True
+    facts: list[Fact] = []
+    if env is None:
+        if kind == "nccl" and not named:
+            unnamed = (
+                "environment: NCCL's 'Last error' line (NCCL_DEBUG=INFO prints it) says which "
+                "system call failed; the message pasted does not name /dev/shm."
+            )
+            return None, facts, [unnamed]
+        unsized = (
+            "environment: the message does not say how large /dev/shm is there, or the "
+            "machine's memory: no --shm-size is computed."
+        )
+        return _pasted_shm(kind), facts, [unsized]
+    from errkb.advisors.environment.verdicts import judge
+
+    system = env.system
+    if system.shm_bytes is not None:
+        facts.append(
+            Fact(name="dev_shm", value=f"{system.shm_bytes / (1 << 20):.0f} MiB", source="probe",
+                 note="statvfs('/dev/shm')")
+        )  # fmt: skip
+    if system.container:
+        facts.append(Fact(name="container", value=system.container, source="probe"))
+    shm = next((v for v in judge(env) if v.code == "shm-small"), None)
+    if shm is not None:
+        return shm, facts, []
+    notes = ["environment: /dev/shm is not small here (1 GiB or more, or not in a container)."]
+    if kind == "nccl":
+        nccl = [f"{k}={v}" for k, v in system.variables if k.startswith("NCCL_")]
+        if nccl:
+            facts.append(Fact(name="nccl_variables", value=" ".join(nccl), source="probe",
+                              note="the environment"))  # fmt: skip
+        notes.append(
+            "environment: NCCL's 'Last error' line (NCCL_DEBUG=INFO prints it) says which system "
+            "call failed."
+        )
+    return None, facts, notes
+
+
+def _pasted_shm(kind: str) -> Verdict:
+    what = (
+        "NCCL could not create its shared-memory segment in /dev/shm"
+        if kind == "nccl"
+        else "A DataLoader worker was killed by a bus error writing to /dev/shm"
+    )
+    return Verdict(
+        code="shm-small",
+        severity="broken",
+        title=what,
+        why="Processes on one machine pass tensors through /dev/shm; Docker gives a container "
+        "64 MiB of it unless told otherwise, and a write past the end is a bus error or a failed "
+        "shm_open.",
+        fix="Start the container with a larger /dev/shm (docker run --shm-size=<size>, e.g. half "
+        "the machine's memory), or share the host's with --ipc=host; outside a container, check "
+        "df -h /dev/shm.",
+    )
+
+
+# -- numpy's binary interface ----------------------------------------------------------------
+
+
+def numpy_abi(caps: Captures, env: Environment | None, files: Sequence[str]) -> Judged:
+    """A module compiled for another numpy: pin numpy below 2, or upgrade numpy.
+
+    "compiled using NumPy 1.x cannot be run in NumPy 2.x": the module needs ``numpy<2`` (or a
+    release of its own built for numpy 2). Cython's "numpy.dtype size changed ... Expected E
+    from C header, got G": the module was built against a numpy whose type is larger (E > G),
+    a newer one: numpy needs upgrading; E < G is only Cython's warning.
+    """
+    facts: list[Fact] = []
+    module = _failing_package(files)
+    if module is not None:
+        facts.append(Fact(name="module", value=module, source="message",
+                          note="the innermost package of the traceback outside numpy"))  # fmt: skip
+    running = caps.text("numpy")
+    expected, got = caps.integer("expected"), caps.integer("got")
+    if running is not None:
+        facts.append(Fact(name="numpy", value=running, source="message"))
+        wanted, why = (
+            "numpy<2",
+            (
+                f"The module was compiled against numpy 1.x, and numpy {running} is installed: "
+                "numpy 2 changed the binary interface, and modules built for 1.x cannot load."
+            ),
+        )
+    elif expected is not None and got is not None:
+        facts.append(
+            Fact(name="numpy_type_size", value=f"{expected} bytes expected, {got} found",
+                 source="message", note="Cython's check of numpy's C types when the module loads")
+        )  # fmt: skip
+        if expected <= got:
+            larger = (
+                "environment: the installed numpy's type is larger than the module's build saw: "
+                "Cython warns, and the module works."
+            )
+            return None, facts, [larger]
+        wanted, why = (
+            "numpy",
+            (
+                f"The module was built against a newer numpy: its C header gives {expected} bytes "
+                f"for the type and the installed numpy has {got}."
+            ),
+        )
+    else:
+        return None, facts, []
+    return _numpy_verdict(wanted, why, module, env, facts)
+
+
+def _numpy_verdict(
+    wanted: str, why: str, module: str | None, env: Environment | None, facts: list[Fact]
+) -> Judged:
+    notes: list[str] = []
+    installed = env.stack.distributions if env is not None else ()
+    numpy = next((d for d in installed if d.name.lower() == "numpy"), None)
+    if numpy is not None:
+        facts.append(Fact(name="installed_numpy", value=numpy.version, source="probe",
+                          note=numpy.folder))  # fmt: skip
+    against = _requiring(installed, below_two=wanted == "numpy<2")
+    owner = _distribution_of(module, installed)
+    commands: tuple[str, ...]
+    if against:
+        names = ", ".join(f"{d.name} {d.version} ({r})" for d, r in against)
+        why += f" Changing numpy would break what the installed set requires: {names}."
+        if owner is None or wanted != "numpy<2":
+            return None, facts, [f"environment: {why}"]
+        commands = (f"pip install --upgrade {owner.name}",)
+        fix = (
+            f"Upgrade {owner.name} to a release built for numpy 2 (the installed distributions "
+            "require numpy 2)."
+        )
+    elif wanted == "numpy<2":
+        commands = ('pip install "numpy<2"',)
+        fix = "Install numpy 1.x, which the module was compiled for"
+        fix += f", or a release of {owner.name} built for numpy 2." if owner else "."
+    else:
+        commands = ("pip install --upgrade numpy",)
+        fix = "Upgrade numpy: the module was built against a newer release."
+    if env is None:
+        notes.append(
+            "environment: the requirements of the installed distributions were not read (a "
+            "pasted message); pip check after the command shows what it breaks."
+        )
+    elif not against:
+        notes.append(
+            f"environment: no installed distribution of the stack rules out {wanted} "
+            "(Requires-Dist)."
+        )
+    verdict = Verdict(
+        code="numpy-abi",
+        severity="broken",
+        title=f"{module or 'A compiled module'} was built for another numpy",
+        why=why,
+        fix=fix,
+        commands=commands,
+    )
+    return verdict, facts, notes
+
+
+def _failing_package(files: Sequence[str]) -> str | None:
+    """The top package of the innermost traceback file in site-packages that is not numpy's."""
+    for file in reversed(files):
+        parts = _SITE.split(file.replace("\\", "/"), maxsplit=1)
+        if len(parts) == 1:
+            continue
+        top = parts[1].split("/", 1)[0].removesuffix(".py")
+        if top and top != "numpy" and not top.startswith("_"):
+            return top
+    return None
+
+
+def _distribution_of(module: str | None, installed: Sequence[Distribution]) -> Distribution | None:
+    if module is None:
+        return None
+    wanted = module.lower().replace("-", "_")
+    return next((d for d in installed if d.name.lower().replace("-", "_") == wanted), None)
+
+
+def _requiring(
+    installed: Sequence[Distribution], *, below_two: bool
+) -> list[tuple[Distribution, str]]:
+    """The distributions whose numpy requirement rules out numpy 1.x (``below_two``) or 2.x."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
+    found = []
+    for dist in installed:
+        for text in dist.requires:
+            try:
+                req = Requirement(text)
+            except InvalidRequirement:
+                continue
+            if req.name.lower() != "numpy" or req.marker is not None:
+                continue
+            rules_out = _needs_two if below_two else _needs_one
+            if any(rules_out(spec.operator, spec.version) for spec in req.specifier):
+                found.append((dist, f"numpy{req.specifier}"))
+    return found
+
+
+def _major(version: str) -> int | None:
+    head = version.split(".", 1)[0]
+    return int(head) if head.isdigit() else None
+
+
+def _needs_two(operator: str, version: str) -> bool:
+    """``>=2.0``, ``>2``, ``==2.*``, ``~=2.1``: no numpy 1.x satisfies it."""
+    major = _major(version)
+    return major is not None and operator in (">=", ">", "==", "~=", "===") and major >= 2
+
+
+def _needs_one(operator: str, version: str) -> bool:
+    """``<2``, ``<2.0``, ``<=1.26``, ``==1.*``: no numpy 2.x satisfies it."""
+    from packaging.version import InvalidVersion, Version
+
+    if operator in ("==", "~=", "==="):
+        return _major(version) is not None and (_major(version) or 0) < 2
+    if operator not in ("<", "<="):
+        return False
+    try:
+        bound = Version(version)
+    except InvalidVersion:
+        return False
+    return bound <= Version("2") if operator == "<" else bound < Version("2")
+
+
+# -- vLLM's compiled module ------------------------------------------------------------------
+
+
+def compiled_module(env: Environment | None, files: Sequence[str]) -> Judged:
+    """``No module named 'vllm._C'``: which vllm was imported, from where.
+
+    A ``vllm`` package outside site-packages is a source tree (a clone of the repository, the
+    current folder first on ``sys.path``) that shadows the installed wheel: its compiled modules
+    were never built. The traceback's files say which folder it is.
+    """
+    facts: list[Fact] = []
+    tree = _source_tree(files)
+    installed = None
+    if env is not None:
+        installed = next((d for d in env.stack.distributions if d.name.lower() == "vllm"), None)
+        if installed is not None:
+            facts.append(Fact(name="installed_vllm", value=installed.version, source="probe",
+                              note=installed.folder))  # fmt: skip
+    if tree is None:
+        seen = any(_SITE.search(f.replace("\\", "/")) and "/vllm/" in f.replace("\\", "/")
+                   for f in files)  # fmt: skip
+        return None, facts, [
+            "environment: the traceback shows vLLM from site-packages: the installed build "
+            "lacks its compiled module (a wheel for another platform or an interrupted build)."
+            if seen
+            else "environment: no traceback frame says which vllm package was imported."
+        ]  # fmt: skip
+    facts.append(Fact(name="vllm_imported_from", value=f"{tree}/vllm", source="message",
+                      note="the traceback's files"))  # fmt: skip
+    if installed is not None:
+        fix = (
+            f"Python imported the source tree in {tree} instead of the installed vLLM "
+            f"{installed.version}: run from another folder, or build the tree in place (with "
+            "vLLM's precompiled binaries, no compiler needed)."
+        )
+    else:
+        fix = (
+            f"Build the source tree in {tree} in place: its compiled modules were never built "
+            "(with vLLM's precompiled binaries, no compiler needed)."
+        )
+    verdict = Verdict(
+        code="vllm-source-tree",
+        severity="broken",
+        title=f"vLLM was imported from the source tree {tree}, which has no compiled modules",
+        why=f"The traceback runs through {tree}/vllm, outside site-packages: a clone of the "
+        "repository on sys.path (the current folder comes first) shadows the installed package, "
+        "and vllm._C is built only by installing it.",
+        fix=fix,
+        commands=(f"cd {_quoted(tree)} && VLLM_USE_PRECOMPILED=1 pip install --editable .",),
+    )
+    return verdict, facts, []
+
+
+def _source_tree(files: Sequence[str]) -> str | None:
+    """The folder holding the ``vllm`` package the traceback ran through, if not site-packages."""
+    for file in files:
+        path = PurePath(file.replace("\\", "/"))
+        parts = path.parts
+        if "vllm" not in parts[:-1] or _SITE.search(file.replace("\\", "/")):
+            continue
+        i = len(parts) - 1 - parts[:-1][::-1].index("vllm") - 1
+        return str(PurePath(*parts[:i])) if i > 0 else None
+    return None
+
+
+def _quoted(path: str) -> str:
+    import shlex
+
+    return shlex.quote(path)

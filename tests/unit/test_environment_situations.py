@@ -1,0 +1,443 @@
+"""errkb.advisors.environment._situations: the environment's errors no doctor check judges.
+
+A busy rendezvous port, a small /dev/shm under a DataLoader worker or NCCL, a module compiled for
+another numpy, vLLM's missing compiled module. Each is raised here by the real part where this
+machine has one (torch's TCPStore on a port another socket holds, a DataLoader worker killed by
+SIGBUS, numpy 2's own answer to a 1.x module, Python importing a vllm clone), or is a real
+report's text (its URL beside it). Live errors are judged on an injected environment
+(tests/environments.py) and an injected launch reading; pasted ones by what they say.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import signal
+import socket
+import sys
+
+import pytest
+from environments import environment, stack
+
+import errkb
+from errkb.diagnosis import diagnose, explain
+from errkb.options import Options
+from errkb.probes import Measurements
+from errkb.probes.launch import LaunchReading
+from errkb.probes.stack import Distribution, StackReading
+
+GIB = 1 << 30
+TORCHRUN = ("/usr/bin/python3", "/usr/local/bin/torchrun", "--nproc-per-node=2", "train.py")
+LAUNCH = LaunchReading(argv=TORCHRUN, free_port=41234)
+
+#: https://github.com/meta-pytorch/torchtune/issues/392
+BIND_98 = (
+    "torch.distributed.DistNetworkError: The server socket has failed to listen on any local "
+    "network address. The server socket has failed to bind to [::]:29500 (errno: 98 - Address "
+    "already in use). The server socket has failed to bind to 0.0.0.0:29500 (errno: 98 - "
+    "Address already in use)."
+)
+#: https://github.com/vllm-project/vllm/issues/39015 (its title)
+LIBUV = (
+    "torch.distributed.DistNetworkError: The server socket has failed to listen on any local "
+    "network address. port: 29500, useIpv6: false, code: -98, name: EADDRINUSE, message: "
+    "address already in use"
+)
+#: https://github.com/meta-llama/llama-models/issues/210 (macOS, torch without 'port: N,')
+LIBUV_MACOS = (
+    "RuntimeError: The server socket has failed to listen on any local network address. "
+    "useIpv6: 0, code: -48, name: EADDRINUSE, message: address already in use"
+)
+#: https://github.com/meta-llama/llama-cookbook/issues/186: the command, then torch's log.
+PASTED_TORCHRUN = (
+    "torchrun --nnodes 1 --nproc_per_node 4  examples/finetuning.py --enable_fsdp --model_name "
+    "/home/xhuang/llama-recipes-main/model_hf/7B/ --use_peft --peft_method lora --dataset "
+    "alpaca_dataset  --save_model --dist_checkpoint_root_folder model_checkpoints "
+    "--dist_checkpoint_folder fine-tuned --pure_bf16 --output_dir "
+    "/home/xhuang/llama-recipes-main/PEFT/model\n\n"
+    "[W socket.cpp:426] [c10d] The server socket has failed to bind to [::]:29500 (errno: 98 - "
+    "Address already in use).\n"
+    "[W socket.cpp:426] [c10d] The server socket has failed to bind to 0.0.0.0:29500 (errno: 98 "
+    "- Address already in use).\n"
+    "[E socket.cpp:462] [c10d] The server socket has failed to listen on any local network "
+    "address.\n"
+)
+#: https://github.com/pytorch/pytorch/issues/85604: --standalone already, the script's own port.
+PASTED_STANDALONE = (
+    "torchrun --standalone --nnodes=1 --nproc_per_node=2 train.py --local_rank 0\n"
+    "[W socket.cpp:401] [c10d] The server socket has failed to listen on [::]:47531 (errno: 98 - "
+    "Address already in use).\n"
+    "[W socket.cpp:401] [c10d] The server socket has failed to bind to 0.0.0.0:47531 (errno: 98 "
+    "- Address already in use).\n"
+    "[E socket.cpp:435] [c10d] The server socket has failed to listen on any local network "
+    "address.\n"
+)
+#: https://github.com/hkchengrex/STCN/issues/132
+BUS = (
+    "RuntimeError: DataLoader worker (pid 46794) is killed by signal: Bus error. It is possible "
+    "that dataloader's workers are out of shared memory. Please try to raise your shared memory "
+    "limit."
+)
+#: https://github.com/msr-fiddle/pipedream/issues/28
+BUS_WORKER = (
+    "ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient "
+    "shared memory (shm)."
+)
+#: https://github.com/vllm-project/vllm/issues/14537
+NCCL_SHM = (
+    "NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:317, unhandled system error "
+    "(run with NCCL_DEBUG=INFO for details), NCCL version 2.21.5\nncclSystemError: System call "
+    "(e.g. socket, malloc) or external library call failed or device error. \nLast error:\nError "
+    "while creating shared memory segment /dev/shm/nccl-EoOvZr (size 7340384)"
+)
+#: The torch-nccl-error record's example (a failed connect, not /dev/shm).
+NCCL_SOCKET = (
+    "NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1269, unhandled system "
+    "error, NCCL version 2.14.3\nncclSystemError: System call (e.g. socket, malloc) or external "
+    "library call failed or device error. \nLast error:\nsocketStartConnect: Connect to "
+    "10.0.0.2<35553> failed : Software caused connection abort"
+)
+#: https://github.com/jupyter/notebook/issues/7522
+NUMPY_1X = (
+    "ImportError: \nA module that was compiled using NumPy 1.x cannot be run in\nNumPy 2.0.0 as "
+    "it may crash. To support both 1.x and 2.x\nversions of NumPy, modules must be compiled with "
+    "NumPy 2.0.\nSome module may need to rebuild instead e.g. with 'pybind11>=2.12'.\n\nIf you "
+    "are a user of the module, the easiest solution will be to\ndowngrade to 'numpy<2' or try to "
+    "upgrade the affected module.\nWe expect that some modules will need time to support NumPy 2."
+)
+#: https://github.com/matterport/Mask_RCNN/issues/3063
+DTYPE_SIZE = (
+    "ValueError: numpy.dtype size changed, may indicate binary incompatibility. Expected 96 from "
+    "C header, got 88 from PyObject"
+)
+
+
+def _options(env: object = None, launch: object = None) -> Options:
+    readings = {k: v for k, v in (("environment", env), ("launch", launch)) if v is not None}
+    return Options(measurements=Measurements(readings=readings))
+
+
+def _command(found: errkb.Diagnosis | None) -> object:
+    assert found is not None
+    solutions = found.findings[0].solutions
+    return solutions[0].settings.get("command") if solutions else None
+
+
+def _raised(exc: BaseException, options: Options) -> errkb.Diagnosis | None:
+    """The diagnosis of ``exc`` raised here, live (with a traceback), under ``options``."""
+    try:
+        raise exc
+    except BaseException as caught:  # any exception the test chose
+        return diagnose(caught, options=options)
+
+
+def _noted(found: errkb.Diagnosis | None, words: str) -> tuple[object, bool]:
+    """The command, and whether a note says ``words``: a case that gets a reason, not a fix."""
+    assert found is not None
+    return _command(found), any(words in n for n in found.notes)
+
+
+def _verdict(found: errkb.Diagnosis | None) -> str | None:
+    assert found is not None
+    return next(
+        (f.note.split(":")[0] for f in found.findings[0].facts if f.name == "verdict"), None
+    )
+
+
+# -- the records, on real messages ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("message", "record", "captures"),
+    [
+        (BIND_98, "torch-rendezvous-port-in-use", {"port": 29500}),
+        (LIBUV, "torch-rendezvous-port-in-use", {"port": 29500}),
+        (LIBUV_MACOS, "torch-rendezvous-port-in-use", {"port": None}),
+        (BUS, "torch-dataloader-worker-bus-error", {"pid": 46794}),
+        (BUS_WORKER, "torch-dataloader-worker-bus-error-printed", {}),
+        (NCCL_SHM, "torch-nccl-error", {"nccl_error": "unhandled system error (run with NCCL_DEBUG=INFO for details)"}),
+        (NUMPY_1X, "numpy-compiled-for-other-numpy", {"numpy": "2.0.0"}),
+        (DTYPE_SIZE, "numpy-dtype-size-changed", {"expected": 96, "got": 88}),
+        ("ModuleNotFoundError: No module named 'vllm._C'", "vllm-compiled-module-missing", {"module": "vllm._C"}),
+    ],
+)  # fmt: skip
+def test_each_record_matches_a_real_message(message, record, captures):
+    """The real message finds its record first, with the captures the advisor reads."""
+    top = errkb.lookup(message)[0]
+    assert (record, captures) == (
+        top.record.id,
+        {k: top.captures.get(k) for k in captures},
+    )
+
+
+# -- a rendezvous port that is taken -------------------------------------------------------
+
+
+@pytest.fixture
+def busy_port():
+    """A port another socket listens on, for as long as the test runs."""
+    with socket.socket() as sock:
+        sock.bind(("", 0))
+        sock.listen()
+        yield sock.getsockname()[1]
+
+
+@pytest.mark.parametrize("libuv", [True, False], ids=["libuv", "socket"])
+def test_tcp_store_on_a_busy_port_raised_by_real_torch(busy_port, libuv):
+    """torch's own TCPStore fails on the taken port: torchrun again on the probe's free port."""
+    dist = pytest.importorskip("torch.distributed")
+    with pytest.raises(RuntimeError) as caught:
+        dist.TCPStore("localhost", busy_port, 1, True, use_libuv=libuv, wait_for_workers=False)
+    found = diagnose(caught.value, options=_options(environment(), LAUNCH))
+    assert found is not None
+    assert (
+        "torch-rendezvous-port-in-use",
+        {"name": "port", "value": busy_port},
+        "torchrun --nproc-per-node=2 --master-port=41234 train.py",
+    ) == (
+        found.findings[0].record.id,
+        next({"name": f.name, "value": f.value} for f in found.findings[0].facts
+             if f.name == "port"),
+        _command(found),
+    )  # fmt: skip
+
+
+def test_init_process_group_env_rendezvous_gets_master_port(busy_port, monkeypatch):
+    """init_method='env://' in a script: MASTER_PORT on the script's own command line."""
+    dist = pytest.importorskip("torch.distributed")
+    monkeypatch.setenv("MASTER_ADDR", "localhost")
+    monkeypatch.setenv("MASTER_PORT", str(busy_port))
+    launch = LaunchReading(argv=("/usr/bin/python3", "train.py", "--epochs", "3"), free_port=41234)
+    with pytest.raises(RuntimeError) as caught:
+        dist.init_process_group("gloo", init_method="env://", rank=0, world_size=1)
+    found = diagnose(caught.value, options=_options(environment(), launch))
+    assert ("torch-rendezvous-port-in-use", "MASTER_PORT=41234 python train.py --epochs 3") == (
+        found.findings[0].record.id if found else None,
+        _command(found),
+    )
+
+
+def test_torchrun_with_an_endpoint_gets_the_endpoint_s_port_changed():
+    """--rdzv-endpoint wins over --master-port in torchrun: its port is the one changed."""
+    launch = LaunchReading(
+        argv=("python3", "-m", "torch.distributed.run", "--rdzv_endpoint", "node1:29400",
+              "--nnodes=2", "train.py"),
+        free_port=41234,
+    )  # fmt: skip
+    found = _raised(RuntimeError(LIBUV.split(": ", 1)[1]), _options(environment(), launch))
+    expected = "python -m torch.distributed.run --nnodes=2 --rdzv-endpoint=node1:41234 train.py"
+    assert expected == _command(found)
+
+
+def test_the_launch_probe_finds_a_port_that_is_free():
+    """Live with probes on: the port the probe gives can be bound at once."""
+    from errkb.probes.launch import free_port
+
+    port = free_port()
+    assert port is not None
+    with socket.socket() as sock:
+        sock.bind(("", port))
+        assert port == sock.getsockname()[1]
+
+
+def test_pasted_torchrun_command_gets_standalone():
+    """A pasted torchrun command on one machine: the same command with --standalone."""
+    found = explain(PASTED_TORCHRUN)
+    expected = (
+        "torchrun --standalone --nnodes 1 --nproc_per_node 4 examples/finetuning.py "
+        "--enable_fsdp --model_name /home/xhuang/llama-recipes-main/model_hf/7B/ --use_peft "
+        "--peft_method lora --dataset alpaca_dataset --save_model --dist_checkpoint_root_folder "
+        "model_checkpoints --dist_checkpoint_folder fine-tuned --pure_bf16 --output_dir "
+        "/home/xhuang/llama-recipes-main/PEFT/model"
+    )
+    assert ("torch-rendezvous-port-in-use", expected) == (
+        found.findings[0].record.id if found else None,
+        _command(found),
+    )
+
+
+def test_pasted_torchrun_already_standalone_gets_no_command():
+    """--standalone already: the port is the program's own, and no command is made up."""
+    found = explain(PASTED_STANDALONE)
+    assert (None, True) == _noted(found, "already uses --standalone")
+
+
+def test_pasted_error_alone_keeps_the_record_s_fix():
+    """Without the command line or the machine, no port is invented."""
+    found = explain(BIND_98)
+    assert found is not None
+    assert (None, True) == (
+        _command(found),
+        found.findings[0].solutions[0].text.startswith("Start again on a free port"),
+    )
+
+
+# -- /dev/shm --------------------------------------------------------------------------------
+
+
+def _bus_worker(_: int) -> None:
+    os.kill(os.getpid(), signal.SIGBUS)
+
+
+def test_dataloader_worker_bus_error_raised_by_real_torch_in_a_small_shm_container():
+    """A worker killed by SIGBUS, torch's real error; a 64 MiB /dev/shm in Docker: --shm-size."""
+    data = pytest.importorskip("torch.utils.data")
+    loader = data.DataLoader(range(4), num_workers=1, collate_fn=_bus_worker)
+    with pytest.raises(RuntimeError) as caught:
+        next(iter(loader))
+    env = environment(container="docker", shm_bytes=64 << 20, memory_bytes=64 * GIB)
+    found = diagnose(caught.value, options=_options(env))
+    assert (
+        "torch-dataloader-worker-bus-error",
+        "shm-small",
+        "docker run --shm-size=32g ...",
+    ) == (found.findings[0].record.id if found else None, _verdict(found), _command(found))
+
+
+def test_bus_error_with_a_large_shm_says_so_and_gives_no_command():
+    """Outside a container /dev/shm is not the cause the machine shows: no --shm-size."""
+    found = _raised(RuntimeError(BUS.removeprefix("RuntimeError: ")), _options(environment()))
+    assert (None, True) == _noted(found, "/dev/shm is not small here")
+
+
+def test_pasted_bus_error_gets_the_verdict_without_a_size():
+    """Pasted: the cause is said, and no size is computed for a machine not described."""
+    found = explain(BUS_WORKER)
+    assert ("shm-small", None) == (_verdict(found), _command(found))
+
+
+def test_nccl_shared_memory_error_raised_in_a_small_shm_container():
+    """NCCL's system error naming /dev/shm, raised as torch raises it: the container's size."""
+    dist = pytest.importorskip("torch.distributed")
+    env = environment(container="docker", shm_bytes=64 << 20, memory_bytes=128 * GIB)
+    found = _raised(dist.DistBackendError(NCCL_SHM), _options(env))
+    assert ("torch-nccl-error", "shm-small", "docker run --shm-size=64g ...") == (
+        found.findings[0].record.id if found else None,
+        _verdict(found),
+        _command(found),
+    )
+
+
+def test_pasted_nccl_error_naming_dev_shm_gets_the_verdict():
+    """Pasted: NCCL's 'Last error' names /dev/shm, which is the verdict."""
+    assert "shm-small" == _verdict(explain(NCCL_SHM))
+
+
+def test_pasted_nccl_socket_error_is_not_blamed_on_shm():
+    """NCCL's system error from a failed connect: no /dev/shm verdict, NCCL's own words kept."""
+    found = explain(NCCL_SOCKET)
+    assert (None, None) == (_verdict(found), _command(found))
+
+
+# -- numpy's binary interface ----------------------------------------------------------------
+
+
+@pytest.fixture
+def old_module(tmp_path, monkeypatch):
+    """A package in a site-packages folder that asks numpy 2 for the 1.x C API, as a 1.x
+    extension's import_array() does."""
+    site = tmp_path / "site-packages"
+    (site / "oldext").mkdir(parents=True)
+    (site / "oldext" / "__init__.py").write_text(
+        "import numpy.core._multiarray_umath as umath\napi = umath._ARRAY_API\n"
+    )
+    monkeypatch.syspath_prepend(str(site))
+    yield "oldext"
+    sys.modules.pop("oldext", None)
+
+
+def _numpy_env(*requires: tuple[str, str, tuple[str, ...]]) -> object:
+    dists = tuple(
+        Distribution(name=n, version=v, folder=f"/site/{n}-{v}.dist-info", requires=r)
+        for n, v, r in requires
+    )
+    return environment(
+        installed=StackReading(distributions=dists, checked=len(dists), broken=(), source="test")
+    )
+
+
+def test_numpy_2_refusing_a_1x_module_raised_by_real_numpy(old_module):
+    """numpy 2's real ImportError for a 1.x module; nothing requires numpy 2: pin numpy<2."""
+    pytest.importorskip("numpy.core._multiarray_umath")
+    env = _numpy_env(("numpy", "2.4.6", ()), ("oldext", "1.0", ("numpy>=1.20",)))
+    with pytest.raises(ImportError) as caught:
+        importlib.import_module(old_module)
+    found = diagnose(caught.value, options=_options(env))
+    assert ("numpy-compiled-for-other-numpy", 'pip install "numpy<2"') == (
+        found.findings[0].record.id if found else None,
+        _command(found),
+    )
+
+
+def test_a_1x_module_when_another_package_requires_numpy_2_is_upgraded(old_module):
+    """transformers-like requirement numpy>=2: the pin would break it, upgrade the module."""
+    pytest.importorskip("numpy.core._multiarray_umath")
+    env = _numpy_env(
+        ("numpy", "2.4.6", ()),
+        ("oldext", "1.0", ("numpy>=1.20",)),
+        ("newlib", "3.0", ("numpy>=2.0",)),
+    )
+    with pytest.raises(ImportError) as caught:
+        importlib.import_module(old_module)
+    found = diagnose(caught.value, options=_options(env))
+    assert "pip install --upgrade oldext" == _command(found)
+
+
+def test_dtype_size_changed_upgrades_numpy():
+    """Built against a newer numpy (96 > 88 bytes): upgrade numpy when nothing pins it."""
+    env = _numpy_env(("numpy", "1.26.4", ()), ("pandas", "2.2.3", ("numpy>=1.22.4",)))
+    found = _raised(ValueError(DTYPE_SIZE.removeprefix("ValueError: ")), _options(env))
+    assert ("numpy-dtype-size-changed", "pip install --upgrade numpy") == (
+        found.findings[0].record.id if found else None,
+        _command(found),
+    )
+
+
+def test_dtype_size_changed_with_a_numpy_1_pin_gives_no_command():
+    """Something requires numpy<2: upgrading would break it, so no command, and why."""
+    env = _numpy_env(("numpy", "1.26.4", ()), ("pinned", "1.0", ("numpy<2",)))
+    found = _raised(ValueError(DTYPE_SIZE.removeprefix("ValueError: ")), _options(env))
+    assert (None, True) == _noted(found, "pinned 1.0 (numpy<2)")
+
+
+def test_pasted_numpy_1x_message_pins_numpy():
+    """Pasted: the module needs numpy 1.x, which is what the message says."""
+    assert 'pip install "numpy<2"' == _command(explain(NUMPY_1X))
+
+
+# -- vLLM's compiled module ------------------------------------------------------------------
+
+
+@pytest.fixture
+def clone(tmp_path, monkeypatch):
+    """A vllm source tree first on sys.path, whose package imports the _C it never built."""
+    tree = tmp_path / "src" / "vllm"
+    (tree / "vllm" / "platforms").mkdir(parents=True)
+    (tree / "vllm" / "__init__.py").write_text("from vllm.platforms import cuda\n")
+    (tree / "vllm" / "platforms" / "__init__.py").write_text("")
+    (tree / "vllm" / "platforms" / "cuda.py").write_text("import vllm._C  # noqa\n")
+    monkeypatch.syspath_prepend(str(tree))
+    for name in [n for n in sys.modules if n == "vllm" or n.startswith("vllm.")]:
+        monkeypatch.delitem(sys.modules, name)
+    yield tree
+    for name in [n for n in sys.modules if n == "vllm" or n.startswith("vllm.")]:
+        del sys.modules[name]
+
+
+def test_vllm_clone_shadowing_the_install_raised_by_python(clone):
+    """Python imports the clone and finds no _C: build the clone in place, named by folder."""
+    env = environment(installed=stack(("torch", "2.13.0+cu126"), ("vllm", "0.11.1")))
+    with pytest.raises(ModuleNotFoundError) as caught:
+        importlib.import_module("vllm")
+    found = diagnose(caught.value, options=_options(env))
+    assert (
+        "No module named 'vllm._C'",
+        "vllm-compiled-module-missing",
+        f"cd {clone} && VLLM_USE_PRECOMPILED=1 pip install --editable .",
+    ) == (str(caught.value), found.findings[0].record.id if found else None, _command(found))
+
+
+def test_pasted_vllm_c_without_a_traceback_keeps_the_record_s_fix():
+    """https://github.com/vllm-project/vllm/issues/31789: only the line, no folder to name."""
+    found = explain("ModuleNotFoundError: No module named 'vllm._C'")
+    assert (None, True) == _noted(found, "no traceback frame")
