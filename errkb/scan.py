@@ -905,10 +905,11 @@ class ScanPart:
         line_base: dict[tuple[str, int], int] = {}
         sources = []
         for name in sorted(by_source):
-            pieces = sorted(by_source[name], key=lambda p: p.start)
+            # An empty range (its ends cut to one line) starts where the next range does.
+            pieces = sorted(by_source[name], key=lambda p: (p.start, p.bytes))
             done = 0
             for piece in pieces:
-                line_base[name, piece.start] = done
+                line_base.setdefault((name, piece.start), done)
                 done += piece.lines
             failed = next((p.failed for p in pieces if p.failed is not None), None)
             sources.append(
@@ -1104,7 +1105,7 @@ def merge(parts: Iterable[ScanPart]) -> ScanPart:
         for u in part.unknown:
             was = shapes.get(u.shape)
             shapes[u.shape] = u if was is None else _merge_shapes(was, u)
-    pieces.sort(key=lambda p: (p.source, p.start))
+    pieces.sort(key=lambda p: (p.source, p.start, p.bytes, p.lines, p.failed or ""))
     return ScanPart(
         pieces=tuple(pieces),
         groups=tuple(groups[k] for k in sorted(groups)),

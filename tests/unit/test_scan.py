@@ -338,3 +338,106 @@ def test_a_failure_over_lines_keeps_its_lines_as_example(engine):
     """The example of a message over lines holds the lines the match ran over."""
     result = scan_stream(io.BytesIO(_log(_GATED).encode()))
     assert _GATED.rsplit("\n", 1)[0] == result.groups[0].example
+
+
+# -- The fleet scan's map step: scan_part, scan_range, merge ---------------------------------
+
+PASTED = __import__("pathlib").Path(__file__).resolve().parents[1] / "data" / "pasted"
+DEC_2_2026 = 1796191200.0  # 2026-12-02T06:00:00Z
+
+
+def _fleet_log(repeats: int = 30) -> bytes:
+    """Noise, the real vLLM engine-core failure (a traceback printed twice) and an unknown line."""
+    vllm = (PASTED / "log-vllm-engine-core-raw.txt").read_bytes()
+    noise = "".join(NOISE.format(n=i) + "\n" for i in range(300)).encode()
+    unknown = b"ERROR 11-30 06:00:02 [serving_chat.py:204] Error in preprocessing prompt inputs\n"
+    return (noise + vllm + unknown) * repeats
+
+
+def test_a_part_holds_counts_times_hosts_and_unknown_shapes():
+    """One log: the failure's count as scan_stream counts it, its time, host and unknown shapes."""
+    data = _fleet_log(2)
+    part = errkb.scan.scan_part(data, source="node-1/a.log", host="node-1", mtime=DEC_2_2026)
+    result = part.to_dict()
+    stream = scan_stream(io.BytesIO(data))
+    assert [(g.record.id, g.count, list(g.first_lines)) for g in stream.groups] == [
+        (g["id"], g["count"], g["first_lines"]) for g in result["groups"]
+    ]
+    group = result["groups"][0]
+    assert ("2026-11-30T14:02:11Z", {"node-1": 2}) == (group["first_seen"], group["hosts"])
+    assert [["2026-11-30T14:00Z", "node-1", 2]] == group["timeline"]
+    shapes = {u["shape"]: u["count"] for u in result["unknown"]}
+    assert 2 == shapes["ERROR Error in preprocessing prompt inputs"]
+    assert not any("No available memory" in s for s in shapes)  # a known error is not unknown
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(cuts=st.lists(st.integers(1, 100), min_size=1, max_size=6))
+def test_byte_ranges_anywhere_merge_to_the_scan_of_the_whole(monkeypatch, cuts):
+    """Ranges ending at any offsets (tracebacks straddling them) merge to the whole file's result."""
+    monkeypatch.setattr(errkb.scan, "CUT_AHEAD", 4096)
+    data = _fleet_log(6)
+    whole = errkb.scan.scan_part(data, source="a.log", mtime=DEC_2_2026).to_dict()
+    ends = [*sorted({len(data) * c // 101 for c in cuts}), len(data)]
+    file = io.BytesIO(data)
+    parts, start = [], 0
+    for end in ends:
+        parts.append(
+            errkb.scan.scan_range(
+                file,
+                start,
+                end,
+                len(data),
+                source="a.log",
+                mtime=DEC_2_2026,
+                cut=(start > 0, end < len(data)),
+            )
+        )
+        start = end
+    assert whole == errkb.scan.merge(reversed(parts)).to_dict()
+
+
+@given(order=st.permutations(range(4)))
+@settings(max_examples=20, deadline=None)
+def test_merge_gives_one_result_whatever_the_order(order):
+    """Parts of several sources merged in any order: the same result (examples, first lines too)."""
+    data = _fleet_log(1)
+    parts = [
+        errkb.scan.scan_part(data, source=f"node-{n}/a.log", host=f"node-{n}", mtime=DEC_2_2026)
+        for n in range(4)
+    ]
+    expected = errkb.scan.merge(parts).to_dict()
+    shuffled = [parts[i] for i in order]
+    assert (
+        expected
+        == errkb.scan.merge(
+            [errkb.scan.merge(shuffled[:2]), errkb.scan.merge(shuffled[2:])]
+        ).to_dict()
+    )
+    assert ["node-0/a.log", "node-1/a.log", "node-2/a.log", "node-3/a.log"] == expected["groups"][
+        0
+    ]["sources"]
+
+
+def test_a_failed_part_counts_nothing_and_says_why():
+    """A source that could not be read: in the sources with its reason, counted as failed."""
+    result = errkb.scan.failed_part("s3://b/gone.log", "FileNotFoundError: gone").to_dict()
+    assert (1, [], "FileNotFoundError: gone") == (
+        result["failed"],
+        result["groups"],
+        result["sources"][0]["failed"],
+    )
+
+
+def test_a_cut_is_a_quiet_line_start_and_never_moves_back():
+    """range_cut gives a line start after enough lines without a needle, monotone in its offset."""
+    data = _fleet_log(4)
+
+    def read_at(lo, hi):
+        return data[lo:hi]
+
+    cuts = [errkb.scan.range_cut(read_at, at, len(data)) for at in range(0, len(data), 997)]
+    assert cuts == sorted(cuts)
+    assert all(c == len(data) or data[c - 1 : c] == b"\n" for c in cuts if c)
