@@ -35,7 +35,7 @@ from errkb.diagnosis import explain
 from errkb.doctor import examine_paste
 from errkb.options import Options
 from errkb.probes.extensions import Extension
-from errkb.probes.stack import Broken
+from errkb.probes.stack import Broken, Distribution, StackReading
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -48,6 +48,7 @@ PYPI = {
     "torch": ("2.4.0", "2.13.0"),
     "tokenizers": ("0.20.3", "0.21.4", "0.22.1"),
     "numpy": ("1.26.4", "2.4.6"),
+    "scipy": ("1.11.4", "1.14.1"),
 }
 #: Source distributions (a rebuild asks for one with --no-binary).
 SDISTS = {"flash-attn": "2.7.4.post1"}
@@ -240,6 +241,18 @@ def _numpy_answers():
     for wanted in ("numpy<2", "numpy"):
         verdict, _, _ = situations._numpy_verdict(wanted, "", None, None, [])
         commands += verdict.commands if verdict is not None else ()
+    # A module of scipy built for numpy 1.x, where pandas requires numpy 2: scipy is upgraded.
+    installed = StackReading(
+        distributions=(
+            Distribution(name="numpy", version="2.4.6", folder="/site"),
+            Distribution(name="scipy", version="1.11.4", folder="/site"),
+            Distribution(name="pandas", version="2.3.0", folder="/site", requires=("numpy>=2",)),
+        ),
+        checked=3, broken=(), source="test",
+    )  # fmt: skip
+    env = environment(installed=installed)
+    verdict, _, _ = situations._numpy_verdict("numpy<2", "", "scipy", env, [])
+    commands += verdict.commands if verdict is not None else ()
     return tuple(commands)
 
 
@@ -259,7 +272,7 @@ SITUATIONS = {
         "local-accelerate-env.txt", "rlinf-255-nvidia-smi-2x4090.txt"
     ),
     "paste: no kernel image, RTX 5090, torch 2.5.1+cu121": _pasted_no_kernel_image_on_rtx_5090_cu121,
-    "advisor: numpy 1.x / newer numpy": _numpy_answers,
+    "advisor: numpy 1.x, a newer numpy, a newer scipy": _numpy_answers,
 }
 
 
