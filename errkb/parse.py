@@ -118,13 +118,19 @@ def class_at(line: str) -> tuple[str | None, str]:
     if m is None:
         return None, line
     rest = line[m.end() :]
-    if m.start("cls") and line[m.start("cls") - 1] in "`*":  # a code span or bold ends the text
-        rest = _unmark(rest, "`" if line[m.start("cls") - 1] == "`" else "**")
+    before = line[m.start("cls") - 1] if m.start("cls") else ""
+    if before and before in _MARKS:  # a code span, bold or a JSON string ends the text
+        rest = _unmark(rest, _MARKS[before])
     return m["cls"], rest
 
 
+#: What closes a span that opens just before a class: Markdown's code and bold, a JSON string
+#: (torch's elastic error file: ``"message": "RuntimeError: ...",``).
+_MARKS = {"`": "`", "*": "**", '"': '"'}
+
+
 def _unmark(message: str, mark: str) -> str:
-    """``message`` up to the mark that closes the Markdown span it opened in, if any."""
+    """``message`` up to the mark that closes the span it opened in, if any."""
     end = message.find(mark[0] if mark[0] == "`" else mark)
     return message if end < 0 else message[:end]
 

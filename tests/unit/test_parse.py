@@ -561,11 +561,21 @@ def test_an_exception_line_below_other_lines_keeps_its_class(entry_id, expected)
         ("safetensors-4", ("OSError", "No such device (os error 19)")),
         # After words of another script, no space (2noise/ChatTTS#56).
         ("ChatTTS-28", ("IndexError", "list index out of range")),
+        # A JSON string: torch's elastic error file (pytorch/pytorch#65041).
+        ("torch-1", ("RuntimeError", "rasing error since --throw was specified")),
+        # Quoted in prose (google/sentencepiece#517).
+        (
+            "sentencepiece-13",
+            (
+                "RuntimeError",
+                "Internal: /sentencepiece/src/trainer_interface.cc(407) [!sentences_.empty()]",
+            ),
+        ),
     ],
 )
 def test_markdown_marks_and_prose_around_the_exception_are_not_its_message(entry_id, expected):
-    """GitHub's Markdown around an exception line (bold, code spans) and the prose it sits in
-    are taken off: the class is read and the message ends where the mark closes."""
+    """GitHub's Markdown around an exception line (bold, code spans), a JSON string or the
+    prose it sits in are taken off: the class is read and the message ends where they close."""
     p = parse_text(_report(entry_id))[-1]
     assert expected == (p.class_name, p.message)
 
