@@ -586,7 +586,7 @@ _FENCE = lazy_compile(r"^\s*(?:```|~~~)")
 # tqdm's progress bar: "Steps:   0%|          | 0/800 [00:04<?, ?it/s]".
 _PROGRESS = lazy_compile(r"^[^|\n]{0,200}?\d{1,3}%\|[^|\n]*\|\s*\d+(?:\.\d+)?[kMG]?/")
 _AFTER_BLANK = lazy_compile(
-    r"^(?:\$ |>>> |In \[\d+\]: |#{1,6} |-{20,}\s*$|Process finished with exit code)"
+    r"^(?:\$ |>>> |In \[\d+\]: |#{1,6} |[ \t]*(?:-{20,}|={20,})\s*$|Process finished with exit code)"
 )
 
 _Found = tuple[int, ParsedException]
@@ -797,8 +797,11 @@ class _Reader:
             return True
         if "%|" in text and _PROGRESS.match(text):  # tqdm's bar: the program went on
             return True
-        if first in " \t" and "File" in text and _FRAME.match(text):  # a traceback goes on: Ray's
-            return True  # wrapper prints its task's frames below its own line
+        if text.startswith('  File "') and _FRAME.match(text):
+            # A frame where CPython prints one: a traceback goes on below a message (Ray's
+            # wrapper prints its task's frames so). Deeper ones are the message's own text
+            # (torchrun's summary holds the failed rank's traceback, indented).
+            return True
         if not first.isspace() and _opening(text) is not None:  # the next exception
             return True
         return ("```" in text or "~~~" in text) and bool(_FENCE.match(text))

@@ -607,6 +607,13 @@ def test_a_traceback_pasted_out_of_shape_gives_its_class_and_frames(entry_id, ex
     assert expected == (p.class_name, p.files[-1][-len(expected[1]) :])
 
 
+def test_pips_rule_after_a_blank_line_ends_the_message_of_the_traceback_it_indented():
+    """pip's "Complete output from command ..." indents a setup script's traceback; the
+    indented rule and pip's own line below it are not the message (pytorch/pytorch#707)."""
+    p = parse_text(_report("torch-21"))[-1]
+    assert ("ImportError", "No module named 'tools.setup_helpers'") == (p.class_name, p.message)
+
+
 def test_vllm_log_header_before_0_6_4_is_taken_off():
     """vLLM's older header ("ERROR 04-22 21:49:37 async_llm_engine.py:43] ", no brackets
     around the source) is a log header, under docker compose's prefix (vllm-project/vllm#4275)."""
