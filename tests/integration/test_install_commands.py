@@ -17,10 +17,12 @@ are kept.
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import subprocess
 import sys
 import tarfile
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 import pytest
@@ -51,7 +53,7 @@ PYPI = {
     "scipy": ("1.11.4", "1.14.1"),
 }
 #: Source distributions (a rebuild asks for one with --no-binary).
-SDISTS = {"flash-attn": "2.7.4.post1"}
+SDISTS = {"flash-attn": "2.7.4.post1", "vllm": "0.9.2"}
 #: torchvision and torchaudio of each torch release, as the installed set of a situation pairs
 #: them (the stand-in index holds them beside each torch build).
 COMPANIONS = {"2.13.0": {"torchvision": "0.28.0", "torchaudio": "2.13.0"}}
@@ -235,6 +237,19 @@ def _pasted_no_kernel_image_on_rtx_5090_cu121():
     )
 
 
+def _pasted_vllm_c_undefined_symbol():
+    error = (
+        "ImportError: /usr/local/lib/python3.12/dist-packages/vllm/_C.abi3.so: undefined symbol: "
+        "_ZN3c104cuda9SetDeviceEi\n\n"
+    )
+    text = error + (ENVS / "vllm-21028-collect-env-tail.txt").read_text(encoding="utf-8")
+    diagnosis = explain(text, options=Options(probes=False, timeout=60))
+    assert diagnosis is not None
+    return tuple(
+        s.settings["command"] for f in diagnosis.findings for s in f.solutions if s.settings
+    )
+
+
 def _numpy_answers():
     situations = pytest.importorskip("errkb.advisors.environment._situations")
     commands: list[str] = []
@@ -272,25 +287,40 @@ SITUATIONS = {
         "local-accelerate-env.txt", "rlinf-255-nvidia-smi-2x4090.txt"
     ),
     "paste: no kernel image, RTX 5090, torch 2.5.1+cu121": _pasted_no_kernel_image_on_rtx_5090_cu121,
+    "paste: vllm._C undefined symbol beside vllm 0.9.2's pip list": _pasted_vllm_c_undefined_symbol,
     "advisor: numpy 1.x, a newer numpy, a newer scipy": _numpy_answers,
 }
 
 
+@pytest.fixture(scope="module")
+def commands() -> dict[str, tuple[str, ...]]:
+    """Each situation's install commands, as the real code computes them."""
+    return {
+        name: tuple(c for c in situation() if c.startswith("pip install"))
+        for name, situation in SITUATIONS.items()
+    }
+
+
+@pytest.fixture(scope="module")
+def resolved(commands, index, tmp_path_factory) -> dict[str, dict[str, str]]:
+    """What pip would install for each distinct command, the dry runs side by side."""
+    distinct = sorted({c for listed in commands.values() for c in listed})
+    root = tmp_path_factory.mktemp("pip")
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+        runs = pool.map(lambda n: _resolve(distinct[n], index, root / str(n)), range(len(distinct)))
+        return dict(zip(distinct, runs, strict=True))
+
+
 @pytest.mark.parametrize("situation", sorted(SITUATIONS))
-def test_each_install_command_resolves_to_what_it_names(situation, index, tmp_path):
+def test_each_install_command_resolves_to_what_it_names(situation, commands, resolved):
     """pip's dry run installs each requirement the command names, of the index's CUDA build."""
-    commands = [c for c in SITUATIONS[situation]() if c.startswith("pip install")]
-    assert commands, f"{situation}: no install command was computed"
-    for number, command in enumerate(commands):
-        url = (
-            shlex.split(command)[shlex.split(command).index("--index-url") + 1]
-            if ("--index-url" in command)
-            else ""
-        )
-        resolved = _resolve(command, index, tmp_path / str(number))
+    assert commands[situation], f"{situation}: no install command was computed"
+    for command in commands[situation]:
+        argv = shlex.split(command)
+        url = argv[argv.index("--index-url") + 1] if "--index-url" in argv else ""
         for requirement in _asked(command):
-            version = resolved.get(requirement.name.lower())
-            assert version is not None, f"{command}: {requirement.name} not installed: {resolved}"
+            version = resolved[command].get(requirement.name.lower())
+            assert version is not None, f"{command}: {requirement.name} not in {resolved[command]}"
             assert requirement.specifier.contains(Version(version), prereleases=True), (
                 f"{command}: {version}"
             )
