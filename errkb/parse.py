@@ -583,6 +583,13 @@ _SUMMARY = lazy_compile(rf"^(?:FAILED|ERROR) [^\n]+? - (?P<cls>{_CLASS}): (?P<ms
 # a blank line, a prompt, a heading, a rule or another "Class: message".
 _BANNER = lazy_compile(r"^([=_\-~*#])\1{2,} .*\S.* \1{3,}\s*$")
 _FENCE = lazy_compile(r"^\s*(?:```|~~~)")
+# Lines that resume after an error without a blank line: the interpreter's or PowerShell's
+# prompt, and the line CPython prints above a report of its own (multiprocessing's "Process
+# SpawnProcess-1:", threading's "Exception in thread Thread-2:", a failing sys.excepthook's).
+_RESUMES = lazy_compile(
+    r"^(?:>>>(?: |$)|PS [A-Za-z]:\\[^>\n]{0,400}>(?: |$)|Process [\w-]{1,80}:$"
+    r"|Exception in thread [^\n]{1,200}:$|Error in sys\.excepthook:$|Original exception was:$)"
+)
 # tqdm's progress bar: "Steps:   0%|          | 0/800 [00:04<?, ?it/s]".
 _PROGRESS = lazy_compile(r"^[^|\n]{0,200}?\d{1,3}%\|[^|\n]*\|\s*\d+(?:\.\d+)?[kMG]?/")
 _AFTER_BLANK = lazy_compile(
@@ -803,6 +810,8 @@ class _Reader:
             # (torchrun's summary holds the failed rank's traceback, indented).
             return True
         if not first.isspace() and _opening(text) is not None:  # the next exception
+            return True
+        if first in ">PEO" and _RESUMES.match(text):  # the prompt again, or another report
             return True
         return ("```" in text or "~~~" in text) and bool(_FENCE.match(text))
 

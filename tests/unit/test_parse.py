@@ -580,6 +580,31 @@ def test_markdown_marks_and_prose_around_the_exception_are_not_its_message(entry
     assert expected == (p.class_name, p.message)
 
 
+@pytest.mark.parametrize(
+    ("entry_id", "expected"),
+    [
+        # PowerShell's prompt (2noise/ChatTTS#902).
+        ("ChatTTS-8", ("ModuleNotFoundError", "No module named 'ChatTTS.tools'")),
+        # The interpreter's prompt (triton-lang/triton#159, pytorch/audio#3821).
+        ("triton-19", ("ModuleNotFoundError", "No module named 'triton.language'")),
+        ("torchaudio-17", ("SyntaxError", "invalid decimal literal")),
+        # multiprocessing's "Process SpawnProcess-1:" (vllm-project/vllm#19050).
+        ("vllm-45", ("RuntimeError", "size mismatch, got input (512), mat (512x512), vec (0)")),
+        # threading's "Exception in thread ...:" (ray-project/ray#20520).
+        ("ray-20", ("NameError", "name 'run' is not defined")),
+        # A failing sys.excepthook's "Original exception was:" (ray-project/ray#12643).
+        ("ray-1", ("AttributeError", "'NoneType' object has no attribute 'add_worker_info'")),
+    ],
+)
+def test_a_prompt_or_another_report_right_after_the_exception_is_not_its_message(
+    entry_id, expected
+):
+    """What resumes after an error with no blank line (a prompt, CPython's line above its next
+    report) ends the message: the exception is read as printed."""
+    found = [(p.class_name, p.message) for p in parse_text(_report(entry_id))]
+    assert expected in found
+
+
 def test_a_progress_bar_after_the_exception_is_not_its_message():
     """tqdm's bar printed below the exception line (huggingface/accelerate#2046) ends it."""
     p = parse_text(_report("accelerate-8"))[-1]
