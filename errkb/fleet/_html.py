@@ -3,8 +3,9 @@
 One file that opens offline, from a disk or an attachment: no CDN, no font, no image, nothing
 fetched. The charts are SVG written here, in the page (why no plotting library: see
 docs/fleet.md): one timeline per known error, a bar per time bin stacked by host, each piece
-titled with its bin, host and count. Below them, the table of errors and the table of unknown
-shapes, sorted by clicking a header (a few lines of inline script).
+titled with its bin, host and count. Above them the table of errors, below them the table of
+unknown shapes and the sources that could not be read; a click on a header sorts a table (a
+few lines of inline script).
 
 Every piece of text from the result came from logs or records, so none of it is trusted: it is
 cleaned (secrets masked, control characters shown escaped) and HTML-escaped, and it never
@@ -174,7 +175,8 @@ def _page(result: dict[str, Any]) -> str:
     if running := running_line(result):
         out.append(f'<p id="running">{_e(running)}</p>')
     out += _errors_table(result, groups)
-    out.append('<h2 id="timelines">Timelines</h2>')
+    if groups:
+        out.append('<h2 id="timelines">Timelines</h2>')
     if bins:
         out.append(f'<p class="muted">{_e(bins.legend())}</p>')
     out += (_card(i, g, bins, colours) for i, g in enumerate(groups, 1))
