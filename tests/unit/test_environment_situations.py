@@ -17,7 +17,7 @@ import socket
 import sys
 
 import pytest
-from environments import environment, stack
+from environments import environment, stack, torch_build
 
 import errkb
 from errkb.diagnosis import diagnose, explain
@@ -114,7 +114,9 @@ DTYPE_SIZE = (
 
 def _options(env: object = None, launch: object = None) -> Options:
     readings = {k: v for k, v in (("environment", env), ("launch", launch)) if v is not None}
-    return Options(measurements=Measurements(readings=readings))
+    # A diagnosis' first run in a process loads the registry; on a loaded machine that can take
+    # the default bound, leaving the advisor none: the bound is not what these tests are about.
+    return Options(measurements=Measurements(readings=readings), timeout=60.0)
 
 
 def _command(found: errkb.Diagnosis | None) -> object:
@@ -441,3 +443,47 @@ def test_pasted_vllm_c_without_a_traceback_keeps_the_record_s_fix():
     """https://github.com/vllm-project/vllm/issues/31789: only the line, no folder to name."""
     found = explain("ModuleNotFoundError: No module named 'vllm._C'")
     assert (None, True) == _noted(found, "no traceback frame")
+
+
+# -- bitsandbytes' native library ----------------------------------------------------------
+
+#: https://github.com/bitsandbytes-foundation/bitsandbytes/issues/1210
+BNB_NONE = "AttributeError: 'NoneType' object has no attribute 'cquantize_blockwise_fp16_nf4'"
+
+
+def _bnb_call_on_none(env: object) -> errkb.Diagnosis | None:
+    """bitsandbytes 0.41-0.45 call their library's function on the None it kept: CPython's
+    own AttributeError."""
+    lib = None
+    try:
+        lib.cquantize_blockwise_fp16_nf4()  # type: ignore[attr-defined]
+    except AttributeError as exc:
+        return diagnose(exc, options=_options(env))
+    raise AssertionError("unreachable")
+
+
+def test_bnb_library_none_with_a_cpu_torch_on_a_gpu_machine_gets_the_cuda_torch():
+    """The CPU torch under an H100: the doctor's cpu-torch-with-gpu command is the fix."""
+    from errkb.advisors.environment.verdicts import judge
+
+    env = environment(
+        torch=torch_build("2.13.0+cpu", cuda=None),
+        installed=stack(("torch", "2.13.0+cpu"), ("bitsandbytes", "0.45.5")),
+    )
+    expected = next(v.commands[0] for v in judge(env) if v.code == "cpu-torch-with-gpu")
+    found = _bnb_call_on_none(env)
+    assert ("bitsandbytes-native-library-none", expected) == (
+        found.findings[0].record.id if found else None,
+        _command(found),
+    )
+
+
+def test_bnb_library_none_with_a_cuda_torch_gets_bitsandbytes_own_diagnosis():
+    """torch has CUDA: which library failed is bitsandbytes' to say."""
+    found = _bnb_call_on_none(environment())
+    assert ("bitsandbytes-library", "python -m bitsandbytes") == (_verdict(found), _command(found))
+
+
+def test_pasted_bnb_library_none_gets_bitsandbytes_own_diagnosis():
+    """Pasted: the same diagnosis command, for the machine that raised it."""
+    assert "python -m bitsandbytes" == _command(explain(BNB_NONE))

@@ -75,11 +75,12 @@ _RECORD_KINDS = {
     "numpy-compiled-for-other-numpy": "numpy",
     "numpy-dtype-size-changed": "numpy",
     "vllm-compiled-module-missing": "vllm-c",
+    "bitsandbytes-native-library-none": "bnb",
 }
 
 #: The kinds no check of the doctor judges: the advisor reads the message, the traceback and
 #: the probes itself (:mod:`errkb.advisors.environment._situations`, ``_launch``).
-_OWN_KINDS = frozenset({"port", "shm", "nccl", "numpy", "vllm-c"})
+_OWN_KINDS = frozenset({"port", "shm", "nccl", "numpy", "vllm-c", "bnb"})
 
 #: The libraries of torch's C++ code, by the namespace a mangled symbol starts with.
 _NAMESPACES = {"3c10": "c10", "2at": "at (ATen)", "5torch": "torch", "6caffe2": "caffe2"}
@@ -401,6 +402,8 @@ def _situation(kind: str, caps: Captures, evidence: Evidence, *, live: bool) -> 
         judged = _situations.shared_memory(kind, text, env)
     elif kind == "numpy":
         judged = _situations.numpy_abi(caps, env, [f.file for f in frames])
+    elif kind == "bnb":
+        judged = _situations.native_library(env)
     else:
         judged = _situations.compiled_module(env, [f.file for f in frames])
     if judged is None:

@@ -11,7 +11,9 @@ one) and gives ``(verdict, facts, notes)``: the verdict's command is the fix, sh
 - a module compiled for another numpy: ``numpy<2`` or a newer numpy, checked against what the
   installed distributions require (``Requires-Dist``);
 - vLLM's compiled module missing: a source tree that shadows the installed vLLM, named from the
-  traceback's files.
+  traceback's files;
+- bitsandbytes' native library that did not load (``lib`` is None): the CPU-only torch the
+  doctor names, else bitsandbytes' own diagnosis (``python -m bitsandbytes``).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ if TYPE_CHECKING:
     from errkb.probes.launch import LaunchReading
     from errkb.probes.stack import Distribution
 
-__all__ = ["Judged", "compiled_module", "numpy_abi", "port", "shared_memory"]
+__all__ = ["Judged", "compiled_module", "native_library", "numpy_abi", "port", "shared_memory"]
 
 #: What each answer gives: the verdict (its command the fix), facts, notes.
 Judged = tuple[Verdict | None, list[Fact], list[str]]
@@ -376,3 +378,48 @@ def _quoted(path: str) -> str:
     import shlex
 
     return shlex.quote(path)
+
+
+# -- bitsandbytes' native library ----------------------------------------------------------
+
+
+def native_library(env: Environment | None) -> Judged:
+    """Why bitsandbytes' ``lib`` is None (its library did not load), where the machine says.
+
+    A CPU-only torch on a machine with a GPU is the doctor's ``cpu-torch-with-gpu`` (bitsandbytes
+    looks for the library of torch's CUDA, and a CPU torch has none); otherwise the loader's
+    error is what ``python -m bitsandbytes`` prints, and the verdict says to run it.
+    """
+    facts: list[Fact] = []
+    if env is not None:
+        bnb = next((d for d in env.stack.distributions if d.name.lower() == "bitsandbytes"), None)
+        if bnb is not None:
+            facts.append(Fact(name="bitsandbytes", value=bnb.version, source="probe",
+                              note=bnb.folder))  # fmt: skip
+        if env.torch.version:
+            build = f"CUDA {env.torch.cuda}" if env.torch.cuda else "CPU only"
+            facts.append(Fact(name="torch", value=f"{env.torch.version} ({build})",
+                              source="probe", note=env.torch.source))  # fmt: skip
+        if env.torch.cpu_only:
+            from errkb.advisors.environment.verdicts import judge
+
+            cpu = next((v for v in judge(env) if v.code == "cpu-torch-with-gpu"), None)
+            if cpu is not None:
+                return cpu, facts, []
+            no_gpu = (
+                "environment: torch is CPU-only and NVML shows no GPU: bitsandbytes has no CUDA "
+                "library to load here."
+            )
+            return None, facts, [no_gpu]
+    verdict = Verdict(
+        code="bitsandbytes-library",
+        severity="broken",
+        title="bitsandbytes' native library did not load when it was imported",
+        why="bitsandbytes keeps None in place of its library when loading it fails (a CUDA "
+        "library it links to is missing, or no build for torch's CUDA), and the first quantized "
+        "call fails on it; the loader's own error was logged at import.",
+        fix="Run bitsandbytes' diagnosis, which names the library it tried and why it did not "
+        "load.",
+        commands=("python -m bitsandbytes",),
+    )
+    return verdict, facts, []
