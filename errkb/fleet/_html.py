@@ -358,9 +358,12 @@ def _hour(bucket: object) -> datetime | None:
 
 def _card(i: int, g: dict[str, Any], bins: _Bins | None, colours: dict[str, int]) -> str:
     count = int(g.get("count", 0))
+    timed = sum(int(n) for _, _, n in g.get("timeline") or ())
+    # Lines with no time have no bar: the card says how many, so the bars add up.
+    untimed = f" ({count - timed:,} with no time, no bar)" if 0 < timed < count else ""
     head = (
         f'<section class="card" id="g{i}"><h3>{_e(g.get("title") or g.get("id"))}</h3>'
-        f'<div class="muted"><code>{_e(g.get("id"))}</code> · {count:,} times · '
+        f'<div class="muted"><code>{_e(g.get("id"))}</code> · {count:,} times{untimed} · '
         f"{_e(when(g.get('first_seen')))} to {_e(when(g.get('last_seen')))} UTC · "
         f"{_e(hosts_line(g.get('hosts') or {}))}</div>"
     )

@@ -240,6 +240,16 @@ def test_an_error_with_no_time_says_it_has_no_bar(tmp_path):
     assert [] == page.bars
 
 
+def test_a_card_says_how_many_lines_had_no_time(tmp_path):
+    """Of three lines, one with no time: the card says so, and its bars add up to two."""
+    line = f"ValueError: {SEED_MESSAGE}"
+    events = [Event("n", "2026-12-01T00:00:00Z", line), Event("n", None, line)]
+    events.append(Event("n", "2026-12-01T05:00:00Z", line))
+    _, page = _page(tmp_path, fleet_result(events))
+    assert "3 times (1 with no time, no bar)" in "".join(page.text)
+    assert 2 == len(page.bars)
+
+
 def test_a_secret_in_an_example_is_masked(tmp_path):
     """A token in a log line reaches the page masked."""
     token = "hf_" + "a1B2c3D4e5F6g7H8i9J0"
