@@ -415,8 +415,8 @@ def _console_listing(runs: int) -> list[dict[str, object]]:
     ]  # fmt: skip
 
 
-def _scan_against_grep(tmp: Path, grep: str, *, runs: int) -> list[dict[str, object]]:
-    """errkb scan of a 134 MB log against `grep -c -F -f` of each record's longest literal.
+def needles_file(path: Path) -> list:
+    """Write each hand-written record's longest required literal to ``path``; the records.
 
     A record whose longest required literal is shorter than three characters gives none: one
     record's is a single space, which every line holds (grep would stop at each line's first
@@ -425,12 +425,18 @@ def _scan_against_grep(tmp: Path, grep: str, *, runs: int) -> list[dict[str, obj
     from errkb._patterns import required_literals
     from errkb.registry import default_registry
 
-    log = tmp / "serve.log"
-    _make_log(log, 134)
-    written = default_registry().hand_written().refs
+    written = list(default_registry().hand_written().refs)
     longest = ((required_literals(r.message_pattern) or ("",))[0] for r in written)
     needles = {literal for literal in longest if len(literal) >= 3}
-    (tmp / "needles.txt").write_text("\n".join(sorted(needles)) + "\n")
+    path.write_text("\n".join(sorted(needles)) + "\n")
+    return written
+
+
+def _scan_against_grep(tmp: Path, grep: str, *, runs: int) -> list[dict[str, object]]:
+    """errkb scan of a 134 MB log against `grep -c -F -f` of each record's longest literal."""
+    log = tmp / "serve.log"
+    _make_log(log, 134)
+    written = needles_file(tmp / "needles.txt")
     cases: dict[str, Command] = {
         "errkb scan": ([sys.executable, "-m", "errkb", "scan", "--json", str(log)], None),
         "grep": ([grep, "-c", "-F", "-f", str(tmp / "needles.txt"), str(log)], None),
@@ -768,6 +774,13 @@ def serve_load() -> list[dict[str, object]]:
     return serve.rows()
 
 
+def fleet() -> list[dict[str, object]]:
+    """The fleet scan (benchmarks/fleet.py) at ERRKB_BENCH_FLEET_MB (default 2048 MB)."""
+    from fleet import fleet_rows
+
+    return fleet_rows(int(os.environ.get("ERRKB_BENCH_FLEET_MB", "2048")))
+
+
 def main() -> None:
     only = set(sys.argv[1:])
     rows: list[dict[str, object]] = []
@@ -782,6 +795,7 @@ def main() -> None:
         ("scan", scan_throughput),
         ("explain-log", explain_log),
         ("serve", serve_load),
+        ("fleet", fleet),
     ):
         if not only or name in only:
             print(f"running {name} ...", file=sys.stderr)

@@ -47,9 +47,11 @@ NOISE = (
     (
         "metrics.py",
         406,
-        ("Avg prompt throughput: {f} tokens/s, Avg generation throughput: {f} tokens/s, "
-        "Running: {n} reqs, Swapped: 0 reqs, Pending: {n} reqs, GPU KV cache usage: {f}%, "
-        "CPU KV cache usage: 0.0%."),
+        (
+            "Avg prompt throughput: {f} tokens/s, Avg generation throughput: {f} tokens/s, "
+            "Running: {n} reqs, Swapped: 0 reqs, Pending: {n} reqs, GPU KV cache usage: {f}%, "
+            "CPU KV cache usage: 0.0%."
+        ),
     ),
     ("logger.py", 39, "Received request cmpl-{id}: prompt: 'Hello', params: SamplingParams(n=1)"),
     ("async_llm_engine.py", 123, "Finished request cmpl-{id}."),
@@ -119,12 +121,15 @@ def make_fleet(
     files: int = 12,
     file_bytes: int = 60_000,
     seed: int = 0,
+    errors: float = 0.004,
 ) -> list[Path]:
     """Write a fleet under ``root``; the files written, in name order.
 
     ``hosts`` hosts (the last but one on Kubernetes, the last through syslog; the others in
     ``<host>/<day>/``), ``days`` days ending yesterday (UTC), ``files`` files a host a day of
-    about ``file_bytes`` bytes each (a random size up to twice that), one in three gzipped.
+    about ``file_bytes`` bytes each (a random size up to twice that), one in three gzipped;
+    a planted failure starts at a line with the chance ``errors``, an unknown error line half
+    as often again.
     """
     rng = random.Random(seed)
     today = datetime.now(timezone.utc).replace(hour=0, minute=0, second=0, microsecond=0)
@@ -146,9 +151,8 @@ def make_fleet(
                     path = root / host / f"{day:%Y-%m-%d}" / f"vllm-{f:03d}.log"
                 if zipped:
                     path = path.with_name(path.name + ".gz")
-                lines = _lines(
-                    writer, rng.randint(file_bytes // 4, file_bytes * 2), straddle=not zipped
-                )
+                size = rng.randint(file_bytes // 4, file_bytes * 2)
+                lines = _lines(writer, size, errors, straddle=not zipped)
                 path.parent.mkdir(parents=True, exist_ok=True)
                 data = ("\n".join(lines) + "\n").encode()
                 if zipped:
@@ -160,7 +164,7 @@ def make_fleet(
     return sorted(written)
 
 
-def _lines(writer: _Writer, size: int, *, straddle: bool) -> list[str]:
+def _lines(writer: _Writer, size: int, errors: float, *, straddle: bool) -> list[str]:
     rng = writer.rng
     lines: list[str] = []
     held = 0
@@ -170,9 +174,9 @@ def _lines(writer: _Writer, size: int, *, straddle: bool) -> list[str]:
         if straddle and held + 400 >= mark:
             block = writer.planted(rng.choice(PLANTED))
             mark += STRADDLE
-        elif roll < 0.004:
+        elif roll < errors:
             block = writer.planted(rng.choice(PLANTED))
-        elif roll < 0.01:
+        elif roll < errors * 2.5:
             block = [writer.unknown()]
         else:
             block = [writer.noise()]

@@ -31,6 +31,7 @@ CLUSTER_MIN = 64 << 20
 
 def run(args: argparse.Namespace) -> int:
     """Scan; exit 0 when known errors were found, 1 when none, 2 when a source failed."""
+    from errkb._sanitize import clean
     from errkb.exceptions import UsageError
 
     fmt = "json" if args.json else (args.format or "text")
@@ -41,6 +42,11 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     if result is None:
         return EXIT_USAGE
+    for source in result["sources"]:
+        if source["failed"]:
+            print(
+                clean(f"errkb: cannot read {source['source']}: {source['failed']}"), file=sys.stderr
+            )
     if args.html:
         from errkb.fleet._html import write_html
 
@@ -199,9 +205,6 @@ def _print_text(result: dict[str, Any]) -> None:
         print(f"unknown errors: {lines:,} lines in {len(result['unknown']):,} shapes")
         for u in result["unknown"][:10]:
             print(clean(f"  {u['count']:>7,}  {u['shape']}"))
-    for s in result["sources"]:
-        if s["failed"]:
-            print(clean(f"errkb: cannot read {s['source']}: {s['failed']}"), file=sys.stderr)
     if result.get("running"):
         running = result["running"]
         total = sum(g["count"] for g in running["groups"])
