@@ -176,3 +176,26 @@ def scanned_result() -> dict:
         scan_part(log([2]), source="logs/node-b/vllm.log"),
     ]
     return merge(parts).to_dict()
+
+
+def one_of_everything(text: str) -> dict:
+    """A result with ``text`` in every place a log or record puts text."""
+    group = {
+        "id": "some-record",
+        "slug": "some-record",
+        "title": text,
+        "severity": "error",
+        "count": 2,
+        "first_lines": [1],
+        "example": text,
+        "fix": text,
+        "first_seen": None,
+        "last_seen": None,
+        "hosts": {text: 2},
+        "sources": [text],
+        "timeline": [],
+    }
+    source = {"source": text, "host": text, "bytes": 1, "lines": 1, "offset": 0, "failed": text}
+    shape = {"shape": text, "count": 1, "example": text, "hosts": {text: 1}}
+    return {"schema": "errkb.scan/1", "lines": 1, "bytes": 1, "sources": [source], "failed": 1,
+            "groups": [group], "unknown": [shape], "running": None}  # fmt: skip

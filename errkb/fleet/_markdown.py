@@ -32,8 +32,12 @@ EXAMPLE = 100
 
 
 def _md(value: object) -> str:
-    """Untrusted text, cleaned and escaped: it shows as itself, in a table cell too."""
-    return escape_markdown(shown(value))
+    """Untrusted text, cleaned and escaped: it shows as itself, in a table cell too.
+
+    Its ends are stripped: four spaces (a tab is four) after a list item's marker would open
+    a code block.
+    """
+    return escape_markdown(shown(value).strip())
 
 
 def markdown(result: dict[str, Any], *, top: int = 10, kinds: int = 30) -> str:

@@ -23,12 +23,16 @@ from fleet_results import (
     Event,
     fleet_events,
     fleet_result,
+    one_of_everything,
     scanned_result,
 )
 from helpers import NO_BLOCKS_MESSAGE, SEED_MESSAGE
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from errkb.fleet._html import MAX_BARS, MAX_SHAPES, write_html
 from errkb.fleet._state import running
+from errkb.fleet._summary import shown
 
 FAILED = {"s3://logs/node-9/app.log.gz": "truncated gzip: Compressed file ended early"}
 
@@ -301,3 +305,28 @@ def test_a_run_with_a_state_shows_the_totals_of_all_runs(tmp_path, result):
     ]
     failures = sum(g["count"] for g in result["groups"])
     assert f"All runs with this state: {2 * failures:,} known errors in" in "".join(page.text)
+
+
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    st.text(
+        alphabet=st.characters(min_codepoint=0x20, max_codepoint=0x7E) | st.sampled_from("\n\tÄß€"),
+        min_size=1,
+        max_size=60,
+    )
+)
+def test_any_text_shows_as_itself_and_adds_no_element(tmp_path, text):
+    """Whatever a log line holds, in every place of the result: the page has the elements and
+    attributes it has with a plain word there, and the Fix shows the text, cleaned."""
+    clean_tags, clean_attributes = _shape(tmp_path, "plain")
+    _, page = _page(tmp_path, one_of_everything(text))
+    assert clean_tags == [t for t, _ in page.elements]
+    assert clean_attributes == [sorted(a) for _, a in page.elements]
+    assert f"Fix: {shown(text)}" in "".join(page.text)
+
+
+def _shape(tmp_path, text: str) -> tuple[list[str], list[list[str]]]:
+    _, page = _page(tmp_path, one_of_everything(text))
+    return [t for t, _ in page.elements], [sorted(a) for _, a in page.elements]

@@ -17,14 +17,20 @@ from fleet_results import (
     Event,
     fleet_events,
     fleet_result,
+    one_of_everything,
     scanned_result,
 )
 from helpers import SEED_MESSAGE
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
 from errkb.fleet._markdown import EXAMPLE, markdown
 from errkb.fleet._state import running
+from errkb.fleet._summary import shown
 
+#: The elements the report's own Markdown renders to: anything else came from the text.
+REPORT_TAGS = {"h3", "p", "table", "thead", "tbody", "tr", "th", "td", "ul", "li", "strong", "em"}
 FAILED = {
     "s3://logs/node-9/app.log.gz": "truncated gzip | `EOF` <b>",
     "/var/log/node-8/app.log": "permission denied",
@@ -95,26 +101,13 @@ def test_hostile_text_shows_as_itself_and_never_as_markup(result):
     """A host and a log prefix full of markup come out as their own text: no tag, no code."""
     text = markdown(result)
     parsed = _rendered(text)
-    assert {
-        "h3",
-        "p",
-        "table",
-        "thead",
-        "tbody",
-        "tr",
-        "th",
-        "td",
-        "ul",
-        "li",
-        "strong",
-        "em",
-    } >= set(parsed.tags)
-    shown = "".join(parsed.text)
-    assert f"{HOSTILE_HOST} (4)" in shown
-    assert HOSTILE_PREFIX[: EXAMPLE - 1] in shown
+    assert set(parsed.tags) <= REPORT_TAGS
+    seen = "".join(parsed.text)
+    assert f"{HOSTILE_HOST} (4)" in seen
+    assert HOSTILE_PREFIX[: EXAMPLE - 1] in seen
     assert HOSTILE_SHAPE.split("(1)")[0] in result["unknown"][0]["shape"]
-    assert result["unknown"][0]["shape"] in shown
-    assert "truncated gzip | `EOF` <b>" in shown
+    assert result["unknown"][0]["shape"] in seen
+    assert "truncated gzip | `EOF` <b>" in seen
 
 
 def test_an_example_is_cut_to_fit_a_cell():
@@ -164,3 +157,22 @@ def test_a_run_with_a_state_adds_the_totals_of_all_runs(result):
     assert [[f"{g['count']:,}", f"{2 * g['count']:,}"] for g in result["groups"]] == [
         r[:2] for r in errors[1:]
     ]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.text(
+        alphabet=st.characters(min_codepoint=0x20, max_codepoint=0x7E) | st.sampled_from("\n\tÄß€"),
+        max_size=60,
+    )
+)
+def test_any_text_stays_in_its_cell_as_itself(text):
+    """Whatever a log line holds, each table keeps its cells, no markup comes out, and the Fix
+    cell shows the text: cleaned, its line ends as spaces."""
+    parsed = _rendered(markdown(one_of_everything(text)))
+    assert set(parsed.tags) <= REPORT_TAGS
+    errors, shapes = parsed.tables
+    assert [7, 7] == [len(r) for r in errors]
+    assert [3, 3] == [len(r) for r in shapes]
+    flat = " ".join(shown(text).split("\n")).strip()
+    assert (flat if text else "-") == errors[1][6]
