@@ -30,7 +30,7 @@ from helpers import NO_BLOCKS_MESSAGE, SEED_MESSAGE
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from errkb.fleet._html import MAX_BARS, MAX_SHAPES, write_html
+from errkb.fleet._html import COLOURS, MAX_BARS, MAX_SHAPES, write_html
 from errkb.fleet._state import running
 from errkb.fleet._summary import shown
 
@@ -242,6 +242,23 @@ def test_an_error_with_no_time_says_it_has_no_bar(tmp_path):
     assert "1" == page.tables["errors-table"][1][0]
     assert "No line of this error had a time." in "".join(page.text)
     assert [] == page.bars
+
+
+def test_past_the_palette_hosts_share_one_grey_named_in_its_tooltip(tmp_path):
+    """Twelve hosts: the eight with the most lines get colours, the other four one grey bar
+    whose tooltip names them, and the legend counts them."""
+    line = f"ValueError: {SEED_MESSAGE}"
+    events = [
+        Event(f"node-{i:02d}", "2026-12-01T00:00:00Z", line)
+        for i in range(12)
+        for _ in range(i + 1)
+    ]
+    _, page = _page(tmp_path, fleet_result(events))
+    bars = _bars(page, "vllm-kv-cache-max-seq-len")
+    assert 9 == len({b["class"] for b in bars}) == len(bars)
+    (grey,) = [b for b in bars if b["class"] == f"h{len(COLOURS)}"]
+    assert grey["title"].endswith(": node-03 (4), node-02 (3), node-01 (2), node-00 (1): 10")
+    assert "4 other hosts" in "".join(page.text)
 
 
 def test_a_card_says_how_many_lines_had_no_time(tmp_path):
