@@ -328,7 +328,7 @@ def _assemble(
     whose installed release is the one that ran).
     """
     from errkb.advisors import run_advisors
-    from errkb.match import Skipped
+    from errkb.match import Skipped, ranked
 
     deadline = time.monotonic() + options.timeout
     matcher = _registry(options, registry).matcher
@@ -336,11 +336,14 @@ def _assemble(
     found: list[list[Match]] = []
     for info, cls in zip(infos, classes, strict=True):
         files = [f.file for f in info.frames]
-        matches = matcher.match(info.message, cls, files=files, skipped=skipped)
+        # The innermost frame is where the exception was raised: records may name that site.
+        raised_at = (info.frames[-1].file, info.frames[-1].function) if info.frames else None
+        matches = matcher.match(
+            info.message, cls, files=files, raised_at=raised_at, skipped=skipped
+        )
         for note in info.notes:
             matches.extend(matcher.match(note, None, files=files, skipped=skipped))
-        matches.sort(key=lambda m: (m.mined, -m.score, m.record.id))
-        found.append(matches)
+        found.append(ranked(matches))
     infos = _join_wrappers(infos, found)
     findings: list[Finding] = []
     seen: set[str] = set()

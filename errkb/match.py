@@ -1,10 +1,19 @@
 """Matching messages against records: class filter, pattern search with a timeout, ranking.
 
-The ranking is one total order (also in ``docs/api.md``). Every record whose pattern is found
-in the message and whose ``errorClass`` admits the exception's class is a match; matches are
-ordered by, in turn:
+The ranking is one total order (also in ``docs/api.md``), made by :func:`ranked`. Every record
+whose pattern is found in the message and whose ``errorClass`` admits the exception's class is a
+match; so is a record whose ``sitePatterns`` name the raise site (the innermost frame's file and
+function) of an exception its message does not match, as weaker evidence. Matches are ordered
+by, in turn:
 
-1. **tier**: hand-written records above records mined from source (tag ``mined``);
+0. **evidence**: a match of the message above a match of the raise site alone (a bare
+   ``AssertionError`` from ChatTTS's model check, a ``KeyError`` from a vLLM weight loader);
+1. **tier**: hand-written records above records mined from source (tag ``mined``); except that
+   a mined record joins the hand-written tier when a hand-written record of its library matched
+   too and the frames show the mined record's raise site better (part 3 below) than that of
+   any hand-written record of the library: the same words raised at another place of one
+   library (peft's "Target modules ... not found" from ``inject_adapter`` and from
+   ``_set_trainable``), told apart by the frames;
 2. **class**: how the exception's class relates to the record's ``errorClass`` (and the other
    acceptable classes it lists in ``errorClasses``):
 
@@ -21,7 +30,9 @@ ordered by, in turn:
      package (**unresolved, likely**) than otherwise (**unresolved**);
    - a class errkb knows (a live exception, a builtin, a class of an imported module) that is
      none of these rules the record out;
-3. **raise site**: a file of the traceback ends with the record's ``filePath``; else the
+3. **raise site**: the innermost frame, where the exception was raised, is in the record's
+   ``filePath`` or a file its ``versions.sites`` name (where other releases raised it); else
+   another frame of the traceback is; else the
    traceback passes through the package that file is in (the first folder of ``filePath``:
    ``torch/``, ``ChatTTS/``), as when a message is raised from several files of a package and
    the record names one (a ``skew`` record's file is the module its ``name`` is in); below no
@@ -35,7 +46,14 @@ ordered by, in turn:
    its longest literal run whole (at least :data:`LITERAL_RUN` characters), as a reworded or
    mangled paste may;
 5. **specificity**: more literal characters required by the part that matched first;
-6. the record id, so that results are stable.
+6. **what users hit**: a record that says what to do (solutions, an example fix or an advisor)
+   above one that does not: with no frames to tell two raise sites of one message apart, the
+   one written up is the one users meet;
+7. **still raised**: a record whose ``versions`` have no ``last`` release (or that states no
+   releases) above one that the newest releases no longer raise;
+8. the order the registry holds the records in (its sources in the order given, a folder's
+   files by name, a pack's records by line), so that results are stable. Never the record id:
+   an id says nothing of which record is likelier.
 
 A mined record whose message Python words itself (every ``skew`` record, and any mined record
 whose pattern says ``got an unexpected keyword argument``, ``missing N required positional
@@ -51,9 +69,10 @@ classes it covers: a qualifier its match leaves out (``MyThing.`` before ``__ini
 
 A match's ``score`` encodes 2 to 5 as one number, so that a higher score is a better match
 within a tier: class 100 (exact), 80 (alias), 60 (base), 40 (none), 20 (unresolved, likely) or
-0 (unresolved); raise site +6 (its file) or +3 (its package), variant without either -3; form
+0 (unresolved); raise site +9 (raised in its file), +6 (its file in the traceback) or +3 (its
+package), variant without any -3; form
 0, -1 (cut) or -2 (literal run); specificity ``n / (n + 40)`` for ``n`` literal characters,
-below 1.
+below 1. A match of the raise site alone scores its class, +9, and no form or specificity.
 """
 
 from __future__ import annotations
@@ -81,10 +100,10 @@ from errkb._patterns import (
     specificity,
     template_names,
 )
-from errkb.records import RecordRef
+from errkb.records import SITE_TAG, RecordRef
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping, Sequence
+    from collections.abc import Callable, Iterable, Mapping, Sequence
 
     from errkb._index import MessageKeys
     from errkb.records import Listed, Record
@@ -97,13 +116,14 @@ __all__ = [
     "Match",
     "Matcher",
     "Skipped",
+    "ranked",
     "typed",
 ]
 
 # The score's parts (see the module docstring): each level of one part outweighs every
 # combination of the parts after it.
 _EXACT, _ALIAS, _BASE, _NO_CLASS, _UNRESOLVED, _UNKNOWN = 100.0, 80.0, 60.0, 40.0, 20.0, 0.0
-_SITE, _PACKAGE, _VARIANT = 6.0, 3.0, -3.0
+_RAISED, _SITE, _PACKAGE, _VARIANT = 9.0, 6.0, 3.0, -3.0
 _CUT, _RUN = -1.0, -2.0
 #: The tag of records mined from source: they rank below every hand-written record.
 MINED_TAG = "mined"
@@ -128,6 +148,12 @@ class Match:
     #: Where else the same error is raised: mined records folded into this hand-written one,
     #: as ``"path:line (versions)"`` lines.
     also: tuple[str, ...] = ()
+    #: The raise-site part of the score: 9 (raised in a file the record names), 6 (such a file
+    #: is in the traceback), 3 (its package is), 0, or -3 (a variant with none of these).
+    site: float = 0.0
+    #: Whether the record matched on the raise site alone (its ``sitePatterns``), not the
+    #: message: weaker evidence, ranked below every match of the message.
+    by_site: bool = False
 
     @property
     def mined(self) -> bool:
@@ -388,6 +414,7 @@ class Matcher:
         self._entries = [_Entry(ref) for ref in refs if not ref.retired]
         self._lazy = tuple(lazy)
         self._lazy_entries: dict[int, _Entry] = {}
+        self._sited: list[_Entry] | None = None
         self._index: LiteralIndex[_Entry] | None = None
         if indexed:
             self._index = LiteralIndex(
@@ -427,10 +454,13 @@ class Matcher:
         error_class: type[BaseException] | str | None = None,
         *,
         files: Iterable[str] = (),
+        raised_at: tuple[str, str] | None = None,
         skipped: Skipped | None = None,
     ) -> list[Match]:
         """Every record found in ``message``, best first (see the module docstring).
 
+        ``files`` are the traceback's files; ``raised_at`` the file and function of its
+        innermost frame, where the exception was raised, for records with ``sitePatterns``.
         Records passed over (a pattern that timed out or does not compile) are added to
         ``skipped`` when given, and always to :attr:`skipped`.
         """
@@ -468,7 +498,7 @@ class Matcher:
             if hit is None and not _holds_run(message, run):
                 continue
             whole = record.load()
-            bonus = _site(record, paths)
+            bonus = _site(whole, paths, raised_at)
             if worded or whole.skew is not None:  # Python's own words: they must name its own
                 covers = entry.covers(whole, written=not mined)
                 named = None if hit is None else _claim(covers, message, hit, paths)
@@ -490,9 +520,48 @@ class Matcher:
             score = round(level + bonus + form + n / (n + 40), 4)
             if worded:
                 whole = _documented(whole, captures)
-            found.append(Match(record=whole, captures=captures, score=score))
-        found.sort(key=lambda m: (m.mined, -m.score, m.record.id))
-        return _fold(found)
+            found.append(Match(record=whole, captures=captures, score=score, site=bonus))
+        found += self._by_site(raised_at, spec, found)
+        return _fold(ranked(found))
+
+    def _by_site(
+        self, raised_at: tuple[str, str] | None, spec: ClassSpec | None, matched: list[Match]
+    ) -> list[Match]:
+        """The records whose ``sitePatterns`` name the raise site, and not matched already."""
+        if raised_at is None:
+            return []
+        path, function = raised_at
+        seen = {m.record.id for m in matched}
+        found = []
+        for entry in self._site_entries():
+            record = entry.ref
+            whole = record.load()
+            if record.id in seen or not any(s.matches(path, function) for s in whole.site_patterns):
+                continue
+            level = (
+                _NO_CLASS if spec is None else spec.level(record.error_class, record.error_classes)
+            )
+            if level is not None:
+                score = round(level + _RAISED, 4)
+                found.append(
+                    Match(record=whole, captures={}, score=score, site=_RAISED, by_site=True)
+                )
+        return found
+
+    def _site_entries(self) -> list[_Entry]:
+        """The hand-written records with ``sitePatterns``, read once: those the loader tagged.
+
+        Mined records never have them: a miner reads a message where it is raised, not a site.
+        """
+        if self._sited is None:
+            refs = [e.ref for e in self._entries]
+            refs += [r for pack in self._lazy for r in pack.written_refs()]
+            self._sited = [
+                _Entry(r)
+                for r in refs
+                if SITE_TAG in r.tags and MINED_TAG not in r.tags and not r.retired
+            ]
+        return self._sited
 
     def _skip(self, kind: str, record_id: str, skipped: Skipped | None) -> None:
         with self._lock:
@@ -501,15 +570,70 @@ class Matcher:
                 getattr(skipped, kind).add(record_id)
 
 
-def _site(record: RecordRef, paths: tuple[str, ...]) -> float:
-    """The raise-site part of the score: the record's file in the traceback, or its package."""
+def _site(
+    record: Record, paths: tuple[str, ...], raised_at: tuple[str, str] | None = None
+) -> float:
+    """The raise-site part of the score (the module docstring's part 3).
+
+    ``raised_at`` is the innermost frame's file and function, where the exception was raised;
+    ``paths`` the traceback's files. The record's files are its ``filePath`` and those its ``versions.sites`` name: the same
+    message raised elsewhere by older releases (vLLM's V0 engine in ``llm_engine.py``, then
+    ``worker.py``) is still the record's own raise site.
+    """
     where = (record.file_path or "").lstrip("/")
-    if where and any(p.endswith("/" + where) for p in paths):
+    files = {where, *_site_files(record)} - {""}
+    raised = "/" + raised_at[0].replace("\\", "/").lstrip("/") if raised_at else None
+    if raised is not None and any(raised.endswith("/" + f) for f in files):
+        return _RAISED
+    if any(p.endswith("/" + f) for p in paths for f in files):
         return _SITE
     package = where.partition("/")[0] if "/" in where else ""
     if package and any(f"/{package}/" in p for p in paths):
         return _PACKAGE
     return _VARIANT if record.variant_of else 0.0
+
+
+def _site_files(record: Record) -> list[str]:
+    """The files a record's ``versions.sites`` name (``":line"`` is the file listed before)."""
+    if record.versions is None:
+        return []
+    files = []
+    for _, where in record.versions.sites:
+        path = where.rpartition(":")[0]
+        if path:
+            files.append(path.lstrip("/"))
+    return files
+
+
+def ranked(found: Iterable[Match]) -> list[Match]:
+    """Matches best first, in the one order of the module docstring.
+
+    Matches of one message and of the notes printed with it are ranked together by
+    :func:`errkb.diagnose` and ``errkb scan``, so the order is this function's, not a key.
+    """
+    joins = _joiner(found := list(found))
+
+    def key(m: Match) -> tuple[bool, bool, float, bool, bool]:
+        record = m.record
+        useful = bool(record.solutions or record.example_fix or record.advisors)
+        current = record.versions is None or record.versions.last is None
+        return (m.by_site, m.mined and not joins(m), -m.score, not useful, not current)
+
+    return sorted(found, key=key)
+
+
+def _joiner(found: list[Match]) -> Callable[[Match], bool]:
+    """Whether a mined match joins the hand-written tier (see the module docstring, tier).
+
+    It does when its raise-site file is in the traceback, a hand-written record of its library
+    matched the message too, and the frames show no hand-written record of that library as
+    well: its site part is higher than all of theirs.
+    """
+    best: dict[str, float] = {}
+    for m in found:
+        if not m.mined and not m.by_site:
+            best[m.record.library] = max(m.site, best.get(m.record.library, m.site))
+    return lambda m: m.mined and m.site >= _SITE and m.site > best.get(m.record.library, m.site)
 
 
 #: Messages Python itself words (a record mined from one names the library's class, function
@@ -797,13 +921,14 @@ def _fold(found: list[Match]) -> list[Match]:
     Both matched the same message, so the mined record is the same error raised at another
     place or release; it is kept as an "also raised at" line of the hand-written match.
     """
+    joins = _joiner(found)
     written: dict[str, int] = {}
     for i, m in enumerate(found):
-        if not m.mined:
+        if not m.mined and not m.by_site:
             written.setdefault(m.record.library, i)
     also: dict[int, list[str]] = {}
     for m in found:
-        into = written.get(m.record.library) if m.mined else None
+        into = written.get(m.record.library) if m.mined and not joins(m) else None
         if into is not None:
             also.setdefault(into, []).append(_place(m.record))
     if not also:
@@ -811,7 +936,7 @@ def _fold(found: list[Match]) -> list[Match]:
     return [
         attrs.evolve(m, also=(*m.also, *also[i])) if i in also else m
         for i, m in enumerate(found)
-        if not (m.mined and m.record.library in written)
+        if not (m.mined and not joins(m) and m.record.library in written)
     ]
 
 

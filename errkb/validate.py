@@ -98,10 +98,13 @@ def check_ranking(records: Sequence[Record], matcher: Matcher | None = None) -> 
         for i, example in enumerate(record.examples):
             site = (record.file_path,) if record.file_path else ()
             matches = matcher.match(example, record.error_class, files=site)
-            own = next((m.score for m in matches if m.record.id == record.id), None)
-            if own is None:
+            ids = [m.record.id for m in matches]
+            if record.id not in ids:
                 continue  # reported by the loader already
-            above = [m for m in matches if m.score > own]
+            # Ranked before it (the matcher's one order: a mined record stays below a
+            # hand-written one whatever its score), and by more than a tie.
+            own = matches[ids.index(record.id)].score
+            above = [m for m in matches[: ids.index(record.id)] if m.score > own]
             if above:
                 rivals = ", ".join(f"{m.record.id} ({m.score})" for m in above[:3])
                 problems.append(

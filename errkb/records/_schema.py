@@ -8,6 +8,7 @@ all of its work from :func:`attrs.fields`.
 
 from __future__ import annotations
 
+import fnmatch
 import functools
 from typing import TYPE_CHECKING, Any
 
@@ -31,8 +32,9 @@ def camel(name: str) -> str:
 
 def _field(kind: str, *, required: bool = False, extension: bool = False) -> Any:
     """A record field: its JSON kind, whether it is required, whether errkb added it."""
-    default: object = () if kind == "strs" else (False if kind == "bool" else None)
-    converter = tuple if kind == "strs" else None
+    listed = kind in ("strs", "sites")
+    default: object = () if listed else (False if kind == "bool" else None)
+    converter = tuple if listed else None
     return attrs.field(
         default=default,
         converter=converter,
@@ -110,6 +112,37 @@ def release_key(version: str) -> tuple[tuple[int, ...], int, int] | None:
         numbers = numbers[:-1]
     return numbers, _PHASE.get(found.group(2), 1), int(found.group(3) or 0)
 
+
+@attrs.frozen(kw_only=True)
+class SitePattern:
+    """A raise site that names a record's error where its message cannot (``sitePatterns``).
+
+    A bare ``AssertionError`` or a ``KeyError`` holding one weight's name says nothing alone;
+    raised by ChatTTS's model check or by a vLLM model's weight loader it says what happened.
+
+    Attributes:
+        file: the end of the raise frame's path, as a glob (``*`` any run of characters):
+            ``ChatTTS/core.py``, ``vllm/model_executor/models/*.py``.
+        function: the raise frame's function (``_infer``, ``load_weights``).
+    """
+
+    file: str
+    function: str
+
+    def matches(self, path: str, function: str) -> bool:
+        """Whether a frame at ``path`` (either separator), in ``function``, is this site."""
+        if function != self.function:
+            return False
+        path = "/" + path.replace("\\", "/").lstrip("/")
+        return fnmatch.fnmatchcase(path, "*/" + self.file.lstrip("/"))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"file": self.file, "function": self.function}
+
+
+#: The tag the loader gives a record with ``sitePatterns``, so that the few such records are
+#: found from a listing's tags without reading every record.
+SITE_TAG = "site-pattern"
 
 #: What a :class:`Skew` says happened to a name between two releases.
 SKEW_CHANGES = ("removed", "renamed", "moved", "added", "required")
@@ -211,6 +244,7 @@ class Record:
     # ruff cannot tell that _field returns an attrs field (RUF009), as with the others above.
     versions: Versions | None = _field("versions", extension=True)  # noqa: RUF009
     skew: Skew | None = _field("skew", extension=True)  # noqa: RUF009
+    site_patterns: tuple[SitePattern, ...] = _field("sites", extension=True)
     #: Where the record was read from (a path, or ``<dict>``); not part of the JSON.
     source: str = attrs.field(default="<dict>", eq=False, metadata={"kind": None})
 
@@ -235,6 +269,8 @@ class Record:
             value = getattr(self, f.name)
             if isinstance(value, (Versions, Skew)):
                 value = value.to_json()
+            elif f.metadata["kind"] == "sites":
+                value = [site.to_json() for site in value]
             out[camel(f.name)] = list(value) if isinstance(value, tuple) else value
         return out
 

@@ -7,6 +7,7 @@ not too loose, it matches its examples and misses its counterexamples) are here.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import regex
@@ -24,8 +25,10 @@ from errkb.records._schema import (
     FIELDS,
     KEYS,
     SCHEMA_VERSION,
+    SITE_TAG,
     SKEW_CHANGES,
     Record,
+    SitePattern,
     Skew,
     Versions,
     camel,
@@ -47,6 +50,7 @@ _KINDS = {
     "bool": (bool,),
     "versions": (dict,),
     "skew": (dict,),
+    "sites": (list, tuple),
 }
 _KIND_WORDS = {
     "str": "a string",
@@ -55,6 +59,7 @@ _KIND_WORDS = {
     "bool": "a boolean",
     "versions": "an object",
     "skew": "an object",
+    "sites": "a list of objects",
 }
 
 
@@ -113,6 +118,8 @@ def record_from_dict(  # noqa: PLR0915 - one pass over the schema reads best in 
     for key in sorted(set(data) - set(KEYS)):
         problem(key, "unknown field (not in schema version 2 or errkb's extensions)")
     _said_by_repos(values)
+    if values.get("site_patterns") and SITE_TAG not in values.get("tags", ()):
+        values["tags"] = (*values.get("tags", ()), SITE_TAG)
     fatal = _check_shape(values, problem) or fatal
     version = values.get("schema_version")
     if version is not None and version != SCHEMA_VERSION:
@@ -232,8 +239,34 @@ def _skew(value: dict[str, Any]) -> tuple[Skew | None, str]:
     ), ""
 
 
-# The fields that are JSON objects, each with the reader that checks and builds it.
-_OBJECTS = {"versions": _versions, "skew": _skew}
+def _site_patterns(value: list[Any]) -> tuple[tuple[SitePattern, ...] | None, str]:
+    """The ``sitePatterns`` list, or ``None`` and why not."""
+    sites = []
+    for i, item in enumerate(value):
+        if not isinstance(item, dict):
+            return None, f"item {i}: expected an object, got {_json_kind(item)}"
+        unknown = sorted(set(item) - {"file", "function"})
+        if unknown:
+            return None, f"item {i}: unknown key {unknown[0]!r} (expected file, function)"
+        for key in ("file", "function"):
+            if not isinstance(item.get(key), str) or not 0 < len(item[key].strip()) <= _SITE_MAX:
+                return None, f'item {i}: needs "{key}", a non-empty string of {_SITE_MAX} at most'
+        if not _SITE_FILE.fullmatch(item["file"]):
+            return None, f'item {i}: "file": expected a path ending in .py, got {item["file"]!r}'
+        sites.append(SitePattern(file=item["file"], function=item["function"]))
+    return tuple(sites), ""
+
+
+_SITE_MAX = 256
+# A site's file: a relative path of a Python module, ``*`` standing for any characters.
+_SITE_FILE = regex.compile(r"[A-Za-z0-9_.*-]+(?:/[A-Za-z0-9_.*-]+)*\.py")
+# The fields that are JSON objects (or lists of them), each with the reader that checks and
+# builds it.
+_OBJECTS: dict[str, Callable[[Any], tuple[object, str]]] = {
+    "versions": _versions,
+    "skew": _skew,
+    "sites": _site_patterns,
+}
 
 
 def _check_shape(values: dict[str, Any], problem: Any) -> bool:
@@ -243,7 +276,7 @@ def _check_shape(values: dict[str, Any], problem: Any) -> bool:
         if isinstance(value, str):
             longest = len(value)
         elif isinstance(value, (tuple, list)):
-            longest = max(map(len, value), default=0)
+            longest = max((len(v) for v in value if isinstance(v, str)), default=0)
         else:
             continue
         if longest > MAX_TEXT:

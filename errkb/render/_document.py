@@ -596,10 +596,15 @@ def _block(
 ) -> Block:
     record = finding.record
     exc = diagnosis.exceptions[finding.exception]
-    matched = (
-        f"matched {exc.class_name or 'a message'} "
-        f"(exception {exc.index + 1} of {len(diagnosis.exceptions)})"
-    )
+    what = exc.class_name or "a message"
+    evidence: list[Section] = []
+    if finding.match.by_site and exc.frames:
+        # Weaker evidence than a message: say that only where it was raised matched.
+        raised = exc.frames[-1]
+        said = f"where {what} was raised ({raised.function} in {raised.file}), not its message"
+        evidence.append(Section("Matched", "text", (clean(said),), inline=True))
+        what = f"where {what} was raised"
+    matched = f"matched {what} (exception {exc.index + 1} of {len(diagnosis.exceptions)})"
     if detail == "long":
         captures = ", ".join(f"{k}={v}" for k, v in finding.match.captures.items() if v is not None)
         subtitle = f"{record.id} | {matched}" + (f" | {captures}" if captures else "")
@@ -613,7 +618,7 @@ def _block(
         title=clean(finding.heading),
         severity=clean(record.severity or "error"),
         subtitle=clean(subtitle),
-        sections=(*sections, *_led_to(after)),
+        sections=(*evidence, *sections, *_led_to(after)),
         footer=tuple(clean(f) for f in footer),
     )
 

@@ -66,14 +66,15 @@ def test_qualified_class_names_match_public_aliases():
 
 def test_unresolvable_class_name_ranks_builtin_and_same_package_records_first():
     """A class known only by name may derive from a builtin or a sibling of its package: those
-    rank above a record of another package, which is still found (never hidden by a name)."""
+    rank above a record of another package, which is still found (never hidden by a name);
+    the two likely ones tie, and keep the registry's order."""
     m = _matcher(
         record_dict(id="rt", messagePattern="boom", errorClass="RuntimeError"),
         record_dict(id="pkg", messagePattern="boom", errorClass="acme.BaseError"),
         record_dict(id="other", messagePattern="boom", errorClass="zzz.BaseError"),
         record_dict(id="own", messagePattern="boom", errorClass="acme.errors.SpecificError"),
     )
-    assert ["own", "pkg", "rt", "other"] == [
+    assert ["own", "rt", "pkg", "other"] == [
         x.record.id for x in m.match("boom", "acme.errors.SpecificError")
     ]
 
@@ -550,3 +551,130 @@ def test_a_check_macros_skeleton_is_claimed_only_through_its_library():
     vllm = "/usr/lib/python3/site-packages/vllm/attention/backends/flashinfer.py"
     found = [m.record.id for m in matcher.match(message, files=[flashinfer, vllm])]
     assert found == ["mined-vllm-872c64612a6d"]
+
+
+def test_ties_keep_the_registry_order_not_the_id_order():
+    """Two records equal on every part rank in the order the registry holds them: an id says
+    nothing of which is likelier."""
+    m = _matcher(
+        record_dict(id="zz-first", messagePattern="boom now"),
+        record_dict(id="aa-second", messagePattern="boom now"),
+    )
+    assert ["zz-first", "aa-second"] == [x.record.id for x in m.match("boom now")]
+
+
+def test_a_tie_goes_to_the_record_that_says_what_to_do():
+    """Equal on every score part, the record with solutions ranks above the one without."""
+    m = _matcher(
+        record_dict(id="bare", messagePattern="boom now", solutions=[]),
+        record_dict(id="helpful", messagePattern="boom now", solutions=["Do this."]),
+    )
+    assert ["helpful", "bare"] == [x.record.id for x in m.match("boom now")]
+
+
+def test_a_tie_goes_to_the_record_still_raised():
+    """Equal otherwise, a record the newest releases still raise ranks above one they stopped."""
+    m = _matcher(
+        record_dict(
+            id="gone", messagePattern="boom now", versions={"distribution": "x", "last": "1.0"}
+        ),
+        record_dict(id="still", messagePattern="boom now", versions={"distribution": "x"}),
+    )
+    assert ["still", "gone"] == [x.record.id for x in m.match("boom now")]
+
+
+def test_raise_site_in_the_innermost_frame_outranks_one_further_out():
+    """Both files in the traceback: the one the exception was raised in scores higher."""
+    m = _matcher(
+        record_dict(id="outer", messagePattern="boom now", filePath="pkg/outer.py"),
+        record_dict(id="inner", messagePattern="boom now", filePath="pkg/inner.py"),
+    )
+    files = ["/x/pkg/outer.py", "/x/pkg/inner.py"]
+    found = m.match("boom now", files=files, raised_at=("/x/pkg/inner.py", "f"))
+    assert ["inner", "outer"] == [x.record.id for x in found]
+    assert [9.0, 6.0] == [x.site for x in found]
+
+
+def test_a_file_of_versions_sites_is_the_records_raise_site():
+    """A file where an older release raised it (versions.sites) counts as the record's own."""
+    m = _matcher(
+        record_dict(
+            id="moved",
+            messagePattern="boom now",
+            filePath="pkg/new.py",
+            versions={
+                "distribution": "pkg",
+                "sites": {"1.0": "pkg/old.py:3", "2.0": "pkg/new.py:9"},
+            },
+        )
+    )
+    [found] = m.match("boom now", files=["/x/pkg/old.py"], raised_at=("/x/pkg/old.py", "f"))
+    assert 9.0 == found.site
+
+
+def test_mined_record_at_the_raise_site_joins_the_hand_written_tier():
+    """One library's words raised at two places: the frames name the mined one's file, so it
+    ranks above the hand-written record of the other place; without frames it folds under it."""
+    m = _matcher(
+        record_dict(
+            id="written", messagePattern="Target gone", filePath="lib/a.py", solutions=["x"]
+        ),
+        record_dict(
+            id="mined-b",
+            messagePattern="Target gone",
+            filePath="lib/b.py",
+            lineNumber=7,
+            tags=["mined"],
+        ),
+    )
+    framed = m.match(
+        "Target gone", files=["/s/lib/a.py", "/s/lib/b.py"], raised_at=("/s/lib/b.py", "g")
+    )
+    assert ["mined-b", "written"] == [x.record.id for x in framed]
+    [alone] = m.match("Target gone")
+    assert "written" == alone.record.id
+    assert ("lib/b.py:7",) == alone.also
+
+
+def _sited(record_id, error_class, file, function):
+    """A matcher of one record that names a raise site (and a message it never sees here)."""
+    sites = [{"file": file, "function": function}]
+    return _matcher(
+        record_dict(
+            id=record_id, messagePattern="not in it", errorClass=error_class, sitePatterns=sites
+        )
+    )
+
+
+def test_site_pattern_matches_the_raise_site_when_the_message_does_not():
+    """A bare AssertionError raised at a record's site pattern is that record's, by site."""
+    m = _sited("checked", "AssertionError", "chat/core.py", "_infer")
+    [found] = m.match(
+        "", "AssertionError", files=["/x/chat/core.py"], raised_at=("/x/chat/core.py", "_infer")
+    )
+    assert ("checked", True) == (found.record.id, found.by_site)
+    assert [] == m.match("", "AssertionError", raised_at=("/x/chat/core.py", "infer"))
+    assert [] == m.match("", "KeyError", raised_at=("/x/chat/core.py", "_infer"))
+
+
+def test_site_pattern_file_is_a_glob():
+    """``*`` in a site's file stands for any characters: every model file of a folder."""
+    m = _sited("loader", "KeyError", "lib/models/*.py", "load_weights")
+    where = ("C:\\env\\lib\\models\\qwen2.py", "load_weights")
+    assert ["loader"] == [
+        x.record.id for x in m.match("'lm_head.weight'", "KeyError", raised_at=where)
+    ]
+
+
+def test_a_site_match_ranks_below_every_message_match():
+    """A match of the message, even a mined one, outranks a match of the raise site alone."""
+    m = _matcher(
+        record_dict(
+            id="by-site",
+            messagePattern="never in the message",
+            sitePatterns=[{"file": "lib/x.py", "function": "f"}],
+        ),
+        record_dict(id="mined-msg", messagePattern="real words here", tags=["mined"]),
+    )
+    found = m.match("real words here", raised_at=("/s/lib/x.py", "f"))
+    assert [("mined-msg", False), ("by-site", True)] == [(x.record.id, x.by_site) for x in found]

@@ -166,6 +166,7 @@ def test_public_names_of_the_records_package_are_pinned():
         "MAX_TEXT",
         "SCHEMA_VERSION",
         "SEVERITIES",
+        "SITE_TAG",
         "SKEW_CHANGES",
         "Body",
         "Listed",
@@ -173,6 +174,7 @@ def test_public_names_of_the_records_package_are_pinned():
         "ReadPack",
         "Record",
         "RecordRef",
+        "SitePattern",
         "Skew",
         "Versions",
         "jsonl_values",
@@ -278,3 +280,63 @@ def test_skew_may_list_the_classes_a_record_covers():
             "strings, got a string"
         )
     ] == [p.line for p in problems]
+
+
+def test_site_patterns_load_and_round_trip():
+    """``sitePatterns`` become frozen SitePattern values and are written back as JSON objects."""
+    sites = [{"file": "ChatTTS/core.py", "function": "_infer"}]
+    record, problems = record_from_dict(record_dict(sitePatterns=sites))
+    assert [] == problems
+    assert record is not None
+    assert (errkb.records.SitePattern(file="ChatTTS/core.py", function="_infer"),) == (
+        record.site_patterns
+    )
+    assert sites == record.to_json()["sitePatterns"]
+    assert "site-pattern" in record.tags  # so that a listing finds it without reading it
+
+
+def test_a_record_without_site_patterns_loads_as_before():
+    """The original schema-2 form, with no errkb key, loads with no site patterns."""
+    data = {
+        k: v
+        for k, v in record_dict().items()
+        if k in ("schemaVersion", "id", "slug", "errorMessage", "messagePattern")
+    }
+    record, problems = record_from_dict(data)
+    assert ([], ()) == (problems, record.site_patterns if record else None)
+
+
+@pytest.mark.parametrize(
+    ("sites", "expected"),
+    [
+        ([{"file": "a.py"}], 'item 0: needs "function", a non-empty string of 256 at most'),
+        (
+            [{"file": "a.txt", "function": "f"}],
+            "item 0: \"file\": expected a path ending in .py, got 'a.txt'",
+        ),
+        (
+            [{"file": "a.py", "function": "f", "line": 3}],
+            "item 0: unknown key 'line' (expected file, function)",
+        ),
+        (["a.py"], "item 0: expected an object, got a string"),
+    ],
+)
+def test_bad_site_patterns_are_reported_and_dropped(sites, expected):
+    """A malformed site pattern is one problem naming the field and the item; the record loads."""
+    record, problems = record_from_dict(record_dict(sitePatterns=sites))
+    assert [f'<dict>: record "test-record": field "sitePatterns": {expected}'] == [
+        str(p) for p in problems
+    ]
+    assert record is not None
+    assert () == record.site_patterns
+
+
+def test_site_pattern_matches_the_end_of_a_frame_path_and_its_function():
+    """A site is a file glob matched at a path's end, on either separator, and a function."""
+    site = errkb.records.SitePattern(
+        file="vllm/model_executor/models/*.py", function="load_weights"
+    )
+    assert site.matches("/env/site-packages/vllm/model_executor/models/qwen2.py", "load_weights")
+    assert site.matches("C:\\env\\vllm\\model_executor\\models\\llama.py", "load_weights")
+    assert not site.matches("/env/myvllm/model_executor/models/qwen2.py", "load_weights")
+    assert not site.matches("/env/vllm/model_executor/models/qwen2.py", "forward")
