@@ -205,3 +205,42 @@ def test_a_log_line_above_a_traceback_counts_when_its_exception_matches_nothing(
         diagnosis.top.record.id,
         parse_text(done.stderr)[-1].class_name,
     )
+
+
+_BROKEN_DATASET = """\
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+
+class Broken(Dataset):
+    def __len__(self):
+        return 4
+
+    def __getitem__(self, i):
+        return torch.ones(3) @ torch.ones(4)
+
+
+if __name__ == "__main__":
+    for batch in DataLoader(Broken(), num_workers=1):
+        pass
+"""
+
+
+def test_a_dataloader_workers_error_is_read_with_its_class_and_frames(tmp_path):
+    """torch's DataLoader re-raises a worker's error with the worker's traceback in its message
+    ("Caught RuntimeError in DataLoader worker process 0. Original Traceback ..."): a real run's
+    stderr gives the wrapper, then the worker's error with its own class and the dataset's frame,
+    read last, so it is explained first."""
+    script = tmp_path / "load.py"
+    script.write_text(_BROKEN_DATASET, encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=300, check=False
+    )
+    wrapper, worker = parse_text(done.stderr)[-2:]
+    assert [
+        ("RuntimeError", "Caught RuntimeError in DataLoader worker process 0."),
+        ("RuntimeError", str(script), "inconsistent tensor size"),
+    ] == [
+        (wrapper.class_name, wrapper.message.partition("\n")[0]),
+        (worker.class_name, worker.files[-1], worker.message[: len("inconsistent tensor size")]),
+    ]
