@@ -487,3 +487,49 @@ def test_bnb_library_none_with_a_cuda_torch_gets_bitsandbytes_own_diagnosis():
 def test_pasted_bnb_library_none_gets_bitsandbytes_own_diagnosis():
     """Pasted: the same diagnosis command, for the machine that raised it."""
     assert "python -m bitsandbytes" == _command(explain(BNB_NONE))
+
+
+# -- safetensors' memory map -----------------------------------------------------------------
+
+#: https://github.com/huggingface/transformers/issues/25179
+NO_DEVICE = "OSError: No such device (os error 19)"
+
+
+def test_safe_open_on_a_folder_raised_by_real_safetensors(tmp_path):
+    """safetensors' own safe_open on a folder: the folder is named, and what is in it listed."""
+    safetensors = pytest.importorskip("safetensors")
+    folder = tmp_path / "model"
+    folder.mkdir()
+
+    def load_file(filename: str) -> None:  # the frame and local name of safetensors.torch
+        safetensors.safe_open(filename, "pt")
+
+    with pytest.raises(OSError, match=r"os error 19") as caught:
+        load_file(str(folder))
+    found = diagnose(caught.value, options=_options(environment()))
+    assert ("safetensors-mmap-no-such-device", "safetensors-folder", f"ls {folder}") == (
+        found.findings[0].record.id if found else None,
+        _verdict(found),
+        _command(found),
+    )
+
+
+def test_a_file_on_a_fuse_mount_names_the_mount():
+    """A file under a fuse.mergerfs mount (mounts as /proc/self/mounts writes them)."""
+    from errkb.advisors.environment._situations import mapped_path
+
+    mounts = (
+        "overlay / overlay rw,relatime 0 0\n"
+        "mergerfs:/srv /mnt/pool fuse.mergerfs rw,relatime,user_id=0,group_id=0 0 0\n"
+    )
+    verdict, facts, _ = mapped_path("/mnt/pool/models/model.safetensors", mounts)
+    assert ("safetensors-no-mmap", "fuse.mergerfs at /mnt/pool") == (
+        verdict.code if verdict else None,
+        next(f.value for f in facts if f.name == "file_system"),
+    )
+
+
+def test_pasted_no_such_device_says_the_path_is_not_known():
+    """Pasted: the message names no path, so neither folder nor mount is claimed."""
+    found = explain(NO_DEVICE)
+    assert (None, True) == _noted(found, "does not say which path")

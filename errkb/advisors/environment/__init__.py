@@ -76,11 +76,12 @@ _RECORD_KINDS = {
     "numpy-dtype-size-changed": "numpy",
     "vllm-compiled-module-missing": "vllm-c",
     "bitsandbytes-native-library-none": "bnb",
+    "safetensors-mmap-no-such-device": "mmap",
 }
 
 #: The kinds no check of the doctor judges: the advisor reads the message, the traceback and
 #: the probes itself (:mod:`errkb.advisors.environment._situations`, ``_launch``).
-_OWN_KINDS = frozenset({"port", "shm", "nccl", "numpy", "vllm-c", "bnb"})
+_OWN_KINDS = frozenset({"port", "shm", "nccl", "numpy", "vllm-c", "bnb", "mmap"})
 
 #: The libraries of torch's C++ code, by the namespace a mangled symbol starts with.
 _NAMESPACES = {"3c10": "c10", "2at": "at (ATen)", "5torch": "torch", "6caffe2": "caffe2"}
@@ -404,6 +405,8 @@ def _situation(kind: str, caps: Captures, evidence: Evidence, *, live: bool) -> 
         judged = _situations.numpy_abi(caps, env, [f.file for f in frames])
     elif kind == "bnb":
         judged = _situations.native_library(env)
+    elif kind == "mmap":
+        judged = _situations.mapped_path(_mapped(evidence) if live else None)
     else:
         judged = _situations.compiled_module(env, [f.file for f in frames])
     if judged is None:
@@ -414,6 +417,21 @@ def _situation(kind: str, caps: Captures, evidence: Evidence, *, live: bool) -> 
     if verdict is None:
         return Advice(facts=tuple(facts), notes=tuple(notes)) if facts or notes else None
     return _advice(verdict, list(facts), list(notes))
+
+
+def _mapped(evidence: Evidence) -> str | None:
+    """The file ``safe_open`` was given: a local of the innermost frame that names one.
+
+    ``filename`` in safetensors' ``load_file``, ``checkpoint_file`` in transformers'
+    ``load_state_dict``, ``path`` elsewhere.
+    """
+    import os
+
+    for name in ("filename", "checkpoint_file", "path"):
+        value = evidence.find_local(name, lambda v: isinstance(v, (str, os.PathLike)))
+        if value is not None:
+            return str(os.fspath(value))
+    return None
 
 
 def _messages(evidence: Evidence) -> str:

@@ -13,7 +13,9 @@ one) and gives ``(verdict, facts, notes)``: the verdict's command is the fix, sh
 - vLLM's compiled module missing: a source tree that shadows the installed vLLM, named from the
   traceback's files;
 - bitsandbytes' native library that did not load (``lib`` is None): the CPU-only torch the
-  doctor names, else bitsandbytes' own diagnosis (``python -m bitsandbytes``).
+  doctor names, else bitsandbytes' own diagnosis (``python -m bitsandbytes``);
+- safetensors' ``No such device (os error 19)``: the path it was given is a folder, or the
+  file's mount (``/proc/self/mounts``) cannot be memory-mapped.
 """
 
 from __future__ import annotations
@@ -33,7 +35,15 @@ if TYPE_CHECKING:
     from errkb.probes.launch import LaunchReading
     from errkb.probes.stack import Distribution
 
-__all__ = ["Judged", "compiled_module", "native_library", "numpy_abi", "port", "shared_memory"]
+__all__ = [
+    "Judged",
+    "compiled_module",
+    "mapped_path",
+    "native_library",
+    "numpy_abi",
+    "port",
+    "shared_memory",
+]
 
 #: What each answer gives: the verdict (its command the fix), facts, notes.
 Judged = tuple[Verdict | None, list[Fact], list[str]]
@@ -423,3 +433,67 @@ def native_library(env: Environment | None) -> Judged:
         commands=("python -m bitsandbytes",),
     )
     return verdict, facts, []
+
+
+# -- safetensors' memory map -----------------------------------------------------------------
+
+
+def mapped_path(path: str | None, mounts: str | None = None) -> Judged:
+    """``No such device (os error 19)`` from ``safe_open``: a folder, or a mount without mmap.
+
+    ``path`` is the file the traceback's frames were loading (``None``: not known, a pasted
+    message); ``mounts`` the text of ``/proc/self/mounts`` (read here when ``None``).
+    """
+    from pathlib import Path
+
+    if path is None:
+        return None, [], ["environment: the message does not say which path was mapped."]
+    facts = [Fact(name="path", value=path, source="frame", note="the file safe_open was given")]
+    if Path(path).is_dir():
+        verdict = Verdict(
+            code="safetensors-folder",
+            severity="broken",
+            title="safe_open was given a folder, not a .safetensors file",
+            why=f"{path} is a folder: mapping it into memory fails with ENODEV (os error 19).",
+            fix="Pass the .safetensors file inside it.",
+            commands=(f"ls {_quoted(path)}",),
+        )
+        return verdict, facts, []
+    mount = _mount_of(path, mounts)
+    if mount is None:
+        return None, facts, ["environment: the mount holding the file could not be read."]
+    point, fstype = mount
+    facts.append(Fact(name="file_system", value=f"{fstype} at {point}", source="probe",
+                      note="/proc/self/mounts"))  # fmt: skip
+    verdict = Verdict(
+        code="safetensors-no-mmap",
+        severity="broken",
+        title=f"The file is on a {fstype} mount that refuses memory mapping",
+        why=f"{path} is on {point} ({fstype}); safetensors maps files into memory, and this "
+        "file system answers mmap with ENODEV (os error 19).",
+        fix="Copy the model to a local disk and load it from there, or mount the storage with "
+        "options that allow mmap.",
+    )
+    return verdict, facts, []
+
+
+def _mount_of(path: str, mounts: str | None) -> tuple[str, str] | None:
+    """The mount point and file-system type of the longest mount holding ``path``."""
+    from pathlib import Path
+
+    if mounts is None:
+        try:
+            mounts = Path("/proc/self/mounts").read_text(encoding="utf-8")
+        except OSError:
+            return None
+    real = str(Path(path).resolve())
+    best: tuple[str, str] | None = None
+    for line in mounts.splitlines():
+        fields = line.split()
+        if len(fields) < 3:  # device, mount point, type
+            continue
+        point = fields[1].replace("\\040", " ")
+        inside = real == point or real.startswith(point.rstrip("/") + "/")
+        if inside and (best is None or len(point) > len(best[0])):
+            best = (point, fields[2])
+    return best
