@@ -194,7 +194,7 @@ def test_tcp_store_on_a_busy_port_raised_by_real_torch(busy_port, libuv):
     assert found is not None
     assert (
         "torch-rendezvous-port-in-use",
-        {"name": "port", "value": busy_port},
+        {"name": "port", "value": str(busy_port)},
         "torchrun --nproc-per-node=2 --master-port=41234 train.py",
     ) == (
         found.findings[0].record.id,

@@ -68,7 +68,8 @@ def port(
     from errkb.advisors.environment._launch import pasted_verdict, port_verdict
 
     number = caps.integer("port")
-    facts = [Fact(name="port", value=number, source="message")] if number is not None else []
+    # A port is a name, not a quantity: shown as written, never as "29,500".
+    facts = [Fact(name="port", value=str(number), source="message")] if number is not None else []
     if not live:
         verdict, notes = pasted_verdict(number, text)
         return verdict, facts, notes
@@ -76,7 +77,7 @@ def port(
         return None, facts, ["environment: the launch probe did not run (probes are off)."]
     if launch.free_port is not None:
         facts.append(
-            Fact(name="free_port", value=launch.free_port, source="probe",
+            Fact(name="free_port", value=str(launch.free_port), source="probe",
                  note="a socket bound to port 0 on this machine, then closed")
         )  # fmt: skip
     verdict, notes = port_verdict(number, launch, "_env_rendezvous_handler" in functions)
