@@ -55,7 +55,7 @@ __all__ = [
 _CLASS = r"[A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)*"
 # A class as printed; Ray's wrapper names the class it wraps after its own:
 # "ray.exceptions.RayTaskError(ValueError): ...".
-_AFTER_TRACEBACK = lazy_compile(rf"^(?P<cls>{_CLASS})(?:\({_CLASS}\))?(?::[ ]?(?P<msg>.*))?$")
+_AFTER_TRACEBACK = lazy_compile(rf"^(?P<cls>{_CLASS})(?:\({_CLASS}\)(?=:))?(?::[ ]?(?P<msg>.*))?$")
 #: How the names of exception classes end; a word so ended, then ": ", is read as a class.
 _SUFFIXES = ("Error", "Exception", "Exit", "Interrupt", "Warning", "Iteration", "Group")
 # A class inside a line: after anything but a letter, digit, "_" or "." of a name (a log prefix
@@ -585,10 +585,13 @@ _BANNER = lazy_compile(r"^([=_\-~*#])\1{2,} .*\S.* \1{3,}\s*$")
 _FENCE = lazy_compile(r"^\s*(?:```|~~~)")
 # Lines that resume after an error without a blank line: the interpreter's or PowerShell's
 # prompt, and the line CPython prints above a report of its own (multiprocessing's "Process
-# SpawnProcess-1:", threading's "Exception in thread Thread-2:", a failing sys.excepthook's).
+# SpawnProcess-1:", threading's "Exception in thread Thread-2:", a failing sys.excepthook's, an
+# error in a finaliser: "Exception ignored in: <function f>", Python 2's "Exception NameError: ...
+# ignored").
 _RESUMES = lazy_compile(
     r"^(?:>>>(?: |$)|PS [A-Za-z]:\\[^>\n]{0,400}>(?: |$)|Process [\w-]{1,80}:$"
-    r"|Exception in thread [^\n]{1,200}:$|Error in sys\.excepthook:$|Original exception was:$)"
+    r"|Exception in thread [^\n]{1,200}:$|Error in sys\.excepthook:$|Original exception was:$"
+    r"|Exception ignored in: |Exception [\w.]{1,200}: )"
 )
 # tqdm's progress bar: "Steps:   0%|          | 0/800 [00:04<?, ?it/s]".
 _PROGRESS = lazy_compile(r"^[^|\n]{0,200}?\d{1,3}%\|[^|\n]*\|\s*\d+(?:\.\d+)?[kMG]?/")

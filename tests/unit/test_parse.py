@@ -541,6 +541,9 @@ def _report(entry_id: str) -> str:
         ("ChatTTS-23", ("ModuleNotFoundError", "No module named 'tools.audio'")),
         # Numbered items, the last one the error (vllm-project/vllm#1367).
         ("vllm-2", ("ImportError", "cannot import name 'activation_ops' from 'vllm'")),
+        # A call at the start of a source line, "f(g)", is not a wrapper's class
+        # (ray-project/ray#50163, whose exception line is cut).
+        ("ray-23", ("AttributeError", "module \u2018ray._private\u2019 has n")),
     ],
 )
 def test_an_exception_line_below_other_lines_keeps_its_class(entry_id, expected):
@@ -594,6 +597,11 @@ def test_markdown_marks_and_prose_around_the_exception_are_not_its_message(entry
         ("ray-20", ("NameError", "name 'run' is not defined")),
         # A failing sys.excepthook's "Original exception was:" (ray-project/ray#12643).
         ("ray-1", ("AttributeError", "'NoneType' object has no attribute 'add_worker_info'")),
+        # Python 2's note of an error in a finaliser (pytorch/pytorch#6932).
+        (
+            "torch-44",
+            ("RuntimeError", "reciprocal is not implemented for type torch.cuda.LongTensor"),
+        ),
     ],
 )
 def test_a_prompt_or_another_report_right_after_the_exception_is_not_its_message(
