@@ -102,3 +102,48 @@ def test_code_for_8_0_does_not_run_on_an_orin():
     assert (True, True, False, False) == tuple(
         rule.runs_on(c) for c in ((8, 6), (8, 9), (8, 7), (9, 0))
     )
+
+
+def _releases(distribution: str) -> list[str]:
+    return [r.version for r in tables().extension_builds if r.distribution == distribution]
+
+
+@pytest.mark.parametrize("distribution", ["vllm", "bitsandbytes"])
+def test_extension_releases_are_listed_once_in_release_order(distribution):
+    """One row a release, oldest first: a release is never listed with two builds."""
+    from packaging.version import Version
+
+    releases = _releases(distribution)
+    assert sorted(set(releases), key=Version) == releases
+
+
+@pytest.mark.parametrize(
+    ("distribution", "series"),
+    [
+        ("vllm", [(0, m) for m in range(2, 34) if m not in (1, 15)]),
+        ("bitsandbytes", [(0, m) for m in range(41, 51)]),
+    ],
+)
+def test_no_release_series_missing_inside_an_extension_s_range(distribution, series):
+    """Every minor series between the first and last release read is there (vLLM's 0.15 was not
+    read, and its table says so)."""
+    minors = sorted({tuple(map(int, v.split(".")[:2])) for v in _releases(distribution)})
+    assert series == minors
+
+
+def test_every_torch_a_vllm_release_pins_is_a_torch_release_of_the_mine_cache():
+    """vLLM's pins name real torch releases: the ones whose wheels were read (2.1.2 to 2.14.0)."""
+    pins = {
+        r.torch.removeprefix("==") for r in tables().extension_builds if r.distribution == "vllm"
+    }
+    read = {"2.1.2", "2.2.1", "2.3.0", "2.3.1", "2.4.0", "2.5.1", "2.6.0", "2.7.0", "2.7.1",
+            "2.8.0", "2.9.0", "2.9.1", "2.10.0", "2.11.0", "2.13.0", "2.14.0"}  # fmt: skip
+    assert set() == pins - read
+
+
+def test_an_extension_s_cuda_has_a_driver_row():
+    """Every CUDA an extension was built for has the driver it needs in the driver table."""
+    known = tables()
+    assert set() == {
+        c for r in known.extension_builds for c in r.cuda if known.driver_row(c) is None
+    }

@@ -1,10 +1,11 @@
 """The knowledge tables the verdicts judge with: ``errkb/advisors/environment/tables/*.json``.
 
-Four tables, each row citing where it was read (``source``): the CUDA builds of torch releases
+Six tables, each row citing where it was read (``source``): the CUDA builds of torch releases
 and the GPU architectures each carries code for (``torch_builds.json``), which GPUs code for
 one architecture runs on (``code_compatibility.json``), the oldest driver for each CUDA
-runtime (``cuda_drivers.json``) and the compute capability of GPU models by name
-(``gpu_capabilities.json``). They are data, not error records: they live beside the verdicts
+runtime (``cuda_drivers.json``), the compute capability of GPU models by name
+(``gpu_capabilities.json``), and the torch and CUDA that releases of the compiled extensions
+were built for (``vllm_builds.json``, ``bitsandbytes_builds.json``). They are data, not error records: they live beside the verdicts
 that ``errkb doctor`` and the environment advisor share, not under ``records/``, so that the
 record index knows nothing of them.
 """
@@ -22,6 +23,7 @@ __all__ = [
     "Capability",
     "CodeRule",
     "DriverRow",
+    "ExtensionBuildRow",
     "GpuRow",
     "Tables",
     "TorchBuildRow",
@@ -113,13 +115,31 @@ class GpuRow:
 
 
 @attrs.frozen(kw_only=True)
+class ExtensionBuildRow:
+    """One release of a compiled extension: the torch it requires and the CUDA it was built for.
+
+    ``torch`` is the requirement's specifier (``==2.4.0``, ``<3,>=2.0``; ``""``: none stated);
+    ``cuda`` the CUDA releases its binaries were built for (empty: not stated where read);
+    ``platform`` the wheel's platform tag where one wheel was read (``""``: a source archive).
+    """
+
+    distribution: str
+    version: str
+    torch: str
+    cuda: tuple[str, ...]
+    platform: str
+    source: str
+
+
+@attrs.frozen(kw_only=True)
 class Tables:
-    """All four tables."""
+    """All the tables."""
 
     torch_builds: tuple[TorchBuildRow, ...]
     code_rules: tuple[CodeRule, ...]
     drivers: tuple[DriverRow, ...]
     gpus: tuple[GpuRow, ...]
+    extension_builds: tuple[ExtensionBuildRow, ...] = ()
 
     def code_rule(self, code: Capability) -> CodeRule:
         """The rule for ``code``; for an architecture torch does not list, its major onwards."""
@@ -197,6 +217,18 @@ def tables() -> Tables:
                 source=str(row["source"]),
             )
             for row in _rows("gpu_capabilities.json")
+        ),
+        extension_builds=tuple(
+            ExtensionBuildRow(
+                distribution=str(row["distribution"]),
+                version=str(row["version"]),
+                torch=str(row["torch"]),
+                cuda=tuple(str(c) for c in _list(row["cuda"])),
+                platform=str(row.get("platform", "")),
+                source=str(row["source"]),
+            )
+            for name in ("vllm_builds.json", "bitsandbytes_builds.json")
+            for row in _rows(name)
         ),
     )
 
