@@ -11,7 +11,14 @@ from helpers import DATA
 from hypothesis import given
 from hypothesis import strategies as st
 
-from errkb.parse import ParsedException, class_at, parse_lines, parse_text, stated_releases
+from errkb.parse import (
+    MAX_LINES,
+    ParsedException,
+    class_at,
+    parse_lines,
+    parse_text,
+    stated_releases,
+)
 
 
 def _format(exc: BaseException) -> str:
@@ -101,6 +108,36 @@ def test_ansi_colours_in_pasted_text_are_ignored():
 def test_parse_text_never_raises_and_finds_something(text):
     """Any text gives at least one exception to match."""
     assert len(parse_text(text)) >= 1
+
+
+@given(st.text(max_size=300))
+def test_parse_lines_never_raises_and_gives_single_lines(text):
+    """Any text gives at most MAX_LINES lines, each read alone: no message spans two lines."""
+    found = parse_lines(text)
+    assert (True, []) == (
+        len(found) <= MAX_LINES,
+        [p.message for p in found if "\n" in p.message],
+    )
+
+
+_WORDS = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789 .,()'", min_size=1, max_size=12)
+
+
+@given(
+    st.lists(_WORDS, min_size=20, max_size=60).map(" ".join).filter(lambda m: m.strip() == m),
+    st.integers(min_value=40, max_value=120),
+)
+def test_any_message_cut_at_a_fixed_width_is_read_back_whole(message, width):
+    """A traceback's last line cut every ``width`` columns, two full lines at least, is read
+    back as the one line it was."""
+    line = "ValueError: " + message
+    if len(line) < 2 * width + 1:
+        line += " " + "x" * (2 * width + 1 - len(line))
+    cut = "\n".join(line[i : i + width] for i in range(0, len(line), width))
+    [p] = parse_text(
+        f'Traceback (most recent call last):\n  File "t.py", line 1, in <module>\n{cut}'
+    )
+    assert ("ValueError", line.removeprefix("ValueError: ")) == (p.class_name, p.message)
 
 
 @pytest.mark.parametrize(
