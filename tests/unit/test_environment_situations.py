@@ -533,3 +533,24 @@ def test_pasted_no_such_device_says_the_path_is_not_known():
     """Pasted: the message names no path, so neither folder nor mount is claimed."""
     found = explain(NO_DEVICE)
     assert (None, True) == _noted(found, "does not say which path")
+
+
+def test_installed_vllm_pinning_another_torch_gets_the_pinned_torch():
+    """vLLM from site-packages, its torch==2.4.0 broken by torch 2.13.0: the doctor's command."""
+    from errkb.advisors.environment.verdicts import judge
+    from errkb.probes.stack import Broken
+
+    broken = Broken(distribution="vllm", version="0.6.3", requirement="torch==2.4.0",
+                    required="torch", installed="2.13.0+cu126")  # fmt: skip
+    env = environment(
+        installed=stack(("torch", "2.13.0+cu126"), ("vllm", "0.6.3"), broken=(broken,))
+    )
+    expected = next(v.commands[0] for v in judge(env) if v.code == "requirement-broken")
+    site_file = "/usr/lib/python3/site-packages/vllm/platforms/cuda.py"
+    from errkb.advisors.environment._situations import compiled_module
+
+    verdict, _, _ = compiled_module(env, [site_file])
+    assert ("requirement-broken", expected) == (
+        verdict.code if verdict else None,
+        verdict.commands[0] if verdict else None,
+    )

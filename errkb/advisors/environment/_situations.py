@@ -328,7 +328,9 @@ def compiled_module(env: Environment | None, files: Sequence[str]) -> Judged:
 
     A ``vllm`` package outside site-packages is a source tree (a clone of the repository, the
     current folder first on ``sys.path``) that shadows the installed wheel: its compiled modules
-    were never built. The traceback's files say which folder it is.
+    were never built. The traceback's files say which folder it is. Otherwise, an installed vLLM
+    whose torch pin the installed torch breaks is a wheel for another torch: the doctor's
+    ``requirement-broken`` command installs what it pins.
     """
     facts: list[Fact] = []
     tree = _source_tree(files)
@@ -338,6 +340,16 @@ def compiled_module(env: Environment | None, files: Sequence[str]) -> Judged:
         if installed is not None:
             facts.append(Fact(name="installed_vllm", value=installed.version, source="probe",
                               note=installed.folder))  # fmt: skip
+    if tree is None and env is not None:
+        from errkb.advisors.environment.verdicts import judge
+
+        pinned = next(
+            (v for v in judge(env) if v.code == "requirement-broken"
+             and v.title.startswith("vllm ") and "torch" in v.title),
+            None,
+        )  # fmt: skip
+        if pinned is not None:  # a wheel built for another torch: what it pins is the fix
+            return pinned, facts, []
     if tree is None:
         seen = any(_SITE.search(f.replace("\\", "/")) and "/vllm/" in f.replace("\\", "/")
                    for f in files)  # fmt: skip
