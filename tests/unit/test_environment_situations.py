@@ -554,3 +554,18 @@ def test_installed_vllm_pinning_another_torch_gets_the_pinned_torch():
         verdict.code if verdict else None,
         verdict.commands[0] if verdict else None,
     )
+
+
+#: https://github.com/NVIDIA/nccl/issues/1016: a line of its NCCL_DEBUG=INFO log, then its title.
+NCCL_IB = (
+    "pytorchjob-summarization-long-data-8vry-ravi-agrawa-worker-2:427:534 [1] NCCL INFO NET/IB : "
+    "Using [0]rocep204s0f0v6:1/RoCE [RO]; OOB net1:192.168.102.12<0>\n"
+    "NCCL error in: /opt/pytorch/pytorch/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1275, "
+    "unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.18.1"
+)
+
+
+def test_pasted_nccl_system_error_over_infiniband_names_the_variable_to_test_it():
+    """The log shows NET/IB: NCCL_IB_DISABLE=1 is said as a test, not given as the fix."""
+    found = explain(NCCL_IB)
+    assert (None, True) == _noted(found, "NCCL_IB_DISABLE=1 makes it use sockets")

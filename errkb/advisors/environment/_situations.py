@@ -103,7 +103,7 @@ def shared_memory(kind: str, text: str, env: Environment | None) -> Judged | Non
                 "environment: NCCL's 'Last error' line (NCCL_DEBUG=INFO prints it) says which "
                 "system call failed; the message pasted does not name /dev/shm."
             )
-            return None, facts, [unnamed]
+            return None, facts, [unnamed, *_transports(text)]
         unsized = (
             "environment: the message does not say how large /dev/shm is there, or the "
             "machine's memory: no --shm-size is computed."
@@ -133,6 +133,30 @@ def shared_memory(kind: str, text: str, env: Environment | None) -> Judged | Non
             "call failed."
         )
     return None, facts, notes
+
+
+#: NCCL's log lines naming the transport it set up: InfiniBand/RoCE, and GPU peer-to-peer.
+_NCCL_IB = re.compile(r"\bNET/IB\b")
+_NCCL_P2P = re.compile(r"\bvia P2P/|\bP2P/(?:IPC|CUMEM|direct)\b")
+
+
+def _transports(text: str) -> list[str]:
+    """What the pasted NCCL log says it was using, and the variable that turns it off to test.
+
+    Turning a transport off is a test, not a fix: NCCL falls back to a slower one.
+    """
+    notes = []
+    if _NCCL_IB.search(text):
+        notes.append(
+            "environment: NCCL's log shows it using InfiniBand/RoCE (NET/IB); NCCL_IB_DISABLE=1 "
+            "makes it use sockets instead, which tells whether that transport fails (slower)."
+        )
+    if _NCCL_P2P.search(text):
+        notes.append(
+            "environment: NCCL's log shows GPU peer-to-peer channels (P2P); NCCL_P2P_DISABLE=1 "
+            "turns them off, which tells whether peer access fails (slower)."
+        )
+    return notes
 
 
 def _pasted_shm(kind: str) -> Verdict:
