@@ -38,15 +38,22 @@ from fleet_data import make_fleet  # noqa: E402
 from run import OUT, _medians, needles_file  # noqa: E402
 
 HOSTS, DAYS, FILES = 8, 4, 8
-#: A planted failure starts at this share of lines: a fleet that mostly works.
-ERRORS = 0.0005
+#: A planted failure starts at this share of lines (one in 10,000: a fleet that mostly works;
+#: each is a vLLM, Ray, torchrun or Python logging failure of 10 to 60 lines).
+ERRORS = 0.0001
 
 
 def generate(root: Path, size_mb: int) -> list[Path]:
     """A fleet of about ``size_mb`` MB uncompressed (a file's mean size is 1.125 its base)."""
     file_bytes = int(size_mb * 1e6 / (HOSTS * DAYS * FILES) / 1.125)
     return make_fleet(
-        root, hosts=HOSTS, days=DAYS, files=FILES, file_bytes=file_bytes, errors=ERRORS
+        root,
+        hosts=HOSTS,
+        days=DAYS,
+        files=FILES,
+        file_bytes=file_bytes,
+        errors=ERRORS,
+        straddle=None,
     )
 
 

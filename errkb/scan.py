@@ -46,6 +46,7 @@ cause in sight, it counts, and says where to look.
 
 from __future__ import annotations
 
+import functools
 import gzip
 import io
 from operator import itemgetter
@@ -809,8 +810,22 @@ _ERROR_WORDS = (b"Error", b"Exception", b"ERROR", b"CRITICAL", b"FATAL")
 
 
 def _error_lines(block: bytes, ready: int) -> set[tuple[int, int]]:
-    """(start, end) of the lines before ``ready`` that hold a word of :data:`_ERROR_WORDS`."""
+    """(start, end) of the lines before ``ready`` that hold a word of :data:`_ERROR_WORDS`.
+
+    One automaton pass with the ``fast`` extra (a ``bytes.find`` pass a word costs as much
+    as the rest of a fleet scan of a quiet log); a pass a word without it.
+    """
     spans: set[tuple[int, int]] = set()
+    find = _error_finder()
+    if find is not None:
+        end = -1
+        for _, at, _ in find(block):
+            if at >= ready:
+                break
+            if at > end:
+                start, end = line_around(block, at)
+                spans.add((start, end))
+        return spans
     for word in _ERROR_WORDS:
         at = block.find(word, 0, ready)
         while at >= 0:
@@ -818,6 +833,19 @@ def _error_lines(block: bytes, ready: int) -> set[tuple[int, int]]:
             spans.add((start, end))
             at = block.find(word, end + 1, ready)
     return spans
+
+
+@functools.cache
+def _error_finder() -> Callable[[bytes], list[tuple[int, int, int]]] | None:
+    """An automaton that finds :data:`_ERROR_WORDS`, leftmost first; None without the extra."""
+    try:
+        import ahocorasick_rs
+    except ImportError:
+        return None
+    automaton = ahocorasick_rs.BytesAhoCorasick(
+        list(_ERROR_WORDS), matchkind=ahocorasick_rs.MatchKind.LeftmostFirst
+    )
+    return automaton.find_matches_as_indexes
 
 
 #: Where a thing was first seen: (source, the piece's first byte, line in the piece, text).

@@ -99,7 +99,7 @@ class _Writer:
 
     def noise(self) -> str:
         filename, lineno, message = self.rng.choice(NOISE)
-        self.at += timedelta(seconds=self.rng.randint(0, 20))
+        self.at += timedelta(seconds=self.rng.randint(0, 2))
         return self.vllm("INFO", filename, lineno, self.fill(message))
 
     def unknown(self) -> str:
@@ -122,6 +122,7 @@ def make_fleet(
     file_bytes: int = 60_000,
     seed: int = 0,
     errors: float = 0.004,
+    straddle: int | None = STRADDLE,
 ) -> list[Path]:
     """Write a fleet under ``root``; the files written, in name order.
 
@@ -129,7 +130,8 @@ def make_fleet(
     ``<host>/<day>/``), ``days`` days ending yesterday (UTC), ``files`` files a host a day of
     about ``file_bytes`` bytes each (a random size up to twice that), one in three gzipped;
     a planted failure starts at a line with the chance ``errors``, an unknown error line half
-    as often again.
+    as often again, and in a plain file another straddles each multiple of ``straddle`` bytes
+    (None: none).
     """
     rng = random.Random(seed)
     today = datetime.now(timezone.utc).replace(hour=0, minute=0, second=0, microsecond=0)
@@ -152,7 +154,7 @@ def make_fleet(
                 if zipped:
                     path = path.with_name(path.name + ".gz")
                 size = rng.randint(file_bytes // 4, file_bytes * 2)
-                lines = _lines(writer, size, errors, straddle=not zipped)
+                lines = _lines(writer, size, errors, None if zipped else straddle)
                 path.parent.mkdir(parents=True, exist_ok=True)
                 data = ("\n".join(lines) + "\n").encode()
                 if zipped:
@@ -164,16 +166,16 @@ def make_fleet(
     return sorted(written)
 
 
-def _lines(writer: _Writer, size: int, errors: float, *, straddle: bool) -> list[str]:
+def _lines(writer: _Writer, size: int, errors: float, straddle: int | None) -> list[str]:
     rng = writer.rng
     lines: list[str] = []
     held = 0
-    mark = STRADDLE
+    mark = straddle or size + 1
     while held < size:
         roll = rng.random()
         if straddle and held + 400 >= mark:
             block = writer.planted(rng.choice(PLANTED))
-            mark += STRADDLE
+            mark += straddle
         elif roll < errors:
             block = writer.planted(rng.choice(PLANTED))
         elif roll < errors * 2.5:
@@ -182,6 +184,6 @@ def _lines(writer: _Writer, size: int, errors: float, *, straddle: bool) -> list
             block = [writer.noise()]
         lines.extend(block)
         held += sum(len(line) + 1 for line in block)
-        while held >= mark:
-            mark += STRADDLE
+        while straddle and held >= mark:
+            mark += straddle
     return lines

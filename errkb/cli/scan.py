@@ -101,6 +101,10 @@ def _run_fleet(args: argparse.Namespace, options: FleetOptions, run_fleet: Any) 
     from errkb.fleet._run import Progress, plan
 
     planned = plan(args.paths, options)
+    if not planned.sources:
+        from errkb.exceptions import UsageError
+
+        raise UsageError(f"no file found for {' '.join(args.paths)}")
     if options.workers is None and options.scheduler is None:
         size = sum(s.size for s in planned.sources)
         if size < CLUSTER_MIN or not _has_dask():

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from fleet_data import STRADDLE, make_fleet
+from helpers import run_python
 
 pytest.importorskip("distributed")
 
@@ -275,3 +276,33 @@ def test_compressed_sources_by_extension(tmp_path):
     result = run([str(tmp_path)], SERIAL)
     assert [0, 0, 0, 0] == [1 if s["failed"] else 0 for s in result["sources"]]
     assert [("vllm-no-cache-blocks", 4)] == [(g["id"], g["count"]) for g in result["groups"]]
+
+
+def test_progress_shows_on_a_terminal(fleet, tmp_path):
+    """On a terminal (a pseudo-terminal here), a progress line: pieces, bytes, rate, errors."""
+    import pty
+
+    root = _copy(fleet, tmp_path, count=6)
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: errkb scan, its output on the terminal
+        os.execv(sys.executable, [sys.executable, "-m", "errkb", "scan", str(root)])
+    out = b""
+    while True:
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:  # the terminal closed: the child is done
+            break
+        if not chunk:
+            break
+        out += chunk
+    _, status = os.waitpid(pid, 0)
+    assert 0 == os.waitstatus_to_exitcode(status)
+    assert b"\rscanning: 6/6 pieces, " in out
+    assert b" known errors\x1b[K" in out
+
+
+def test_import_errkb_and_install_load_nothing_of_the_fleet():
+    """A child that imports errkb and installs the hook has no Dask, fsspec or fleet module."""
+    done = run_python("import sys, errkb; errkb.install(); print(' '.join(sys.modules))")
+    fleet = {"dask", "distributed", "fsspec", "s3fs", "zstandard", "errkb.fleet", "errkb.scan"}
+    assert set() == (fleet | {"errkb._logline"}).intersection(done.stdout.split())
