@@ -85,6 +85,12 @@ def test_a_local_cluster_with_byte_ranges_equals_the_serial_scan(fleet, serial, 
     assert serial == result
 
 
+def test_a_scheduler_given_by_its_address_gives_the_same_result(fleet, serial, client):
+    """--scheduler ADDRESS: errkb connects to the running cluster itself; the same result."""
+    options = FleetOptions(scheduler=client.scheduler.address, split=STRADDLE)
+    assert serial == run([str(fleet)], options)
+
+
 def test_a_killed_worker_is_retried_and_the_result_is_still_exact(fleet, serial, client):
     """A worker process killed once the first task is back: Dask reruns its tasks elsewhere."""
     pids = client.run(os.getpid)
