@@ -15,6 +15,7 @@ import os
 import signal
 import socket
 import sys
+from pathlib import Path
 
 import pytest
 from environments import environment, stack, torch_build
@@ -27,6 +28,8 @@ from errkb.probes.launch import LaunchReading
 from errkb.probes.stack import Distribution, StackReading
 
 GIB = 1 << 30
+#: Release archives the miner downloads (wheels and sdists), where a test needs a real one.
+MINE_CACHE = Path(__file__).resolve().parents[2] / ".mine-cache"
 TORCHRUN = ("/usr/bin/python3", "/usr/local/bin/torchrun", "--nproc-per-node=2", "train.py")
 LAUNCH = LaunchReading(argv=TORCHRUN, free_port=41234)
 
@@ -569,3 +572,30 @@ def test_pasted_nccl_system_error_over_infiniband_names_the_variable_to_test_it(
     """The log shows NET/IB: NCCL_IB_DISABLE=1 is said as a test, not given as the fix."""
     found = explain(NCCL_IB)
     assert (None, True) == _noted(found, "NCCL_IB_DISABLE=1 makes it use sockets")
+
+
+def test_bnb_cpu_library_loaded_by_ctypes_on_a_cpu_torch_gets_the_cuda_torch(tmp_path):
+    """bitsandbytes 0.42.0's own CPU library, loaded by ctypes as it does, lacks the function."""
+    import ctypes
+    import zipfile
+
+    from errkb.advisors.environment.verdicts import judge
+
+    wheel = next(iter(sorted(MINE_CACHE.glob("bitsandbytes-0.42.0-py3-none-any.whl"))), None)
+    if wheel is None:
+        pytest.skip("needs bitsandbytes 0.42.0's wheel in .mine-cache")
+    with zipfile.ZipFile(wheel) as archive:
+        library = archive.extract("bitsandbytes/libbitsandbytes_cpu.so", tmp_path)
+    env = environment(
+        torch=torch_build("2.13.0+cpu", cuda=None),
+        installed=stack(("torch", "2.13.0+cpu"), ("bitsandbytes", "0.42.0")),
+    )
+    lib = ctypes.cdll.LoadLibrary(library)
+    with pytest.raises(AttributeError) as caught:
+        lib.cquantize_blockwise_fp16_nf4  # the lookup is what fails
+    found = diagnose(caught.value, options=_options(env))
+    expected = next(v.commands[0] for v in judge(env) if v.code == "cpu-torch-with-gpu")
+    assert ("bitsandbytes-cpu-library-missing-function", expected) == (
+        found.findings[0].record.id if found else None,
+        _command(found),
+    )

@@ -76,6 +76,7 @@ _RECORD_KINDS = {
     "numpy-dtype-size-changed": "numpy",
     "vllm-compiled-module-missing": "vllm-c",
     "bitsandbytes-native-library-none": "bnb",
+    "bitsandbytes-cpu-library-missing-function": "bnb",
     "safetensors-mmap-no-such-device": "mmap",
 }
 
