@@ -124,15 +124,24 @@ def _has_dask() -> bool:
 
 
 def _scan_file(path: str, registry: Registry, *, progress: bool) -> ScanPart | None:
-    """One file (or stdin) scanned, or None (said on stderr) when it cannot be read."""
-    import gzip
+    """One file (or stdin) scanned, or None (said on stderr) when it cannot be read.
 
+    A file is read through the codec its extension names (gzip also by its magic bytes, as
+    :func:`errkb.fleet._sources.decompressed` reads a fleet's); stdin is plain or gzip.
+    """
+    import lzma
+    import zlib
+
+    from errkb.fleet._sources import compression_of, decompressed
     from errkb.scan import open_log
 
     try:
-        with open_log(path) as stream:
+        if path == "-":
+            with open_log(path) as stream:
+                return _scan_with_progress(path, stream, registry, progress)
+        with Path(path).open("rb") as raw, decompressed(raw, compression_of(path)) as stream:
             return _scan_with_progress(path, stream, registry, progress)
-    except (OSError, EOFError, gzip.BadGzipFile) as exc:
+    except (OSError, EOFError, zlib.error, lzma.LZMAError) as exc:
         print(f"errkb: cannot read {path}: {exc}", file=sys.stderr)
         return None
 

@@ -20,7 +20,15 @@ import attrs
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
 
-__all__ = ["Piece", "Source", "list_sources", "open_source", "pieces"]
+__all__ = [
+    "Piece",
+    "Source",
+    "compression_of",
+    "decompressed",
+    "list_sources",
+    "open_source",
+    "pieces",
+]
 
 #: Extensions and the codec each names.
 COMPRESSIONS = {
@@ -68,7 +76,8 @@ class Piece:
     cut_end: bool = False
 
 
-def _compression(path: str) -> str | None:
+def compression_of(path: str) -> str | None:
+    """The codec a file's extension names (:data:`COMPRESSIONS`), or None."""
     lowered = path.lower()
     return next((c for ext, c in COMPRESSIONS.items() if lowered.endswith(ext)), None)
 
@@ -105,7 +114,7 @@ def _local(spec: str) -> list[Source]:
                 root=root,
                 size=stat.st_size if stat else 0,
                 mtime=stat.st_mtime if stat else None,
-                compression=_compression(name),
+                compression=compression_of(name),
             )
         )
     return out
@@ -142,7 +151,7 @@ def _remote(spec: str, storage_options: Mapping[str, Any]) -> list[Source]:
                 size=int(info.get("size") or 0),
                 mtime=_seconds(mtime),
                 etag=str(info.get("ETag") or info.get("etag") or "") or None,
-                compression=_compression(name),
+                compression=compression_of(name),
             )
         )
     return out

@@ -312,3 +312,19 @@ def test_import_errkb_and_install_load_nothing_of_the_fleet():
     done = run_python("import sys, errkb; errkb.install(); print(' '.join(sys.modules))")
     fleet = {"dask", "distributed", "fsspec", "s3fs", "zstandard", "errkb.fleet", "errkb.scan"}
     assert set() == (fleet | {"errkb._logline"}).intersection(done.stdout.split())
+
+
+def test_one_compressed_file_alone_is_read_through_its_codec(tmp_path):
+    """errkb scan FILE.bz2 (one file, no fleet): read through bz2, as a fleet's sources are."""
+    import bz2
+
+    text = (Path(__file__).parent.parent / "data/pasted/log-vllm-engine-core-raw.txt").read_bytes()
+    path = tmp_path / "engine.log.bz2"
+    path.write_bytes(bz2.compress(text))
+    done = _errkb(str(path), "--json")
+    assert 0 == done.returncode, done.stderr
+    result = json.loads(done.stdout)
+    assert (str(path), [("vllm-no-cache-blocks", 1)]) == (
+        result["path"],
+        [(g["id"], g["count"]) for g in result["groups"]],
+    )

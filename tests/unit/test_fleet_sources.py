@@ -38,11 +38,11 @@ def test_a_glob_and_a_file_url_name_the_same_files_once(tmp_path):
 
 def test_compression_comes_from_the_extension():
     """.gz .bz2 .xz .lzma .zst .zstd name their codec; anything else is plain."""
-    from errkb.fleet._sources import _compression
+    from errkb.fleet._sources import compression_of
 
     names = ["a.gz", "a.bz2", "a.xz", "a.lzma", "a.zst", "a.ZSTD", "a.log", "a.gz.txt"]
     assert ["gzip", "bz2", "xz", "xz", "zstd", "zstd", None, None] == [
-        _compression(n) for n in names
+        compression_of(n) for n in names
     ]
 
 
