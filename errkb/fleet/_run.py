@@ -11,6 +11,7 @@ result and skipped; the rest of the run goes on.
 
 from __future__ import annotations
 
+import functools
 import lzma
 import os
 import sys
@@ -91,22 +92,12 @@ def plan(specs: Iterable[str], options: FleetOptions) -> Plan:
     return Plan(sources=tuple(sources), pieces=tuple(cut), state=state, entries=entries)
 
 
+@functools.cache
 def _registry(records: tuple[str, ...]) -> Registry:
+    """The built-in records, with ``records`` added: made once a process (a worker scans many)."""
     from errkb.registry import Registry, default_registry
 
-    if not records:
-        return default_registry()
-    return _loaded(records, Registry)
-
-
-_LOADED: dict[tuple[str, ...], Registry] = {}
-
-
-def _loaded(records: tuple[str, ...], registry: type[Registry]) -> Registry:
-    """A registry with ``records`` added, made once per process (a worker scans many pieces)."""
-    if records not in _LOADED:
-        _LOADED[records] = registry.from_paths(list(records))
-    return _LOADED[records]
+    return Registry.from_paths(list(records)) if records else default_registry()
 
 
 def _reason(exc: BaseException) -> str:
