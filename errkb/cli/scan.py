@@ -212,7 +212,7 @@ def _print_text(result: dict[str, Any]) -> None:
         first = ", ".join(map(str, g["first_lines"]))
         where = f"(first at line {first})" if not fleet else _where(g)
         print(clean(f"  {g['count']:>7,}  {g['id']}  {where}"))
-        print(clean(f"           {g['title']}"))
+        print(clean(f"           {g['title'] or g['slug']}"))
     if fleet and result["unknown"]:
         lines = sum(u["count"] for u in result["unknown"])
         print(f"unknown errors: {lines:,} lines in {len(result['unknown']):,} shapes")

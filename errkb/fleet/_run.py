@@ -283,13 +283,15 @@ def run(
     listed then).
     """
     the_plan = planned or plan(specs, options)
-    registry = _registry(options.records)
     workers = options.workers or os.cpu_count() or 1
     batches = _batches(the_plan.pieces, workers)
     total_bytes = sum(_size(p) for p in the_plan.pieces)
     so_far = _Done()
 
     def done(batch: list[Piece], parts: list[ScanPart]) -> None:
+        if not so_far.parts:
+            # The report's records, loaded here while the workers go on scanning (made once).
+            _registry(options.records)
         so_far.parts.extend(parts)
         so_far.pieces += len(batch)
         so_far.bytes += sum(_size(p) for p in batch)
@@ -304,7 +306,7 @@ def run(
         p if not any(piece.source in failed for piece in p.pieces) else _failure_only(p)
         for p in so_far.parts
     ]
-    result = report(merge(kept), registry)
+    result = report(merge(kept), _registry(options.records))
     if options.state is not None and the_plan.state is not None:
         entries = {k: v for k, v in the_plan.entries.items() if k not in failed}
         result["running"] = _state.running(the_plan.state.get("running"), result)
