@@ -275,15 +275,15 @@ def message_keys(message: str) -> MessageKeys:
     return tokens, starts, ends
 
 
-# Every ASCII character that \w does not match, as a space: an ASCII message splits into its
-# words with str.translate and str.split, a little faster than a regex.
-_ASCII_NON_WORD = str.maketrans(
-    {c: " " for c in map(chr, range(128)) if not (c.isascii() and (c.isalnum() or c == "_"))}
+# Every ASCII byte that \w does not match, as a space: an ASCII message splits into its words
+# with bytes.translate and str.split, several times faster than a regex or str.translate.
+_ASCII_NON_WORD = bytes(
+    c if c < 128 and (chr(c).isalnum() or chr(c) == "_") else ord(" ") for c in range(256)
 )
 
 
 def words_of(message: str) -> list[str]:
     r"""The words of a message, as ``\w+`` finds them."""
     if message.isascii():
-        return message.translate(_ASCII_NON_WORD).split()
+        return message.encode().translate(_ASCII_NON_WORD).decode().split()
     return _WORD.findall(message)

@@ -32,6 +32,7 @@ import importlib
 import json
 import os
 import sys
+from itertools import chain, compress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -72,7 +73,7 @@ CACHE_FORMAT = "errkb.pack-cache/1"
 #: Packs smaller than this many bytes load fast enough without a cache.
 MIN_CACHED = 1 << 20
 #: The version of a shipped index's layout: header, problems, literal table, record lines.
-INDEX_FORMAT = "errkb.pack-index/5"  # JSON lines, then binary numbers
+INDEX_FORMAT = "errkb.pack-index/6"  # JSON lines, then binary numbers
 #: The suffix of a pack's shipped index, added to the pack's file name.
 INDEX_SUFFIX = ".index"
 #: The name of the one index of every pack of a folder (the wheel's mined packs have one).
@@ -188,6 +189,7 @@ class LazyPack:
         table: dict[str, Any],
         lines: Sequence[Sequence[int]],
         rows: Any,
+        seconds: Sequence[int],
         listing: Path | None = None,
     ) -> None:
         import threading
@@ -198,12 +200,17 @@ class LazyPack:
         # Pack, line number, offset and length of each record's line: four columns.
         self._lines = lines
         self._maps: list[Any] = [None] * len(packs)  # each pack, mapped on first read
-        # Each level's tables, one a kind: key -> start * _SPAN + count of its rows in ``rows``.
+        # The first level's tables, one a kind: key -> start * _SPAN + count of its rows in
+        # ``rows``; the second level's: key -> its number (1 and on), and each row's own
+        # second-level key by that number (0: it has none, the first level's are enough).
         self._first: list[dict[str, int]] = [table[kind] for kind in KINDS[:3]]
         self._second: list[dict[str, int]] = [table[kind] for kind in KINDS[3:]]
+        self._seconds = seconds
         self._rows = rows
-        # Each kind's key -> its rows, as read so far (see _met).
-        self._spans: list[dict[str, tuple[tuple[int, ...], tuple[int, ...]]]] = [{} for _ in KINDS]
+        # Each first-level kind's key -> its rows and their second-level keys, as read so far.
+        self._spans: list[dict[str, tuple[tuple[int, ...], tuple[int, ...]]]] = [
+            {} for _ in KINDS[:3]
+        ]
         self._always: list[int] = table["always"]
         self._written: list[int] = table["written"]  # the rows not tagged mined
         self._listing = listing  # the gzip listing beside the index, if it ships one
@@ -274,31 +281,35 @@ class LazyPack:
                     self._maps[pack] = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
         return bytes(self._maps[pack][offset : offset + length])
 
-    def _met(self, met: MessageKeys, level: int) -> tuple[set[int], set[int]]:
-        """The rows filed under the keys a message meets at the first level (0) or second (1).
+    def _met(self, met: MessageKeys) -> Iterable[int]:
+        """The rows a message's keys meet at both levels (see :func:`errkb._index.plan_keys`).
 
-        And, at the first level, those of them that need no second-level key.
-
-        A key's rows are read from the index's array once, then kept as a tuple: the keys a
-        process's messages meet are few, and their rows are then read at C speed.
+        The rows filed under the first-level keys it meets, less those whose own second-level
+        key it does not meet: set operations and one filter, all in C. A key's rows, and their
+        second-level keys, are read from the index's arrays once, then kept as tuples: the
+        keys a process's messages meet are few.
         """
-        rows = self._rows
-        found: set[int] = set()
-        ahead: set[int] = set()
-        tables = self._second if level else self._first
-        for table, have, spans in zip(
-            tables, met, self._spans[3 * level : 3 * level + 3], strict=True
-        ):
-            for key in have & table.keys():
-                span = spans.get(key)
-                if span is None:
-                    code, count = divmod(table[key], _SPAN)
-                    start, first = divmod(code, _SPAN)
-                    every = tuple(rows[start : start + count])
-                    span = spans[key] = (every, every[:first])
-                found.update(span[0])
-                ahead.update(span[1])
-        return found, ahead
+        rows: list[Iterable[int]] = []
+        seconds: list[Iterable[int]] = []
+        for table, have, spans in zip(self._first, met, self._spans, strict=True):
+            keys = have & table.keys()
+            if not keys:
+                continue
+            for key in keys.difference(spans):
+                start, count = divmod(table[key], _SPAN)
+                span = tuple(self._rows[start : start + count])
+                spans[key] = (span, tuple(map(self._seconds.__getitem__, span)))
+            for span, numbers in map(spans.__getitem__, keys):
+                rows.append(span)
+                seconds.append(numbers)
+        if not rows:
+            return ()
+        needed = {0}  # a row with no second-level key of its own is met at the first
+        for table, have in zip(self._second, met, strict=True):
+            needed.update(map(table.__getitem__, have & table.keys()))
+        return compress(
+            chain.from_iterable(rows), map(needed.__contains__, chain.from_iterable(seconds))
+        )
 
     def candidates(self, message: str, keys: MessageKeys | None = None) -> list[RecordRef]:
         """The refs of the records that may match ``message``, in pack order.
@@ -309,11 +320,9 @@ class LazyPack:
             from errkb._index import message_keys
 
             keys = message_keys(message)
-        rows, ahead = self._met(keys, 0)
-        if rows:  # those met at the second level too, and those met at the first alone
-            rows &= self._met(keys, 1)[0]
-            rows |= ahead
-        rows.update(self._always)
+        rows = {*self._met(keys), *self._always}
+        if not rows:
+            return []
         from errkb._index import literal_test
 
         contains = literal_test(message)
@@ -379,9 +388,8 @@ class LazyPack:
         return [self._listed[row] for row in self._written]
 
 
-# A table's value is (start * _SPAN + ahead) * _SPAN + count: where the key's rows are in the
-# rows array, how many of them come first for being met when the first level is (none at the
-# second level), and how many there are. No key has that many rows.
+# A first-level table's value is start * _SPAN + count: where the key's rows are in the rows
+# array, and how many there are. No key has that many rows.
 _SPAN = 1 << 20
 
 
@@ -451,14 +459,17 @@ def _lazy(
                 else {}
             )
         rows = _ints(numbers, *table["rows"])
-        lines = tuple(_ints(numbers, *column) for column in table["lines"])
+        lines = tuple(_ints(numbers, *column) for column in (*table["lines"], table["second"]))
     except (OSError, ValueError, TypeError, RecursionError):
         return None
-    if len(lines) != 4 or len({len(column) for column in lines}) != 1:
-        return None  # not four columns of one length: not an index this code wrote
+    if len(lines) != 5 or len({len(column) for column in lines}) != 1:
+        return None  # not five columns of one length: not an index this code wrote
     problems.extend(found)
     listing = where.with_name(where.name + LISTING_SUFFIX)
-    return LazyPack(packs, table, lines, rows, listing if listing.is_file() else None)
+    *where_lines, seconds = lines
+    return LazyPack(
+        packs, table, where_lines, rows, seconds, listing if listing.is_file() else None
+    )
 
 
 def write_index(path: Path, label: str | None = None) -> Path:
@@ -524,8 +535,6 @@ def records_patterns(refs: Iterable[RecordRef | Record]) -> set[str]:
 def _write_index(
     where: Path, paths: list[Path], label: str, *, listing: bool = False, top: Path | None = None
 ) -> Path:
-    from errkb._index import KINDS, SECOND
-
     packs: list[_Pack] = []
     refs: list[RecordRef] = []
     problems: list[tuple[int, RecordError]] = []
@@ -538,34 +547,17 @@ def _write_index(
         refs.extend(_read(pack, found))
         problems.extend((len(packs) - 1, p) for p in found)
     _plan(refs)
-    # Each row under its first-level keys, and under its own second-level key. A row whose
-    # second level only has its first level's keys again (see errkb._index.plan_keys) is
-    # met when the first is: such rows come first among a key's rows, their count kept.
-    filed: dict[str, dict[str, list[int]]] = {kind: {} for kind in KINDS}
-    always: list[int] = []
-    again: set[int] = set()
-    for row, ref in enumerate(refs):
-        keys = ref.keys or []
-        if not keys:
-            always.append(row)
-        # In the keys' own order: the files come out the same on every build.
-        first = [(kind, key) for kind, key in keys if not kind.endswith(SECOND)]
-        own = [(k, key) for k, key in keys if k.endswith(SECOND) and (k[:-1], key) not in first]
-        if not own:
-            again.add(row)
-        for kind, key in (*first, *own):
-            filed[kind].setdefault(key, []).append(row)
+    filed, numbered, seconds, always = _file(refs)
     flat: list[int] = []
     numbers = _Numbers()
     table: dict[str, Any] = {}
     for kind, filed_rows in filed.items():
         codes = {}
         for key, rows in filed_rows.items():
-            first_level = kind in KINDS[:3]
-            ahead = [row for row in rows if first_level and row in again]
-            codes[key] = (len(flat) * _SPAN + len(ahead)) * _SPAN + len(rows)
-            flat.extend(ahead)
-            flat.extend(row for row in rows if not (first_level and row in again))
+            codes[key] = len(flat) * _SPAN + len(rows)
+            flat.extend(rows)
+        table[kind] = numbers.table(codes)
+    for kind, codes in numbered.items():
         table[kind] = numbers.table(codes)
     table["always"] = always
     table["written"] = [row for row, ref in enumerate(refs) if "mined" not in ref.tags]
@@ -586,6 +578,7 @@ def _write_index(
     ]
     table["rows"] = numbers.add(flat, 4)
     table["lines"] = [numbers.add(column, _width(column)) for column in lines]
+    table["second"] = numbers.add(seconds, _width(seconds))
     header = _index_header(packs, [p.path.relative_to(where.parent).as_posix() for p in packs])
     text = "".join(json.dumps(x, separators=(",", ":")) + "\n" for x in (header, bad, table))
     if not _replace(where, text.encode("utf-8") + numbers.data()):
@@ -593,6 +586,40 @@ def _write_index(
     if listing:
         _write_listing(where.with_name(where.name + LISTING_SUFFIX), refs)
     return where
+
+
+def _file(
+    refs: Sequence[RecordRef],
+) -> tuple[dict[str, dict[str, list[int]]], dict[str, dict[str, int]], list[int], list[int]]:
+    """The two levels of an index, from its rows' planned keys.
+
+    Each row under its first-level keys, and its own second-level key as a number in a column
+    of its own (0: none, when its second level only has its first level's keys again, see
+    :func:`errkb._index.plan_keys`: it is met when the first is). Returns the first level's rows by kind and key, the second level's numbers by
+    kind and key, each row's number, and the rows with no key (checked always).
+    """
+    from errkb._index import KINDS, SECOND
+
+    filed: dict[str, dict[str, list[int]]] = {kind: {} for kind in KINDS[:3]}
+    numbered: dict[str, dict[str, int]] = {kind: {} for kind in KINDS[3:]}
+    seconds: list[int] = []
+    always: list[int] = []
+    for row, ref in enumerate(refs):
+        keys = ref.keys or []
+        if not keys:
+            always.append(row)
+        # In the keys' own order: the files come out the same on every build.
+        first = [(kind, key) for kind, key in keys if not kind.endswith(SECOND)]
+        own = [(k, key) for k, key in keys if k.endswith(SECOND) and (k[:-1], key) not in first]
+        if len(own) > 1:  # plan_keys gives one; a row could not be told apart by the column
+            raise RegistryError(f"{ref.source}: more than one second-level key: {own}")
+        for kind, key in first:
+            filed[kind].setdefault(key, []).append(row)
+        second = 0
+        for kind, key in own:
+            second = numbered[kind].setdefault(key, 1 + sum(map(len, numbered.values())))
+        seconds.append(second)
+    return filed, numbered, seconds, always
 
 
 def _write_listing(where: Path, refs: list[RecordRef]) -> None:

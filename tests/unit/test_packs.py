@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 from helpers import gear_records, write_pack
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import errkb._index
 import errkb._patterns
@@ -325,3 +327,44 @@ def test_a_hand_written_ref_is_made_from_its_json_and_its_record_read_when_neede
     assert built.documentation == ref.load().documentation
     assert ref.literal_sets() == expected.literal_sets()
     assert str(builtin_records_dir()) in ref.source
+
+
+# Patterns that share words, so that a message's words meet many rows at the first level and
+# the second level (each row's own key, in a column of the index) decides.
+_SHARED = (
+    r"cache blocks (?P<n>\d+) too few for max seq len",
+    r"max seq len (?P<n>\d+) is larger than the KV cache",
+    r"KV cache is full: (?:evict|preempt) a sequence",
+    r"too few cache blocks",
+    r"seq len is larger than max_model_len",
+    r"preempt(?:ed|ing) sequence \d+ for lack of cache",
+    r"cache",
+)
+_MESSAGE_WORDS = ["cache", "blocks", "12", "too", "few", "for", "max", "seq", "len", "is"]
+_MESSAGE_WORDS += ["larger", "than", "the", "KV", "full:", "evict", "preempt", "preempted", "a"]
+_MESSAGE_WORDS += ["sequence", "max_model_len", "lack", "of"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.sampled_from(_MESSAGE_WORDS), max_size=14).map(" ".join), max_size=6))
+def test_a_shipped_index_gives_the_records_whose_literals_a_message_holds(tmp_path_factory, texts):
+    """A lazily loaded pack's candidates, through both levels of its index file, are exactly
+    the records whose required literals the message holds, checked one by one."""
+    folder = tmp_path_factory.mktemp("shared")
+    records = gear_records(len(_SHARED))
+    for record, pattern in zip(records, _SHARED, strict=True):
+        record["messagePattern"] = pattern
+    pack = write_pack(folder / "shared.jsonl", records)
+    errkb.packs.write_index(pack)
+    [lazy] = _load(pack)._lazy
+    needs = [
+        errkb._index.requirements(errkb._patterns.literal_sets(pattern)) for pattern in _SHARED
+    ]
+    for text in texts:
+        holds = errkb._index.literal_test(text)
+        expected = [
+            record["id"]
+            for record, (singles, alternatives) in zip(records, needs, strict=True)
+            if all(map(holds, singles)) and all(any(map(holds, a)) for a in alternatives)
+        ]
+        assert expected == [ref.id for ref in lazy.candidates(text)]
