@@ -156,6 +156,43 @@ def test_torchrun_summary_gives_the_first_failed_ranks_error_before_its_wrapper(
     ]
 
 
+_KILLED_RANK = """\
+import os
+
+import torch.distributed as dist
+
+dist.init_process_group("gloo")
+os.kill(os.getpid(), 9)
+"""
+
+
+def test_torchrun_summary_of_a_rank_killed_by_sigkill_names_the_out_of_memory_killer(tmp_path):
+    """A rank killed by signal 9 under torchrun (CPU, gloo): the whole output, the launcher's
+    traceback alone and its "failed (exitcode: -9)" log line alone each give the SIGKILL
+    record, with the PID torchrun printed, and its Fix says how to confirm in the kernel log."""
+    script = tmp_path / "train.py"
+    script.write_text(_KILLED_RANK, encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "1", str(script)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    launcher = done.stderr.rindex("\nTraceback (most recent call last):") + 1
+    logged = next(line for line in done.stderr.splitlines() if "failed (exitcode: -9)" in line)
+    pid = int(logged.partition("(pid: ")[2].partition(")")[0])
+    found = [
+        errkb.explain(text, options=_OPTIONS)
+        for text in (done.stdout + done.stderr, done.stderr[launcher:], logged)
+    ]
+    assert [("torch-elastic-worker-killed-sigkill", pid, True)] * 3 == [
+        (d.top.record.id, d.top.match.captures["pid"], "dmesg" in d.top.solutions[0].text)
+        for d in found
+        if d is not None
+    ]
+
+
 def test_an_out_of_memory_message_cut_at_a_fixed_width_fills_every_figure():
     """torch's out-of-memory message (the record's example, from a user's report) cut by
     coreutils' ``fold`` inside words and figures gives the same captures as the line whole."""
