@@ -375,7 +375,53 @@ def _normalise(text: str) -> str:
     if "[0m" in text or "[0;0m" in text:
         text = _BARE_SGR.sub("", text)
     text = text.replace("\r\n", "\n").replace("\r", "\n")
-    return _CONTROLS.sub("", text)
+    text = _CONTROLS.sub("", text)
+    return _COLLAPSED.sub(_uncollapse, text) if "last): File" in text else text
+
+
+# A whole traceback on one line, its line breaks lost to a paste (an issue title, a chat, a log
+# that joined them with spaces): the header, then frames each followed by its source line.
+_COLLAPSED = lazy_compile(
+    r"^(?P<before>.*?)Traceback \(most recent call last\): (?=File \")(?P<rest>.+)$",
+    regex.MULTILINE,
+)
+_FRAME_IN_LINE = lazy_compile(r'File "[^"\n]+", line \d+(?:, in \S+)?')
+
+
+def _uncollapse(m: regex.Match[str]) -> str:
+    """The traceback of one line (:data:`_COLLAPSED`) laid out again as CPython prints it.
+
+    Each frame goes on its own line with its source below it; the last frame's source ends
+    where the first exception class followed by ": " starts the exception line, and a fence
+    glued to its end goes on a line of its own.
+
+    >>> print(_uncollapse(_COLLAPSED.match(
+    ...     'Traceback (most recent call last): File "a.py", line 3, in f g() KeyError: 1```')))
+    Traceback (most recent call last):
+      File "a.py", line 3, in f
+        g()
+    KeyError: 1
+    ```
+    """
+    rest = m["rest"]
+    frames = list(_FRAME_IN_LINE.finditer(rest))
+    lines = (
+        [m["before"].rstrip(), "Traceback (most recent call last):"]
+        if m["before"].strip()
+        else ["Traceback (most recent call last):"]
+    )
+    for k, frame in enumerate(frames):
+        end = frames[k + 1].start() if k + 1 < len(frames) else len(rest)
+        source = rest[frame.end() : end].strip()
+        lines.append("  " + frame[0])
+        if k + 1 == len(frames) and (exc := _IN_LINE.search(source)):
+            source, last = source[: exc.start()].strip(), source[exc.start() :].rstrip()
+            fence = last.endswith(("```", "~~~"))
+            lines.extend(["    " + source] * bool(source) + [last[:-3].rstrip() if fence else last])
+            lines.extend([last[-3:]] * fence)
+        elif source:
+            lines.append("    " + source)
+    return "\n".join(lines)
 
 
 # Step 2: line prefixes and streams ------------------------------------------------------------
@@ -595,6 +641,8 @@ _RESUMES = lazy_compile(
 )
 # tqdm's progress bar: "Steps:   0%|          | 0/800 [00:04<?, ?it/s]".
 _PROGRESS = lazy_compile(r"^[^|\n]{0,200}?\d{1,3}%\|[^|\n]*\|\s*\d+(?:\.\d+)?[kMG]?/")
+# A line of dashes alone, at any indent.
+_DASHES = lazy_compile(r"^[ \t]*-{20,}[ \t]*$")
 _AFTER_BLANK = lazy_compile(
     r"^(?:\$ |>>> |In \[\d+\]: |#{1,6} |[ \t]*(?:-{20,}|={20,})\s*$|Process finished with exit code)"
 )
@@ -801,8 +849,20 @@ class _Reader:
             return True
         if mark and (_TRACEBACK.match(text) or _RICH_TOP.match(text) or _IPY_HEADER.match(text)):
             return True
-        if first == "-" and _IPY_RULE.match(text):  # IPython's rule above its next header
-            return j + 1 < len(self.text) and bool(_IPY_HEADER.match(self.text[j + 1]))
+        if (  # IPython's rule above its next header
+            first == "-"
+            and _IPY_RULE.match(text)
+            and j + 1 < len(self.text)
+            and _IPY_HEADER.match(self.text[j + 1])
+        ):
+            return True
+        if first in "- \t" and _DASHES.match(text):
+            # A rule that closes the output the message was part of (pip's line of dashes
+            # below a build's output): it ends the message when what follows it would.
+            k = self._next[j + 1] if j + 1 < len(self.text) else len(self.text)
+            return k >= len(self.text) or (
+                not _DASHES.match(self.text[k]) and self._ends(k, header, repeats)
+            )
         if first in "=_-~*#" and _BANNER.match(text):
             return True
         if "%|" in text and _PROGRESS.match(text):  # tqdm's bar: the program went on

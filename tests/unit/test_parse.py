@@ -684,6 +684,54 @@ def test_pips_rule_after_a_blank_line_ends_the_message_of_the_traceback_it_inden
     assert ("ImportError", "No module named 'tools.setup_helpers'") == (p.class_name, p.message)
 
 
+def test_pips_rule_right_below_the_exception_ends_its_message():
+    """pip's line of dashes right below an indented traceback, with no blank line, then pip's
+    "ERROR: Command errored out ..." is not the message (google/sentencepiece#436)."""
+    p = parse_text(_report("sentencepiece-16"))[-1]
+    assert ("FileNotFoundError", "[Errno 2] No such file or directory: '..\\\\VERSION'") == (
+        p.class_name,
+        p.message,
+    )
+
+
+def test_a_rule_between_lines_of_a_message_is_kept():
+    """A line of dashes that the message goes on after is the message's own text: torchrun's
+    summary keeps its rules and its root cause (a real ChildFailedError's message)."""
+    message = (
+        "\n=====================================================\nkill.py FAILED\n"
+        "-----------------------------------------------------\nFailures:\n"
+        "  <NO_OTHER_FAILURES>\n-----------------------------------------------------\n"
+        "Root Cause (first observed failure):\n[0]:\n  error_file: <N/A>\n"
+        "  traceback : Signal 9 (SIGKILL) received by PID 4481\n"
+        "====================================================="
+    )
+    found = parse_text(
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: " + message
+    )
+    assert [
+        (None, "Signal 9 (SIGKILL) received by PID 4481"),
+        ("torch.distributed.elastic.multiprocessing.errors.ChildFailedError", message.strip()),
+    ] == [(p.class_name, p.message) for p in found]
+
+
+def test_a_traceback_collapsed_onto_one_line_is_read_with_its_frames():
+    """A whole traceback whose line breaks a paste lost, inside a fence and after Ray's
+    "Error: " (ray-project/ray#20572), is read as CPython printed it: frames and class."""
+    p = parse_text(_report("ray-16"))[-1]
+    assert (
+        "KeyError",
+        "'ip'",
+        [
+            ("ray/dashboard/utils.py", 131, "_handler_route"),
+            ("ray/dashboard/modules/node/node_head.py", 214, "get_errors"),
+        ],
+    ) == (
+        p.class_name,
+        p.message,
+        [(f.file.partition("site-packages/")[2], f.line, f.function) for f in p.frames],
+    )
+
+
 def test_vllm_log_header_before_0_6_4_is_taken_off():
     """vLLM's older header ("ERROR 04-22 21:49:37 async_llm_engine.py:43] ", no brackets
     around the source) is a log header, under docker compose's prefix (vllm-project/vllm#4275)."""
