@@ -108,7 +108,7 @@ def _releases(distribution: str) -> list[str]:
     return [r.version for r in tables().extension_builds if r.distribution == distribution]
 
 
-@pytest.mark.parametrize("distribution", ["vllm", "bitsandbytes"])
+@pytest.mark.parametrize("distribution", ["vllm", "bitsandbytes", "xformers", "flash-attn"])
 def test_extension_releases_are_listed_once_in_release_order(distribution):
     """One row a release, oldest first: a release is never listed with two builds."""
     from packaging.version import Version
@@ -122,6 +122,7 @@ def test_extension_releases_are_listed_once_in_release_order(distribution):
     [
         ("vllm", [(0, m) for m in range(2, 34) if m not in (1, 15)]),
         ("bitsandbytes", [(0, m) for m in range(41, 51)]),
+        ("flash-attn", [(2, m) for m in range(3, 9)]),
     ],
 )
 def test_no_release_series_missing_inside_an_extension_s_range(distribution, series):
@@ -147,3 +148,24 @@ def test_an_extension_s_cuda_has_a_driver_row():
     assert set() == {
         c for r in known.extension_builds for c in r.cuda if known.driver_row(c) is None
     }
+
+
+def test_no_xformers_release_missing_between_the_first_and_the_last_read():
+    """xformers counts its releases in the third number: 0.0.23 to 0.0.35, each read."""
+    series = sorted({tuple(map(int, v.split(".")[:3])) for v in _releases("xformers")})
+    assert [(0, 0, p) for p in range(series[0][2], series[-1][2] + 1)] == series
+
+
+def test_an_xformers_wheel_requires_the_torch_it_was_built_with():
+    """The Requires-Dist pin and the torch in cpp_lib.json are read apart and agree."""
+    from packaging.specifiers import SpecifierSet
+
+    rows = [r for r in tables().extension_builds if r.distribution == "xformers"]
+    assert [] == [r.version for r in rows if r.torch_builds[0] not in SpecifierSet(r.torch)]
+
+
+@pytest.mark.parametrize("distribution", ["xformers", "flash-attn"])
+def test_every_release_of_a_compiled_extension_names_its_torch_and_cuda(distribution):
+    """A row of the wheels' tables says which torch and which CUDA its binaries were built with."""
+    rows = [r for r in tables().extension_builds if r.distribution == distribution]
+    assert [] == [r.version for r in rows if not r.torch_builds or not r.cuda]

@@ -100,7 +100,13 @@ SITUATIONS = {
     ),
     "driver-470-for-cuda-12": (
         environment(nvml=gpus(("NVIDIA A10", (8, 6)), driver="470.82.01", cuda=11040)),
-        [("driver-too-old", "broken", ())],
+        [
+            (
+                "driver-too-old",
+                "broken",
+                (f"pip install --force-reinstall torch==2.4.1 --index-url {WHL}/cu118",),
+            )
+        ],
     ),
     "driver-560-for-cuda-12.9-minor-compat": (
         environment(
@@ -159,7 +165,7 @@ SITUATIONS = {
             (
                 "requirement-broken",
                 "broken",
-                ('pip install "torch==2.4.0"',),
+                (f'pip install "torch==2.4.0" --index-url {WHL}/cu124',),
             )
         ],
     ),
@@ -340,10 +346,14 @@ def test_an_unsupported_gpu_cites_the_table_rows():
 
 
 def test_the_driver_verdict_names_the_driver_needed():
-    """CUDA 12 needs a driver of branch 525 (NVIDIA's minor version compatibility table)."""
+    """CUDA 12 needs a driver of branch 525 (NVIDIA's minor version compatibility table); the
+    newest torch build listed for a CUDA this driver runs is the other way (2.4.1 for 11.8)."""
     env = SITUATIONS["driver-470-for-cuda-12"][0]
     (verdict,) = judge(env)
-    assert "Install an NVIDIA driver of branch 525 or newer." == verdict.fix
+    assert (
+        "Install an NVIDIA driver of branch 525 or newer, or torch 2.4.1 built for CUDA 11.8,"
+        " which this driver runs." == verdict.fix
+    )
 
 
 def test_nothing_broken_and_something_broken():

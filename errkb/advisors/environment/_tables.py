@@ -5,7 +5,8 @@ and the GPU architectures each carries code for (``torch_builds.json``), which G
 one architecture runs on (``code_compatibility.json``), the oldest driver for each CUDA
 runtime (``cuda_drivers.json``), the compute capability of GPU models by name
 (``gpu_capabilities.json``), and the torch and CUDA that releases of the compiled extensions
-were built for (``vllm_builds.json``, ``bitsandbytes_builds.json``). They are data, not error records: they live beside the verdicts
+were built for (``vllm_builds.json``, ``bitsandbytes_builds.json``, ``xformers_builds.json``,
+``flash_attn_builds.json``). They are data, not error records: they live beside the verdicts
 that ``errkb doctor`` and the environment advisor share, not under ``records/``, so that the
 record index knows nothing of them.
 """
@@ -32,6 +33,14 @@ __all__ = [
 ]
 
 TABLES = Path(__file__).parent / "tables"
+
+#: The tables of compiled extensions' releases, one row a release.
+EXTENSION_TABLES = (
+    "vllm_builds.json",
+    "bitsandbytes_builds.json",
+    "xformers_builds.json",
+    "flash_attn_builds.json",
+)
 
 #: Where torch's CUDA builds are installed from: ``<root>/cu<XY>``, as torch's own warning for
 #: an unsupported GPU prints it (torch-2.13.0 wheel, torch/cuda/__init__.py:387 and :394).
@@ -120,7 +129,9 @@ class ExtensionBuildRow:
 
     ``torch`` is the requirement's specifier (``==2.4.0``, ``<3,>=2.0``; ``""``: none stated);
     ``cuda`` the CUDA releases its binaries were built for (empty: not stated where read);
-    ``platform`` the wheel's platform tag where one wheel was read (``""``: a source archive).
+    ``platform`` the wheel's platform tag where one wheel was read (``""``: a source archive);
+    ``torch_builds`` the torch releases its binaries were compiled against, where that was read
+    (flash-attn publishes one wheel per torch release; empty: not read).
     """
 
     distribution: str
@@ -129,6 +140,7 @@ class ExtensionBuildRow:
     cuda: tuple[str, ...]
     platform: str
     source: str
+    torch_builds: tuple[str, ...] = ()
 
 
 @attrs.frozen(kw_only=True)
@@ -226,8 +238,9 @@ def tables() -> Tables:
                 cuda=tuple(str(c) for c in _list(row["cuda"])),
                 platform=str(row.get("platform", "")),
                 source=str(row["source"]),
+                torch_builds=tuple(str(t) for t in _list(row.get("torch_builds", []))),
             )
-            for name in ("vllm_builds.json", "bitsandbytes_builds.json")
+            for name in EXTENSION_TABLES
             for row in _rows(name)
         ),
     )
