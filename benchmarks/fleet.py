@@ -5,7 +5,8 @@
 Generates a fleet (tests/fleet_data.py: eight hosts, four days, one file in three gzipped,
 vLLM's log format with the real failures of tests/data/pasted planted in it) of about ``--size``
 MB uncompressed into a temporary folder (never committed; ``--keep DIR`` writes it there and
-keeps it), then times, interleaved, each in a child process:
+keeps it, or, when DIR holds files, scans those and generates nothing), then times,
+interleaved, each in a child process:
 
 - ``errkb scan ROOT --workers 0 --json``: every file in one process, one after another;
 - ``errkb scan ROOT --workers 2 --json``: a local Dask cluster of two worker processes (its
@@ -66,7 +67,7 @@ def _threads(root: Path) -> float:
     t0 = time.perf_counter()
     with (
         LocalCluster(
-            n_workers=1, threads_per_worker=2, processes=True, dashboard_address=":0"
+            n_workers=1, threads_per_worker=2, processes=True, dashboard_address=None
         ) as cluster,
         Client(cluster) as client,
     ):
@@ -80,7 +81,10 @@ def fleet_rows(size_mb: int, runs: int = 1, keep: Path | None = None) -> list[di
     root = keep or tmp / "fleet"
     try:
         t0 = time.perf_counter()
-        files = generate(root, size_mb)
+        if keep is not None and keep.is_dir() and any(keep.iterdir()):
+            files = sorted(f for f in keep.rglob("*") if f.is_file())  # kept from a run before
+        else:
+            files = generate(root, size_mb)
         made = time.perf_counter() - t0
         needles = tmp / "needles.txt"
         needles_file(needles)

@@ -12,6 +12,7 @@ result and skipped; the rest of the run goes on.
 from __future__ import annotations
 
 import functools
+import importlib
 import lzma
 import os
 import sys
@@ -72,6 +73,8 @@ class Plan:
 
 def plan(specs: Iterable[str], options: FleetOptions) -> Plan:
     """List the sources ``specs`` name and cut them into pieces (only what is new, with a state)."""
+    if options.workers and options.scheduler is None:
+        _start_forkserver(options.records)  # it loads Dask and the records while we list
     sources = _sources.list_sources(specs, options.storage_options)
     state = _state.load(options.state) if options.state is not None else None
     spans: dict[str, tuple[int, int | None]] | None = None
@@ -146,7 +149,7 @@ def scan_pieces(
 def _batches(pieces: Sequence[Piece], workers: int) -> list[list[Piece]]:
     """Pieces in tasks of about equal size, several a worker, so that the work spreads."""
     total = sum(_size(p) for p in pieces)
-    limit = max(1, min(BATCH_BYTES, total // max(1, 4 * workers)))
+    limit = max(1, min(BATCH_BYTES, total // max(1, 8 * workers)))
     out: list[list[Piece]] = []
     held = 0
     for piece in pieces:
@@ -177,6 +180,7 @@ def _execute(
     if client is not None:
         _gather(client, batches, options, done)
         return
+    forkserver = _start_forkserver(options.records) if options.scheduler is None else False
     try:
         distributed = _distributed()
     except ImportError:
@@ -192,18 +196,44 @@ def _execute(
         return
     import logging
 
+    import dask
+
     workers = options.workers or os.cpu_count() or 1
+    method = {"distributed.worker.multiprocessing-method": "forkserver"} if forkserver else {}
     with (
+        dask.config.set(method),
         distributed.LocalCluster(
             n_workers=workers,
             threads_per_worker=1,
             processes=True,
-            dashboard_address=":0",
+            dashboard_address=None,
             silence_logs=logging.ERROR,
         ) as cluster,
         distributed.Client(cluster) as local,
     ):
         _gather(local, batches, options, done)
+
+
+def _start_forkserver(records: tuple[str, ...]) -> bool:
+    """Start the process local workers are forked from, loading Dask and the records there.
+
+    Dask's default starts each worker as a fresh interpreter (``spawn``), which imports Dask and
+    errkb, and loads the records, again: seconds of a short run. A ``forkserver`` does that once,
+    while this process goes on importing Dask itself, and each worker is a fork of it, ready. It
+    is started here, before the cluster asks for it, so that both imports run side by side.
+    False where the platform has no forkserver (Windows): Dask's default then.
+    """
+    import multiprocessing
+    from multiprocessing import forkserver
+
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return False
+    # Set before the server starts (Dask's own list, set when it first asks, then comes too late);
+    # a forkserver started before (an earlier run in this process) keeps its modules.
+    preload = ["errkb.fleet._warm"] if not records else ["distributed", "errkb.fleet._run"]
+    multiprocessing.get_context("forkserver").set_forkserver_preload(preload)
+    forkserver.ensure_running()
+    return True
 
 
 def _gather(
@@ -224,8 +254,6 @@ def _gather(
 
 def _distributed() -> Any:
     """Dask's ``distributed`` (the fleet extra), typed loosely: it ships no type hints."""
-    import importlib
-
     return importlib.import_module("distributed")
 
 
@@ -289,9 +317,14 @@ def run(
     so_far = _Done()
 
     def done(batch: list[Piece], parts: list[ScanPart]) -> None:
-        if not so_far.parts:
-            # The report's records, loaded here while the workers go on scanning (made once).
-            _registry(options.records)
+        if not so_far.errors:
+            # The report's records and diagnosis, made ready here while the workers go on
+            # scanning: the registry (once a process), and the diagnosis' modules and patterns
+            # by one explanation, not kept (the report explains each group's example again).
+            registry = _registry(options.records)
+            found = next((g for p in parts for g in p.groups), None)
+            if found is not None and found.record_id in registry:
+                _fix(registry)(registry.get(found.record_id), found.example[3])
         so_far.parts.extend(parts)
         so_far.pieces += len(batch)
         so_far.bytes += sum(_size(p) for p in batch)

@@ -240,6 +240,14 @@ def test_the_command_prints_the_fleet_json_and_exits_2_when_a_source_failed(flee
     assert 1 == json.loads(done.stdout)["failed"]
 
 
+def test_the_command_on_its_own_local_cluster_equals_the_serial_scan(fleet, serial):
+    """errkb scan DIR --workers 2 in a child process: the cluster it starts (workers forked
+    from a forkserver that loaded the records) gives the serial scan's result exactly."""
+    done = _errkb(str(fleet), "--json", "--workers", "2", "--split", str(STRADDLE))
+    assert 0 == done.returncode, done.stderr
+    assert serial == json.loads(done.stdout)
+
+
 def test_a_state_file_scans_only_what_is_new_and_keeps_running_totals(fleet, tmp_path):
     """A second run reads only the bytes appended since; the running totals add both runs."""
     root = _copy(fleet, tmp_path, count=6)
