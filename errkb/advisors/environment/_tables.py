@@ -1,6 +1,6 @@
 """The knowledge tables the verdicts judge with: ``errkb/advisors/environment/tables/*.json``.
 
-Six tables, each row citing where it was read (``source``): the CUDA builds of torch releases
+Eight tables, each row citing where it was read (``source``): the CUDA builds of torch releases
 and the GPU architectures each carries code for (``torch_builds.json``), which GPUs code for
 one architecture runs on (``code_compatibility.json``), the oldest driver for each CUDA
 runtime (``cuda_drivers.json``), the compute capability of GPU models by name
