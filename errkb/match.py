@@ -580,7 +580,7 @@ def _site(
     message raised elsewhere by older releases (vLLM's V0 engine in ``llm_engine.py``, then
     ``worker.py``) is still the record's own raise site.
     """
-    where = (record.file_path or "").lstrip("/")
+    where = _installed(record.file_path or "")
     files = {where, *_site_files(record)} - {""}
     raised = "/" + raised_at[0].replace("\\", "/").lstrip("/") if raised_at else None
     if raised is not None and any(raised.endswith("/" + f) for f in files):
@@ -601,8 +601,20 @@ def _site_files(record: Record) -> list[str]:
     for _, where in record.versions.sites:
         path = where.rpartition(":")[0]
         if path:
-            files.append(path.lstrip("/"))
+            files.append(_installed(path))
     return files
+
+
+def _installed(path: str) -> str:
+    """A repository path as it ends an installed file's path: no ``src/`` or ``.../py_src/`` root.
+
+    transformers, huggingface_hub and accelerate keep their package under ``src/`` in the
+    repository, safetensors and tokenizers under ``bindings/python/py_src/``; a traceback shows
+    ``site-packages/transformers/...``.
+    """
+    path = path.lstrip("/")
+    _, sep, package = path.rpartition("py_src/")
+    return package if sep else path.removeprefix("src/")
 
 
 def ranked(found: Iterable[Match]) -> list[Match]:

@@ -612,6 +612,19 @@ def test_a_file_of_versions_sites_is_the_records_raise_site():
     assert 9.0 == found.site
 
 
+@pytest.mark.parametrize(
+    "file_path",
+    ["src/pkg/inner.py", "bindings/python/py_src/pkg/inner.py", "pkg/inner.py"],
+)
+def test_a_repository_root_is_not_part_of_the_installed_path(file_path):
+    """``src/`` (transformers, huggingface_hub, accelerate) and ``.../py_src/`` (safetensors,
+    tokenizers) hold the package in the repository; an installed traceback shows no such root."""
+    m = _matcher(record_dict(id="rooted", messagePattern="boom now", filePath=file_path))
+    files = ["/venv/site-packages/pkg/inner.py"]
+    [found] = m.match("boom now", files=files, raised_at=(files[0], "f"))
+    assert 9.0 == found.site
+
+
 def test_mined_record_at_the_raise_site_joins_the_hand_written_tier():
     """One library's words raised at two places: the frames name the mined one's file, so it
     ranks above the hand-written record of the other place; without frames it folds under it."""
