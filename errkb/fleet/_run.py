@@ -207,7 +207,7 @@ def _execute(
             threads_per_worker=1,
             processes=True,
             dashboard_address=None,
-            silence_logs=logging.ERROR,
+            silence_logs=logging.CRITICAL,  # shutdown races log errors that are not the scan's
         ) as cluster,
         distributed.Client(cluster) as local,
     ):
