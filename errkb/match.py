@@ -82,18 +82,19 @@ import itertools
 import re
 import sys
 import threading
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 import attrs
 import regex
 
-from errkb._index import LiteralIndex, message_keys
+from errkb._index import LiteralIndex, message_keys, requirements
 from errkb._patterns import (
     DEFAULT_TIMEOUT,
     PatternTimeoutError,
     compile_pattern,
     fill_template,
     head_pattern,
+    literal_sets,
     required_literals,
     search,
     search_prefix,
@@ -309,12 +310,13 @@ def typed(text: str | None) -> object:
 class _Entry:
     """A record with its pattern, compiled on first use (most never are: the index skips them)."""
 
-    __slots__ = ("_compiled", "_covers", "_head", "_skeleton", "_worded", "ref")
+    __slots__ = ("_compiled", "_covers", "_head", "_rest", "_skeleton", "_worded", "ref")
 
     def __init__(self, ref: RecordRef) -> None:
         self.ref = ref
         self._compiled: regex.Pattern[str] | None = None
         self._head: regex.Pattern[str] | bool | None = False  # False: not looked at yet
+        self._rest: _Needs | None = None
         self._worded: bool | None = None
         self._skeleton: bool | None = None
         self._covers: _Covers | None = None
@@ -338,6 +340,18 @@ class _Entry:
         if self._covers is None:
             self._covers = _Covers.of(record, self.ref.library, written=written)
         return self._covers
+
+    def whole_may_match(self, message: str) -> bool:
+        """Whether ``message`` holds what a whole match needs beyond what the index tested.
+
+        False means a search of the whole pattern cannot find it (see :func:`_rest`).
+        """
+        if self._rest is None:
+            self._rest = _rest(self.ref)
+        singles, alternatives = self._rest
+        return all(map(message.__contains__, singles)) and all(
+            any(map(message.__contains__, a)) for a in alternatives
+        )
 
     @property
     def compiled(self) -> regex.Pattern[str]:
@@ -466,7 +480,10 @@ class Matcher:
         """
         spec = ClassSpec.of(error_class)
         paths = tuple("/" + f.replace("\\", "/").lstrip("/") for f in files)
-        found: list[Match] = []
+        # A mined match waits until every candidate is read: one that folds into a hand-written
+        # match (see _fold) is only a place in that match's text, so its captures, its text and
+        # its Match are made only if it does not fold.
+        found: list[Match | _Held] = []
         for entry in self.candidates(message):
             record = entry.ref
             level = (
@@ -477,12 +494,8 @@ class Matcher:
             mined = MINED_TAG in record.tags
             if mined and entry.skeleton and not _through(record.library, paths):
                 continue  # any library's copy of the macro words it so: its frames must vouch
-            form = 0.0
             try:
-                hit = search(entry.compiled, message, self.timeout)
-                if hit is None and entry.head is not None:
-                    hit = search_prefix(entry.compiled, entry.head, message, self.timeout)
-                    form = _CUT if hit is not None else 0.0
+                hit, form = self._search(entry, message)
             except PatternTimeoutError:
                 self._skip("timed_out", record.id, skipped)
                 continue
@@ -499,6 +512,7 @@ class Matcher:
                 continue
             whole = record.load()
             bonus = _site(whole, paths, raised_at)
+            classes, shown = frozenset[str](), ""
             if worded or whole.skew is not None:  # Python's own words: they must name its own
                 covers = entry.covers(whole, written=not mined)
                 named = None if hit is None else _claim(covers, message, hit, paths)
@@ -506,26 +520,43 @@ class Matcher:
                     continue
                 if worded:  # mined: its module is its raise site, its text is generated
                     bonus = max(bonus, covers.site(paths))
-                    whole = _shown(whole, covers.classes, named) if named else whole
-            captures: dict[str | int, object] = {}
+                    classes, shown = covers.classes, named
             if hit is None:
                 form, n = _RUN, len(run or "")
             elif form:
-                n, captures = (
-                    specificity(head_pattern(record.message_pattern) or ""),
-                    _captures(hit),
-                )
+                n = specificity(head_pattern(record.message_pattern) or "")
             else:
-                n, captures = specificity(record.message_pattern), _captures(hit)
+                n = specificity(record.message_pattern)
             score = round(level + bonus + form + n / (n + 40), 4)
-            if worded:
-                whole = _documented(whole, captures)
-            found.append(Match(record=whole, captures=captures, score=score, site=bonus))
-        found += self._by_site(raised_at, spec, found)
-        return _fold(ranked(found))
+            if mined:
+                found.append(_Held(whole, whole.library, hit, score, bonus, worded, classes, shown))
+            else:
+                captures = {} if hit is None else _captures(hit)
+                found.append(Match(record=whole, captures=captures, score=score, site=bonus))
+        return _fold(found, self._by_site(raised_at, spec, found))
+
+    def _search(self, entry: _Entry, message: str) -> tuple[regex.Match[str] | None, float]:
+        """The entry's match in ``message`` and its form: whole (0), cut short (-1), or none.
+
+        Raises as :func:`errkb._patterns.search` does. A whole search is made only when the
+        message holds the literals it needs (see :func:`_rest`), except by the naive matcher
+        (``indexed=False``), the reference, which searches every pattern whole.
+        """
+        hit = (
+            search(entry.compiled, message, self.timeout)
+            if self._index is None or entry.whole_may_match(message)
+            else None
+        )
+        if hit is None and entry.head is not None:
+            hit = search_prefix(entry.compiled, entry.head, message, self.timeout)
+            return hit, _CUT if hit is not None else 0.0
+        return hit, 0.0
 
     def _by_site(
-        self, raised_at: tuple[str, str] | None, spec: ClassSpec | None, matched: list[Match]
+        self,
+        raised_at: tuple[str, str] | None,
+        spec: ClassSpec | None,
+        matched: Sequence[Match | _Held],
     ) -> list[Match]:
         """The records whose ``sitePatterns`` name the raise site, and not matched already."""
         if raised_at is None:
@@ -580,6 +611,8 @@ def _site(
     message raised elsewhere by older releases (vLLM's V0 engine in ``llm_engine.py``, then
     ``worker.py``) is still the record's own raise site.
     """
+    if not paths and raised_at is None:  # a message alone: no frame to find a file in
+        return _VARIANT if record.variant_of else 0.0
     where = _installed(record.file_path or "")
     files = {where, *_site_files(record)} - {""}
     raised = "/" + raised_at[0].replace("\\", "/").lstrip("/") if raised_at else None
@@ -626,26 +659,41 @@ def ranked(found: Iterable[Match]) -> list[Match]:
     joins = _joiner(found := list(found))
 
     def key(m: Match) -> tuple[bool, bool, float, bool, bool]:
-        record = m.record
-        useful = bool(record.solutions or record.example_fix or record.advisors)
-        current = record.versions is None or record.versions.last is None
-        return (m.by_site, m.mined and not joins(m), -m.score, not useful, not current)
+        return (m.by_site, m.mined and not joins(m), -m.score, *_lesser(m.record))
 
     return sorted(found, key=key)
 
 
+def _lesser(record: Record) -> tuple[bool, bool]:
+    """The ranking's parts 6 and 7, false first: says nothing to do, no longer raised."""
+    useful = bool(record.solutions or record.example_fix or record.advisors)
+    current = record.versions is None or record.versions.last is None
+    return (not useful, not current)
+
+
 def _joiner(found: list[Match]) -> Callable[[Match], bool]:
-    """Whether a mined match joins the hand-written tier (see the module docstring, tier).
+    """Whether a mined match joins the hand-written tier (see the module docstring, tier)."""
+    best = _best_sites(found)
+    return lambda m: m.mined and _joins(m.site, m.record.library, best)
+
+
+def _best_sites(found: Iterable[Match]) -> dict[str, float]:
+    """For each library with a hand-written match of the message, its best raise-site part."""
+    best: dict[str, float] = {}
+    for m in found:
+        if not m.mined and not m.by_site:
+            best[m.record.library] = max(m.site, best.get(m.record.library, m.site))
+    return best
+
+
+def _joins(site: float, library: str, best: Mapping[str, float]) -> bool:
+    """Whether a mined match with this raise-site part joins the hand-written tier.
 
     It does when its raise-site file is in the traceback, a hand-written record of its library
     matched the message too, and the frames show no hand-written record of that library as
     well: its site part is higher than all of theirs.
     """
-    best: dict[str, float] = {}
-    for m in found:
-        if not m.mined and not m.by_site:
-            best[m.record.library] = max(m.site, best.get(m.record.library, m.site))
-    return lambda m: m.mined and m.site >= _SITE and m.site > best.get(m.record.library, m.site)
+    return site >= _SITE and site > best.get(library, site)
 
 
 #: Messages Python itself words (a record mined from one names the library's class, function
@@ -921,34 +969,94 @@ def _holds_run(message: str, run: str | None) -> bool:
     return run in message or " ".join(run.split()) in " ".join(message.split())
 
 
+#: Literals that must all be in a message, and any-of sets that must each have one there.
+_Needs = tuple[tuple[str, ...], tuple[tuple[str, ...], ...]]
+
+
+def _rest(ref: RecordRef) -> _Needs:
+    """What every whole match of a record's pattern holds beyond what its head requires.
+
+    The index tests only the literals of the pattern's head (a message cut short must still be
+    found), so a candidate whose message lacks a literal of the pattern's tail would be
+    searched whole for nothing. Each literal the whole pattern requires
+    (:func:`errkb._patterns.literal_sets`, where a backtick already splits a run) stands here
+    as its longest piece between whitespace: a wrapped or collapsed paste changes the
+    whitespace, which :func:`errkb._patterns.loosen` lets match any whitespace, never the text
+    between, so a plain substring test of a piece is exact. Sets the head requires as well
+    are left out: the index tests them.
+    """
+
+    def pieces(sets: Sequence[tuple[str, ...]] | None) -> set[tuple[str, ...]]:
+        return {tuple(sorted({max(x.split(), key=len, default="") for x in s})) for s in sets or ()}
+
+    rest = pieces(literal_sets(ref.message_pattern)) - pieces(ref.literal_sets())
+    return requirements(tuple(sorted(rest)))
+
+
 def _literal_run(pattern: str) -> str | None:
     """The longest literal run every match of ``pattern`` holds, if it is long enough alone."""
     runs = required_literals(pattern)
     return runs[0] if runs and len(runs[0]) >= LITERAL_RUN else None
 
 
-def _fold(found: list[Match]) -> list[Match]:
-    """Mined matches folded into the hand-written match of the same library that explains them.
+class _Held(NamedTuple):
+    """A mined match not made yet: it may fold into a hand-written one (see :func:`_fold`).
 
-    Both matched the same message, so the mined record is the same error raised at another
-    place or release; it is kept as an "also raised at" line of the hand-written match.
+    ``classes`` and ``shown`` are what a record in Python's words covers and the class the
+    message names, for its text (see :func:`_shown`); ``shown`` is ``""`` for other records.
     """
-    joins = _joiner(found)
+
+    record: Record
+    library: str
+    hit: regex.Match[str] | None
+    score: float
+    site: float
+    worded: bool
+    classes: frozenset[str]
+    shown: str
+
+    def built(self) -> Match:
+        """The match, with its captures and its text as the user should read it."""
+        record = _shown(self.record, self.classes, self.shown) if self.shown else self.record
+        captures = {} if self.hit is None else _captures(self.hit)
+        if self.worded:
+            record = _documented(record, captures)
+        return Match(record=record, captures=captures, score=self.score, site=self.site)
+
+
+def _fold(found: list[Match | _Held], by_site: list[Match]) -> list[Match]:
+    """One message's matches, ranked, mined ones folded into hand-written ones of their library.
+
+    A mined match of a library with a hand-written match folds into the first such match,
+    unless it joins the hand-written tier (see :func:`_joins`): both matched the same message,
+    so the mined record is the same error raised at another place or release. It is kept as an
+    "also raised at" line, in the order :func:`ranked` would have put it, and no Match is made
+    of it: only the mined matches that do not fold are made (:meth:`_Held.built`).
+    ``by_site`` are the matches of the raise site alone.
+    """
+    best = _best_sites(m for m in found if isinstance(m, Match))
+    made: list[Match] = []
+    folded: list[_Held] = []
+    for m in found:
+        if isinstance(m, Match):
+            made.append(m)
+        elif m.library in best and not _joins(m.site, m.library, best):
+            folded.append(m)
+        else:
+            made.append(m.built())
+    kept = ranked([*made, *by_site])
+    if not folded:
+        return kept
     written: dict[str, int] = {}
-    for i, m in enumerate(found):
+    for i, m in enumerate(kept):
         if not m.mined and not m.by_site:
             written.setdefault(m.record.library, i)
     also: dict[int, list[str]] = {}
-    for m in found:
-        into = written.get(m.record.library) if m.mined and not joins(m) else None
-        if into is not None:
-            also.setdefault(into, []).append(_place(m.record))
-    if not also:
-        return found
+    # As ranked() orders mined matches that do not join the hand-written tier (a stable sort).
+    for m in sorted(folded, key=lambda m: (-m.score, *_lesser(m.record))):
+        also.setdefault(written[m.library], []).append(_place(m.record))
     return [
-        attrs.evolve(m, also=(*m.also, *also[i])) if i in also else m
-        for i, m in enumerate(found)
-        if not (m.mined and not joins(m) and m.record.library in written)
+        attrs.evolve(m, also=(*m.also, *also[i])) if i in also else m for i, m in enumerate(kept)
     ]
 
 

@@ -691,3 +691,87 @@ def test_a_site_match_ranks_below_every_message_match():
     )
     found = m.match("real words here", raised_at=("/s/lib/x.py", "f"))
     assert [("mined-msg", False), ("by-site", True)] == [(x.record.id, x.by_site) for x in found]
+
+
+# --- Whole searches skipped, folded matches left unmade (issue 25) ------------------------------
+
+#: What a paste may put where a record's message has one space. Not a no-break space: the
+#: index's own literal test (errkb._index.literal_test) misses a message spaced by those.
+SPACES = (" ", "\n", "  ", " \n  ", "\t")
+
+
+@given(
+    st.sampled_from([text for r in SHIPPED for text in r.examples]),
+    st.lists(st.sampled_from(SPACES), min_size=1, max_size=40),
+    st.booleans(),
+    st.floats(0.3, 1.0),
+    st.booleans(),
+)
+def test_skipping_whole_searches_finds_what_searching_every_pattern_finds(
+    text, spaces, ticks, kept, retail
+):
+    """Shipped records' own examples, wrapped, collapsed, without their backticks, cut short or
+    with their last word changed: the indexed matcher, which searches a pattern whole only when
+    the message holds the literals of its tail, finds what searching every pattern whole finds."""
+    words = text.split(" ")
+    text = "".join(w + spaces[i % len(spaces)] for i, w in enumerate(words[:-1])) + words[-1]
+    text = text if ticks else text.replace("`", "")
+    text = text[: max(1, int(len(text) * kept))]
+    text = text.rsplit(" ", 1)[0] + " zzqx" if retail and " " in text else text
+    naive = [(m.record.id, dict(m.captures), m.score) for m in NAIVE.match(text)]
+    assert naive == [(m.record.id, dict(m.captures), m.score) for m in INDEXED.match(text)]
+
+
+INDEXED, NAIVE = Matcher(SHIPPED), Matcher(SHIPPED, indexed=False)
+
+
+def test_a_message_without_a_patterns_tail_is_not_searched_whole(monkeypatch):
+    """vLLM's message cut before its advice holds the head of the record's pattern, not the
+    rest: the record is found cut short, and its pattern is never searched whole."""
+    import errkb.match
+
+    searched = []
+    real = errkb.match.search
+    monkeypatch.setattr(
+        errkb.match, "search", lambda c, *a: searched.append(c.pattern) or real(c, *a)
+    )
+    record = SHIPPED_BY_ID["vllm-kv-cache-max-seq-len"]
+    cut = record.examples[0].partition(" Try increasing")[0] + " Try incr"
+    [found] = Matcher([record]).match(cut)
+    assert ("vllm-kv-cache-max-seq-len", {"max_model_len": 32768, "max_seq_len": 21344}) == (
+        found.record.id,
+        dict(found.captures),
+    )
+    assert [] == searched
+
+
+def test_folded_mined_matches_keep_the_ranking_order_and_are_never_made(monkeypatch):
+    """Two mined copies of a hand-written record's message fold under it, the more specific
+    first, as the ranking orders them; their captures are never read (only the shown match's)."""
+    import errkb.match
+
+    read = []
+    real = errkb.match._captures
+    monkeypatch.setattr(errkb.match, "_captures", lambda hit: read.append(hit) or real(hit))
+    # Read in this order, the less specific copy first.
+    copies = (("a", r"(\w+) gone", 1), ("b", r"Target (\w+) gone", 2))
+    m = _matcher(
+        record_dict(id="written", messagePattern=r"Target (?P<t>\w+) gone", filePath="lib/w.py"),
+        *(
+            record_dict(
+                id=f"mined-{name}",
+                messagePattern=pattern,
+                filePath=f"lib/{name}.py",
+                lineNumber=line,
+                tags=["mined"],
+            )
+            for name, pattern, line in copies
+        ),
+    )
+    [found] = m.match("Target lm_head gone")
+    assert ("written", ("lib/b.py:2", "lib/a.py:1"), {"t": "lm_head"}) == (
+        found.record.id,
+        found.also,
+        dict(found.captures),
+    )
+    assert 1 == len(read)
