@@ -235,14 +235,19 @@ class LiteralIndex(Generic[T]):
         return [found[k] for k in sorted(found)]
 
 
+# What a paste changes a library's single spaces into (non-ASCII whitespace aside).
+_LOOSE_WHITESPACE = ("\n", "  ", "\t", "\r")
+
+
 def literal_test(message: str) -> Callable[[str], bool]:
     """Whether ``message`` holds a pattern's literal, whatever whitespace a paste put in it.
 
     A record's literals are written with the library's spaces; a wrapped or collapsed paste
-    has newlines or single spaces there (see :func:`errkb._patterns.loosen`). A
-    message with no such whitespace is tested as it is, at C speed.
+    has newlines or single spaces there (see :func:`errkb._patterns.loosen`), or no-break
+    spaces where a web page or a chat client put them. An ASCII message with no such whitespace
+    is tested as it is, at C speed.
     """
-    if "\n" not in message and "  " not in message and "\t" not in message and "\r" not in message:
+    if message.isascii() and not any(w in message for w in _LOOSE_WHITESPACE):
         return message.__contains__
     flat = " ".join(message.split())
 

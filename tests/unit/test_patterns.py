@@ -85,6 +85,16 @@ def test_a_message_wrapped_inside_a_literal_run_is_still_a_candidate():
     assert round(94.96 * (1 << 30)) == facts["gpu_total"]
 
 
+def test_a_message_spaced_by_no_break_spaces_is_still_a_candidate():
+    """A message copied from a web page with no-break spaces between its words (and no other
+    whitespace to tell) is tested as a wrapped one is, not as it is."""
+    from errkb._index import literal_test
+
+    holds = literal_test("CUDA\xa0out\xa0of\xa0memory.\xa0Tried\xa0to\xa0allocate")
+    assert holds(" out of memory. Tried to allocate")
+    assert not holds("out of disk")
+
+
 # vLLM's message, as its V0 worker raises it (records/vllm/kv-cache-max-seq-len.json's seed).
 SEED = (
     "The model's max seq len (32768) is larger than the maximum number of tokens that can be "
