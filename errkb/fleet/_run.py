@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from errkb._scanreport import fix_line, report
 from errkb.fleet import _sources, _state
 from errkb.scan import ScanPart, failed_part, merge, scan_part, scan_range
 
@@ -30,7 +31,6 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping, Sequence
 
     from errkb.fleet._sources import Piece, Source
-    from errkb.records import Record
     from errkb.registry import Registry
 
 __all__ = ["FleetOptions", "Plan", "plan", "report", "run", "scan_pieces"]
@@ -257,34 +257,6 @@ def _distributed() -> Any:
     return importlib.import_module("distributed")
 
 
-def _fix(registry: Registry) -> Callable[[Record, str], str | None]:
-    """A group's Fix line: the diagnosis' of its example, as ``errkb explain`` gives it."""
-    from errkb.diagnosis import explain
-    from errkb.options import Options
-
-    options = Options(probes=False)
-
-    def fix(record: Record, example: str) -> str | None:
-        diagnosis = explain(example, options=options, registry=registry)
-        finding = (
-            next((f for f in diagnosis.findings if f.record.id == record.id), None)
-            if diagnosis is not None
-            else None
-        )
-        if finding is None:
-            return record.solutions[0] if record.solutions else None
-        if finding.fix is not None:
-            return finding.fix.text
-        return finding.solutions[0].text if finding.solutions else None
-
-    return fix
-
-
-def report(part: ScanPart, registry: Registry) -> dict[str, Any]:
-    """The ``errkb.scan/1`` object of a fleet scan (docs/json.md)."""
-    return part.to_dict(registry, fix=_fix(registry))
-
-
 @attrs.define
 class _Done:
     """What the progress line and the result know so far."""
@@ -324,7 +296,7 @@ def run(
             registry = _registry(options.records)
             found = next((g for p in parts for g in p.groups), None)
             if found is not None and found.record_id in registry:
-                _fix(registry)(registry.get(found.record_id), found.example[3])
+                fix_line(registry)(registry.get(found.record_id), found.example[3])
         so_far.parts.extend(parts)
         so_far.pieces += len(batch)
         so_far.bytes += sum(_size(p) for p in batch)

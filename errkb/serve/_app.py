@@ -426,7 +426,8 @@ class _Server:
         gzip = request.headers.get("content-encoding", "").strip().lower() == "gzip"
 
         def work(deadline: Deadline) -> dict[str, object]:
-            from errkb.scan import scan_stream
+            from errkb._scanreport import report
+            from errkb.scan import scan_part
 
             upload = Upload(
                 lambda: anyio.from_thread.run(pull),
@@ -435,9 +436,10 @@ class _Server:
                 check=deadline.check,
             )
             stream = io.BufferedReader(upload, buffer_size=1 << 20)
-            result = scan_stream(stream, registry=self.registry)
+            # The upload is one source, named as the console names it, with no host or year.
+            part = scan_part(stream, source="upload", registry=self.registry)
             deadline.check()
-            return {**result.to_dict(), "notes": upload.notes}
+            return {**report(part, self.registry), "notes": upload.notes}
 
         return JSONResponse(await self.in_thread(request, work))
 

@@ -142,6 +142,16 @@ def test_scan_upload_equals_errkb_scan_of_the_file(client, tmp_path):
         headers={"Content-Type": "application/gzip", "X-Errkb-Client": "test"},
     ).json()
     assert cli.pop("path") == str(path)
+    # One source each, named by where it came from: the path (its host the folder), or the
+    # console's upload (no host); the rest is the same.
+    [upload], [file] = served.pop("sources"), cli.pop("sources")
+    assert ("upload", None) == (upload.pop("source"), upload.pop("host"))
+    assert (str(path), "tmp") == (file.pop("source"), file.pop("host"))
+    assert upload == file
+    for group in served["groups"]:
+        assert (["upload"], [""]) == (group.pop("sources"), list(group.pop("hosts")))
+    for group in cli["groups"]:
+        assert ([str(path)], ["tmp"]) == (group.pop("sources"), list(group.pop("hosts")))
     assert served == {**cli, "notes": []}
     assert served["groups"]
 

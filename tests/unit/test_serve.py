@@ -18,9 +18,10 @@ from helpers import DEEPSEEK_V3, GEMMA3, LLAMA, SEED_MESSAGE, serve_log
 pytest.importorskip("starlette")
 from starlette.testclient import TestClient
 
+from errkb._scanreport import report
 from errkb.probes.model import model_shape
 from errkb.registry import default_registry
-from errkb.scan import scan_stream
+from errkb.scan import scan_part
 from errkb.serve import CSP, MODEL_SHAPES, create_app
 from errkb.serve._fields import WHAT_IF
 
@@ -330,7 +331,7 @@ def _log() -> bytes:
 
 def _scanned(body: bytes, registry) -> dict:
     """What the lookup API's scan finds in ``body``, as the server's JSON."""
-    return scan_stream(io.BytesIO(body), registry=registry).to_dict()
+    return report(scan_part(io.BytesIO(body), source="upload", registry=registry), registry)
 
 
 @pytest.mark.parametrize("form", ["plain", "gzip-magic", "gzip-header"])
