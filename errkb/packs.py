@@ -39,7 +39,14 @@ from typing import TYPE_CHECKING, Any
 from errkb._env import flag, text
 from errkb._version import __version__
 from errkb.exceptions import RecordError, RegistryError
-from errkb.records import Listed, RecordRef, jsonl_values, open_pack, record_from_dict
+from errkb.records import (
+    Listed,
+    RecordRef,
+    jsonl_values,
+    open_pack,
+    pack_value,
+    record_from_dict,
+)
 from errkb.records._files import is_pack, json_items
 
 if TYPE_CHECKING:
@@ -78,8 +85,8 @@ INDEX_FORMAT = "errkb.pack-index/6"  # JSON lines, then binary numbers
 INDEX_SUFFIX = ".index"
 #: The name of the one index of every pack of a folder (the wheel's mined packs have one).
 FOLDER_INDEX = "packs.index"
-#: The suffix of an index's listing (ids, titles, tags; gzip), added to the index's name.
-LISTING_SUFFIX = ".listing.gz"
+#: The suffix of an index's listing (ids, titles, tags; xz), added to the index's name.
+LISTING_SUFFIX = ".listing.xz"
 #: The hand-written records' patterns, compiled, beside their index (see write_records_index).
 COMPILED_FILE = "patterns.compiled"
 # A shipped index names its pack by size and a digest of this many bytes at each end: read-only
@@ -132,7 +139,9 @@ class _Line:
             with open_pack(self.pack.path) as file:
                 file.seek(self.offset)
                 raw = file.read(self.length)
-            record, _ = record_from_dict(json.loads(raw), source=self.source, validate=False)
+            record, _ = record_from_dict(
+                pack_value(json.loads(raw)), source=self.source, validate=False
+            )
         except (OSError, EOFError, ValueError, RecursionError) as exc:
             record, reason = None, f" ({exc})"
         else:
@@ -213,7 +222,7 @@ class LazyPack:
         ]
         self._always: list[int] = table["always"]
         self._written: list[int] = table["written"]  # the rows not tagged mined
-        self._listing = listing  # the gzip listing beside the index, if it ships one
+        self._listing = listing  # the xz listing beside the index, if it ships one
         self._listed: list[Listed] | None = None
         self._keys: dict[str, int] | None = None  # id or slug -> row, made by find()
         self._made: dict[int, tuple[RecordRef, tuple[str, ...], tuple[tuple[str, ...], ...]]] = {}
@@ -244,7 +253,7 @@ class LazyPack:
             from errkb._patterns import head_pattern, literal_sets
 
             pack, _, offset, length = self._where(row)
-            data = json.loads(self._read(pack, offset, length))
+            data = pack_value(json.loads(self._read(pack, offset, length)))
             pattern = data.get("messagePattern") if isinstance(data, dict) else None
             if not isinstance(pattern, str):  # the pack changed under the index
                 raise RegistryError(f"{self.label}: the pack changed since it was loaded")
@@ -370,9 +379,9 @@ class LazyPack:
             if self._listing is None:
                 listed = [ref.listed() for ref in self.refs()]
             else:
-                import gzip
+                import lzma
 
-                with gzip.open(self._listing, "rt", encoding="utf-8") as file:
+                with lzma.open(self._listing, "rt", encoding="utf-8") as file:
                     data = json.load(file)
                 words = data["words"]
                 tag_sets = [tuple(words[i] for i in t) for t in data["tags"]]
@@ -623,8 +632,12 @@ def _file(
 
 
 def _write_listing(where: Path, refs: list[RecordRef]) -> None:
-    """Write what a listing shows of each ref (gzip JSON: repeated words kept once)."""
-    import gzip
+    """Write what a listing shows of each ref (xz JSON: repeated words kept once).
+
+    xz, not gzip: the mined listing is 1.07 MB where gzip's best is 1.40 MB (the installed
+    package's budget), and reads in about 0.09 s on a 2-core machine.
+    """
+    import lzma
 
     words: dict[str, int] = {}
     tag_sets: dict[tuple[int, ...], int] = {}
@@ -640,7 +653,7 @@ def _write_listing(where: Path, refs: list[RecordRef]) -> None:
         rows.append([ref.id, ref.slug, ref.title, severity, word(ref.library), tag_set])
     data = {"words": list(words), "tags": [list(t) for t in tag_sets], "rows": rows}
     text = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
-    where.write_bytes(gzip.compress(text.encode("utf-8"), 9, mtime=0))
+    where.write_bytes(lzma.compress(text.encode("utf-8"), preset=9 | lzma.PRESET_EXTREME))
     where.chmod(0o644)
 
 

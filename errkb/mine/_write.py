@@ -15,7 +15,7 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from errkb.mine._template import error_message, message_pattern, why_too_generic
-from errkb.records import MAX_PATTERN, MAX_TEXT, record_from_dict
+from errkb.records import MAX_PATTERN, MAX_TEXT, SCHEMA_VERSION, record_from_dict
 from errkb.records._repos import REPOS, mined_link
 
 if TYPE_CHECKING:
@@ -233,9 +233,13 @@ def _documentation(site: Site, path: str) -> str:
 
 
 def write_pack(records: Sequence[dict[str, Any]], path: Path, fmt: str) -> int:
-    """Write the records as JSON lines (gzip-compressed for ``jsonl.gz``); returns the bytes."""
+    """Write the records as JSON lines (gzip-compressed for ``jsonl.gz``); returns the bytes.
+
+    A line leaves out ``"schemaVersion": 2``, which a pack's reader understands
+    (:func:`errkb.records.pack_value`).
+    """
     body = "".join(
-        json.dumps(r, ensure_ascii=False, separators=(",", ":")) + "\n" for r in records
+        json.dumps(_unstamped(r), ensure_ascii=False, separators=(",", ":")) + "\n" for r in records
     ).encode()
     if fmt == "jsonl.gz":
         # mtime=0: the same records give the same bytes, so a rebuilt pack diffs clean.
@@ -243,3 +247,10 @@ def write_pack(records: Sequence[dict[str, Any]], path: Path, fmt: str) -> int:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_bytes(body)
     return len(body)
+
+
+def _unstamped(record: dict[str, Any]) -> dict[str, Any]:
+    """The record without the schema version a pack's line need not say."""
+    if record.get("schemaVersion") == SCHEMA_VERSION:
+        return {k: v for k, v in record.items() if k != "schemaVersion"}
+    return record

@@ -15,7 +15,7 @@ this package never imports :mod:`errkb.packs`, which is built on it.
 
 from __future__ import annotations
 
-from errkb.records._files import MAX_FILE, MAX_LINE, jsonl_values, open_pack
+from errkb.records._files import MAX_FILE, MAX_LINE, jsonl_values, open_pack, pack_value
 from errkb.records._load import LoadResult, ReadPack, load_paths, load_refs
 from errkb.records._refs import Body, Listed, RecordRef
 from errkb.records._schema import (
@@ -54,6 +54,7 @@ __all__ = [
     "load_paths",
     "load_refs",
     "open_pack",
+    "pack_value",
     "record_from_dict",
     "release_key",
 ]

@@ -181,6 +181,7 @@ def test_public_names_of_the_records_package_are_pinned():
         "load_paths",
         "load_refs",
         "open_pack",
+        "pack_value",
         "record_from_dict",
         "release_key",
     ]
@@ -340,3 +341,16 @@ def test_site_pattern_matches_the_end_of_a_frame_path_and_its_function():
     assert site.matches("C:\\env\\vllm\\model_executor\\models\\llama.py", "load_weights")
     assert not site.matches("/env/myvllm/model_executor/models/qwen2.py", "load_weights")
     assert not site.matches("/env/vllm/model_executor/models/qwen2.py", "forward")
+
+
+def test_a_pack_line_without_its_schema_version_is_a_schema_2_record(tmp_path):
+    """Pack lines leave out ``"schemaVersion": 2`` (the miner writes none); the loader reads
+    them as schema 2, and a line that names another version is still refused."""
+    pack = tmp_path / "lib.jsonl"
+    line = {"id": "lib-x", "slug": "x", "errorMessage": "boom", "messagePattern": "boom"}
+    line |= {"errorClass": "ValueError", "severity": "error", "documentation": "d"}
+    later = {**line, "id": "lib-y", "slug": "y", "schemaVersion": 3}
+    pack.write_text(json.dumps(line) + "\n" + json.dumps(later) + "\n", encoding="utf-8")
+    loaded = load_paths([pack])
+    assert ["lib-x"] == [r.id for r in loaded.records]
+    assert ["schemaVersion"] == [p.field for p in loaded.problems]
