@@ -17,15 +17,18 @@ if TYPE_CHECKING:
     from errkb.scan import ScanPart
 
 
-def fix_line(registry: Registry) -> Callable[[Record, str], str | None]:
+def fix_line() -> Callable[[Record, str], str | None]:
     """A group's Fix line: the diagnosis' of its example, as ``errkb explain`` gives it."""
     from errkb.diagnosis import explain
     from errkb.options import Options
+    from errkb.registry import Registry
 
     options = Options(probes=False)
 
     def fix(record: Record, example: str) -> str | None:
-        diagnosis = explain(example, options=options, registry=registry)
+        # The record alone: its finding is the one wanted, and searching every other record's
+        # pattern (2,400 compiled for a 134 MB log's 133 groups) tripled a scan's time.
+        diagnosis = explain(example, options=options, registry=Registry([record]))
         finding = (
             next((f for f in diagnosis.findings if f.record.id == record.id), None)
             if diagnosis is not None
@@ -42,4 +45,4 @@ def fix_line(registry: Registry) -> Callable[[Record, str], str | None]:
 
 def report(part: ScanPart, registry: Registry) -> dict[str, Any]:
     """The ``errkb.scan/1`` object of ``part`` (docs/json.md)."""
-    return part.to_dict(registry, fix=fix_line(registry))
+    return part.to_dict(registry, fix=fix_line())

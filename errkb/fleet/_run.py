@@ -296,7 +296,7 @@ def run(
             registry = _registry(options.records)
             found = next((g for p in parts for g in p.groups), None)
             if found is not None and found.record_id in registry:
-                fix_line(registry)(registry.get(found.record_id), found.example[3])
+                fix_line()(registry.get(found.record_id), found.example[3])
         so_far.parts.extend(parts)
         so_far.pieces += len(batch)
         so_far.bytes += sum(_size(p) for p in batch)
