@@ -11,7 +11,7 @@ left of them when the ESC byte was lost (``^[[31m``, ``#033[0m``).
 The text is data: it is read, never run. :func:`parse_text` is a pipeline of three steps, each
 a function below:
 
-1. :func:`_normalise`: colour codes and their remnants go, line ends become ``\n``.
+1. :func:`normalise`: colour codes and their remnants go, line ends become ``\n``.
 2. :func:`_streams`: each line loses the tags that repeat from line to line (syslog's header, a
    process tag, a rank, a quote marker); lines with the same tags form one stream, so lines
    from interleaved processes, or prose around a quote, do not mix. The log header of each
@@ -47,6 +47,7 @@ __all__ = [
     "ParsedException",
     "ParsedFrame",
     "class_at",
+    "normalise",
     "parse_lines",
     "parse_text",
     "stated_releases",
@@ -157,7 +158,7 @@ def parse_text(text: str) -> list[ParsedException]:
     >>> [(p.class_name, p.message) for p in parse_text("> ValueError: boom\n> \nThanks!")]
     [('ValueError', 'boom')]
     """
-    streams, every = _streams(_normalise(text))
+    streams, every = _streams(normalise(text))
     readers = [_Reader(stream) for stream in streams]
     for step in (_Reader.tracebacks, _Reader.summaries, _Reader.bare, _Reader.inline):
         found = sorted((x for reader in readers for x in step(reader)), key=lambda x: x[0])
@@ -248,7 +249,7 @@ def parse_lines(text: str) -> list[ParsedException]:
     >>> [(p.class_name, p.message) for p in parse_lines("x = f(y)\nERROR:x:model load failed")]
     [(None, 'model load failed')]
     """
-    text = _normalise(text)
+    text = normalise(text)
     _, every = _streams(text)
     found: dict[tuple[str | None, str], ParsedException] = {}
     for raw, line in zip(reversed(text.split("\n")), reversed(every), strict=True):
@@ -356,7 +357,7 @@ _CONTROLS = lazy_compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _SYSLOG_CR = lazy_compile(r"#015(?=\n|$|#012)")
 
 
-def _normalise(text: str) -> str:
+def normalise(text: str) -> str:
     r"""``text`` without colour codes, their remnants and carriage returns.
 
     Real escape sequences and the forms they take once the ESC byte is lost (``^[[31m``,
@@ -364,7 +365,7 @@ def _normalise(text: str) -> str:
     that shows colour codes with no ESC at all (``[0m``) loses those too. CRLF and lone CRs
     become line feeds; other control characters but tabs go.
 
-    >>> _normalise("^[[91mValueError^[[39m: boom#015\nnext\r\n")
+    >>> normalise("^[[91mValueError^[[39m: boom#015\nnext\r\n")
     'ValueError: boom\nnext\n'
     """
     if "#033[" in text or "#015" in text:

@@ -82,7 +82,6 @@ class PastedEnvironment:
 _QUOTE = lazy_compile(r"^(?:[ \t]{0,3}>[ ]?)+")
 _FENCE = lazy_compile(r"^\s*(?:`{3,}|~{3,})")
 _HTML = lazy_compile(r"(?i)^\s*</?(?:details|summary)\b[^>]*>(?:.*</summary>)?\s*$")
-_ANSI = lazy_compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 # A "key: value" line, as a list item or padded: accelerate's, collect_env's, vLLM's.
 _PAIR = lazy_compile(
     r"^[ \t]*(?:[-*][ \t]+)?(?P<key>[A-Za-z`\[][^:]{0,60}?)[ \t]*:[ \t]*(?P<value>.*)$"
@@ -197,9 +196,11 @@ def _known(value: str) -> bool:
 
 def _lines(text: str) -> list[str]:
     """The text's lines without quote marks, colour codes, fences and ``<details>`` tags."""
+    from errkb.parse import normalise
+
     out = []
-    for raw in text.splitlines()[:_MAX_LINES]:
-        line = _ANSI.sub("", raw[:_MAX_LINE]).rstrip()
+    for raw in normalise(text).splitlines()[:_MAX_LINES]:
+        line = raw[:_MAX_LINE].rstrip()
         line = _QUOTE.sub("", line)
         if _FENCE.match(line) or _HTML.match(line):
             line = ""
