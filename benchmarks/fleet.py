@@ -9,8 +9,10 @@ keeps it, or, when DIR holds files, scans those and generates nothing), then tim
 interleaved, each in a child process:
 
 - ``errkb scan ROOT --workers 0 --json``: every file in one process, one after another;
-- ``errkb scan ROOT --workers 2 --json``: a local Dask cluster of two worker processes (its
-  start-up is in the time);
+- ``errkb scan ROOT --workers 2 --json``: Dask's single-machine scheduler on a pool of two
+  worker processes, the default (its start-up is in the time);
+- ``errkb scan ROOT --workers 2 --scheduler local-cluster --json``: a ``distributed``
+  LocalCluster of two worker processes (its start-up too);
 - ``zgrep -c -F -f needles FILES``: each hand-written record's longest literal, the anchor
   (one process, like the serial scan).
 
@@ -92,6 +94,10 @@ def fleet_rows(size_mb: int, runs: int = 1, keep: Path | None = None) -> list[di
         cases = {
             "serial": ([*scan, "--workers", "0"], None),
             "workers 2": ([*scan, "--workers", "2"], None),
+            "workers 2, local-cluster": (
+                [*scan, "--workers", "2", "--scheduler", "local-cluster"],
+                None,
+            ),
             "zgrep": (["zgrep", "-c", "-F", "-f", str(needles), *map(str, files)], None),
         }
         done = subprocess.run(cases["serial"][0], capture_output=True, check=True, text=True)

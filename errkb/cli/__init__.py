@@ -110,10 +110,16 @@ def _add_scan(sub: Any) -> None:
         "--workers",
         type=int,
         metavar="N",
-        help="local Dask worker processes (default: one per core when several sources are "
+        help="local worker processes (default: one per core when several sources are "
         "given; 0: scan in this process)",
     )
-    scan.add_argument("--scheduler", metavar="ADDRESS", help="a running Dask scheduler to use")
+    scan.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        help="a running Dask scheduler to use (tcp://host:8786); local-cluster: start a "
+        "distributed.LocalCluster of --workers; processes (the default): Dask's single-machine "
+        "scheduler on a pool of --workers processes",
+    )
     scan.add_argument(
         "--state", metavar="FILE", help="remember what was read; scan only what is new next time"
     )

@@ -2,8 +2,9 @@
 
 One file (or ``-``) is scanned in this process, with a progress bar on a terminal when it is
 large. Several sources (paths, globs, folders, fsspec URLs) go to the fleet scan
-(:mod:`errkb.fleet`): on a local Dask cluster, a running scheduler, or in this process, and
-merged into one result. The scanning itself is :mod:`errkb.scan`.
+(:mod:`errkb.fleet`): on local worker processes (Dask's single-machine scheduler, or a
+``distributed.LocalCluster``), a running Dask scheduler, or in this process, and merged into one
+result. The scanning itself is :mod:`errkb.scan`.
 """
 
 from __future__ import annotations
@@ -24,8 +25,9 @@ if TYPE_CHECKING:
 
 __all__ = ["run"]
 
-#: Below this many bytes in all, several sources are scanned in this process by default: a
-#: local cluster's start-up (seconds) costs more than it saves.
+#: Below this many bytes in all, several sources are scanned in this process by default: the
+#: worker pool's start-up (importing Dask, a forkserver loading the records) costs more than it
+#: saves.
 CLUSTER_MIN = 64 << 20
 
 
@@ -118,9 +120,10 @@ def _run_fleet(args: argparse.Namespace, options: FleetOptions, run_fleet: Any) 
 
 
 def _has_dask() -> bool:
+    """Whether Dask's core (its single-machine scheduler, the default for several sources) is here."""
     import importlib.util
 
-    return importlib.util.find_spec("distributed") is not None
+    return importlib.util.find_spec("dask") is not None
 
 
 def _scan_file(path: str, registry: Registry, *, progress: bool) -> ScanPart | None:

@@ -2,9 +2,11 @@
 
 Each piece is scanned by :func:`errkb.scan.scan_part` (or :func:`errkb.scan.scan_range` for a
 range of a large plain file) on a Dask worker, which sends back a small
-:class:`errkb.scan.ScanPart`; the driver merges them. With no scheduler given, a
-``distributed.LocalCluster`` is started, one worker process per core (``--workers N``);
-``workers=0`` scans in this process, with no Dask at all. A source that cannot be read (its
+:class:`errkb.scan.ScanPart`; the driver merges them. With no scheduler given, Dask's
+single-machine scheduler runs the tasks on a pool of worker processes, one per core
+(``--workers N``); ``--scheduler local-cluster`` starts a ``distributed.LocalCluster`` instead,
+and an address uses a running Dask cluster; ``workers=0`` scans in this process, with no Dask
+at all. A source that cannot be read (its
 permissions, a truncated archive, an object deleted since it was listed) is reported in the
 result and skipped; the rest of the run goes on.
 """
@@ -39,6 +41,12 @@ __all__ = ["FleetOptions", "Plan", "plan", "report", "run", "scan_pieces"]
 BATCH_BYTES = 32 << 20
 #: ...and at most this many pieces.
 BATCH_PIECES = 64
+#: ``--scheduler`` for Dask's single-machine scheduler on a process pool (the default).
+PROCESSES = "processes"
+#: ``--scheduler`` for a ``distributed.LocalCluster`` started for the run.
+LOCAL_CLUSTER = "local-cluster"
+#: How many times the tasks left are run again after a local worker process died.
+RETRIES = 3
 #: What reading a source may raise; anything else is errkb's fault, and stops the run.
 _READ_ERRORS: tuple[type[BaseException], ...] = (OSError, EOFError, zlib.error, lzma.LZMAError)
 
@@ -49,8 +57,16 @@ class FleetOptions:
 
     #: Local worker processes; None: one per core; 0: in this process, without Dask.
     workers: int | None = None
-    #: The address of a running Dask scheduler (``tcp://host:8786``), instead of local workers.
+    #: The address of a running Dask scheduler (``tcp://host:8786``); :data:`LOCAL_CLUSTER`
+    #: for a ``distributed.LocalCluster`` of ``workers``; None or :data:`PROCESSES` for Dask's
+    #: single-machine scheduler on ``workers`` processes.
     scheduler: str | None = None
+
+    @property
+    def remote(self) -> bool:
+        """Whether the work goes to a running Dask cluster (its workers load their own records)."""
+        return self.scheduler not in (None, PROCESSES, LOCAL_CLUSTER)
+
     #: Plain files larger than this are scanned in byte ranges of this size.
     split: int = _sources.SPLIT
     #: Options for fsspec's file system (``key``, ``endpoint_url``, ...).
@@ -73,8 +89,9 @@ class Plan:
 
 def plan(specs: Iterable[str], options: FleetOptions) -> Plan:
     """List the sources ``specs`` name and cut them into pieces (only what is new, with a state)."""
-    if options.workers and options.scheduler is None:
-        _start_forkserver(options.records)  # it loads Dask and the records while we list
+    if options.workers and not options.remote:
+        # It loads Dask and the records while we list.
+        _start_forkserver(options.records, cluster=options.scheduler == LOCAL_CLUSTER)
     sources = _sources.list_sources(specs, options.storage_options)
     state = _state.load(options.state) if options.state is not None else None
     spans: dict[str, tuple[int, int | None]] | None = None
@@ -172,25 +189,28 @@ def _execute(
     done: Callable[[list[Piece], list[ScanPart]], None],
     client: Any,
 ) -> None:
-    """Run every batch: in this process, on ``client``, or on a local cluster made for it."""
-    if client is None and options.scheduler is None and options.workers == 0:
+    """Run every batch: in this process, on ``client``, or on the workers the options name."""
+    if client is None and not options.remote and options.workers == 0:
         for batch in batches:
             done(batch, scan_pieces(batch, options.storage_options, options.records))
         return
     if client is not None:
         _gather(client, batches, options, done)
         return
-    forkserver = _start_forkserver(options.records) if options.scheduler is None else False
+    if options.scheduler in (None, PROCESSES):
+        _on_processes(batches, options, done)
+        return
+    forkserver = _start_forkserver(options.records, cluster=True) if not options.remote else False
     try:
         distributed = _distributed()
     except ImportError:
         from errkb.exceptions import UsageError
 
         raise UsageError(
-            "scanning on Dask needs the fleet extra: pip install 'errkb[fleet]' "
+            "scanning on a Dask cluster needs the fleet extra: pip install 'errkb[fleet]' "
             "(or --workers 0 to scan in this process)"
         ) from None
-    if options.scheduler is not None:
+    if options.remote:
         with distributed.Client(options.scheduler) as remote:
             _gather(remote, batches, options, done)
         return
@@ -214,14 +234,72 @@ def _execute(
         _gather(local, batches, options, done)
 
 
-def _start_forkserver(records: tuple[str, ...]) -> bool:
+def _on_processes(
+    batches: list[list[Piece]],
+    options: FleetOptions,
+    done: Callable[[list[Piece], list[ScanPart]], None],
+) -> None:
+    """Run the batches on Dask's single-machine scheduler, a pool of worker processes.
+
+    Its start-up is that of the pool: with a forkserver that already holds errkb, the records
+    and Dask's task code, each worker is a fork, ready at once, and this process imports only
+    Dask's core (``distributed``, its scheduler and its worker, cost a second of CPU in each of
+    two processes: a third of a two-core run of 2 GB). A worker process that dies (killed, out
+    of memory) breaks the pool: the batches not done yet run again on a new one, up to
+    :data:`RETRIES` times.
+    """
+    from concurrent.futures.process import BrokenProcessPool
+
+    try:
+        import dask
+        import dask.multiprocessing
+    except ImportError:
+        from errkb.exceptions import UsageError
+
+        raise UsageError(
+            "scanning on several processes needs the fleet extra: pip install 'errkb[fleet]' "
+            "(or --workers 0 to scan in this process)"
+        ) from None
+    forkserver = _start_forkserver(options.records, cluster=False)
+    context = {"multiprocessing.context": "forkserver"} if forkserver else {}
+    workers = options.workers or os.cpu_count() or 1
+    todo = dict(enumerate(batches))
+    storage = dict(options.storage_options)
+
+    def posttask(key: Any, result: list[ScanPart], *_: Any) -> None:
+        done(todo.pop(key[1]), result)
+
+    for attempt in range(RETRIES + 1):
+        graph = {
+            ("errkb-scan", i): (scan_pieces, batch, storage, options.records)
+            for i, batch in todo.items()
+        }
+        try:
+            with dask.config.set(context):
+                dask.multiprocessing.get(
+                    graph,
+                    list(graph),
+                    num_workers=min(workers, len(graph)),
+                    chunksize=1,  # one batch a worker at a time: the batches are sized to spread
+                    optimize_graph=False,
+                    callbacks=[(None, None, None, posttask, None)],
+                )
+        except BrokenProcessPool:
+            if attempt == RETRIES or not todo:
+                raise
+        else:
+            return
+
+
+def _start_forkserver(records: tuple[str, ...], *, cluster: bool) -> bool:
     """Start the process local workers are forked from, loading Dask and the records there.
 
-    Dask's default starts each worker as a fresh interpreter (``spawn``), which imports Dask and
-    errkb, and loads the records, again: seconds of a short run. A ``forkserver`` does that once,
-    while this process goes on importing Dask itself, and each worker is a fork of it, ready. It
-    is started here, before the cluster asks for it, so that both imports run side by side.
-    False where the platform has no forkserver (Windows): Dask's default then.
+    Started as a fresh interpreter (``spawn``, Dask's default), each worker would import Dask
+    and errkb, and load the records, again: seconds of a short run. A ``forkserver`` does that
+    once, while this process goes on listing the sources, and each worker is a fork of it,
+    ready. ``cluster``: the workers are a ``distributed.LocalCluster``'s (the server loads
+    ``distributed`` too), else the single-machine scheduler's (Dask's core only). False where
+    the platform has no forkserver (Windows): Dask's default then.
     """
     import multiprocessing
     from multiprocessing import forkserver
@@ -230,8 +308,9 @@ def _start_forkserver(records: tuple[str, ...]) -> bool:
         return False
     # Set before the server starts (Dask's own list, set when it first asks, then comes too late);
     # a forkserver started before (an earlier run in this process) keeps its modules.
-    preload = ["errkb.fleet._warm"] if not records else ["distributed", "errkb.fleet._run"]
-    multiprocessing.get_context("forkserver").set_forkserver_preload(preload)
+    dask = ["distributed"] if cluster else ["dask.multiprocessing"]
+    warm = ["errkb.fleet._warm"] if not records else ["errkb.fleet._run"]
+    multiprocessing.get_context("forkserver").set_forkserver_preload([*dask, *warm])
     forkserver.ensure_running()
     return True
 

@@ -1,6 +1,7 @@
-"""The fleet scan on real parts: a Dask LocalCluster of two worker processes, a real S3 server on
-loopback (moto's server mode) read through s3fs, a worker killed mid-run, sources that fail, and
-``errkb scan`` in a child process.
+"""The fleet scan on real parts: a Dask LocalCluster of two worker processes, Dask's
+single-machine scheduler on a pool of two, a real S3 server on loopback (moto's server mode)
+read through s3fs, a worker killed mid-run, sources that fail, and ``errkb scan`` in a child
+process.
 
 Every comparison is against the serial scan of the same files: each file whole, in this
 process, no Dask (``workers=0``). The cluster's runs cut the plain files into byte ranges of
@@ -106,6 +107,29 @@ def test_a_killed_worker_is_retried_and_the_result_is_still_exact(fleet, serial,
     assert killed
     assert killed[0] not in client.run(os.getpid).values()
     assert serial == result
+
+
+def test_the_process_pool_equals_the_serial_scan_and_survives_a_killed_worker(fleet, serial):
+    """Dask's single-machine scheduler, the default of --workers N: two worker processes forked
+    from the forkserver; one is killed once the first task is back, the pool breaks, the tasks
+    not done run again on a new pool, and the result is still the serial scan's."""
+    import psutil
+
+    killed: list[int] = []
+
+    def kill_one(done, *_):
+        if not killed:
+            me = os.getpid()
+            workers = [p for p in psutil.Process().children(recursive=True) if p.ppid() != me]
+            assert workers, "no worker process forked from the forkserver"
+            os.kill(workers[0].pid, signal.SIGKILL)
+            killed.append(workers[0].pid)
+
+    options = FleetOptions(workers=2, split=STRADDLE)
+    assert serial == run([str(fleet)], options)
+    assert serial == run([str(fleet)], options, progress=kill_one)
+    assert killed
+    assert not psutil.pid_exists(killed[0]) or psutil.Process(killed[0]).status() == "zombie"
 
 
 def _copy(fleet, tmp_path, count=20, name="fleet", but=None):
@@ -240,10 +264,14 @@ def test_the_command_prints_the_fleet_json_and_exits_2_when_a_source_failed(flee
     assert 1 == json.loads(done.stdout)["failed"]
 
 
-def test_the_command_on_its_own_local_cluster_equals_the_serial_scan(fleet, serial):
-    """errkb scan DIR --workers 2 in a child process: the cluster it starts (workers forked
-    from a forkserver that loaded the records) gives the serial scan's result exactly."""
-    done = _errkb(str(fleet), "--json", "--workers", "2", "--split", str(STRADDLE))
+@pytest.mark.parametrize(
+    "scheduler", [[], ["--scheduler", "processes"], ["--scheduler", "local-cluster"]]
+)
+def test_the_command_on_its_own_local_workers_equals_the_serial_scan(fleet, serial, scheduler):
+    """errkb scan DIR --workers 2 in a child process: the process pool (the default) or the
+    LocalCluster it starts (workers forked from a forkserver that loaded the records) gives the
+    serial scan's result exactly."""
+    done = _errkb(str(fleet), "--json", "--workers", "2", "--split", str(STRADDLE), *scheduler)
     assert 0 == done.returncode, done.stderr
     assert serial == json.loads(done.stdout)
 
