@@ -251,14 +251,15 @@ def write_wheel(folder: Path, dist: str, version: str, files: dict[str, str]) ->
     import textwrap
     import zipfile
 
-    info = f"{dist}-{version}.dist-info"
+    stem = dist.replace("-", "_")  # a wheel's file name escapes '-' in the name
+    info = f"{stem}-{version}.dist-info"
     body = {name: textwrap.dedent(text).lstrip() for name, text in files.items()}
     body[f"{info}/METADATA"] = f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n"
     body[f"{info}/WHEEL"] = (
         "Wheel-Version: 1.0\nGenerator: errkb-tests\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
     )
     body[f"{info}/RECORD"] = "".join(f"{name},,\n" for name in [*body, f"{info}/RECORD"])
-    wheel = folder / f"{dist}-{version}-py3-none-any.whl"
+    wheel = folder / f"{stem}-{version}-py3-none-any.whl"
     with zipfile.ZipFile(wheel, "w") as archive:
         for name, text in body.items():
             archive.writestr(name, text)

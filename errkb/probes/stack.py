@@ -63,6 +63,9 @@ STACK = (
     "nvidia-nccl-cu12",
     "nvidia-cudnn-cu12",
     "nvidia-cuda-runtime-cu12",
+    "nvidia-cuda-nvrtc-cu12",
+    "nvidia-cublas-cu12",
+    "nvidia-cufft-cu12",
     "nvidia-nccl-cu13",
     "nvidia-cuda-runtime-cu13",
 )

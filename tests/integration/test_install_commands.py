@@ -51,6 +51,8 @@ PYPI = {
     "tokenizers": ("0.20.3", "0.21.4", "0.22.1"),
     "numpy": ("1.26.4", "2.4.6"),
     "scipy": ("1.11.4", "1.14.1"),
+    "nvidia-cufft-cu12": ("11.2.1.3", "11.3.0.4"),
+    "nvidia-cuda-nvrtc-cu12": ("12.4.127", "12.8.93"),
 }
 #: Source distributions (a rebuild asks for one with --no-binary).
 SDISTS = {"flash-attn": "2.7.4.post1", "vllm": "0.9.2"}
@@ -271,6 +273,48 @@ def _numpy_answers():
     return tuple(commands)
 
 
+def _torch_251_with(
+    wheel: str, version: str, broken: tuple[Broken, ...] = (), folder: str = "/site"
+):
+    """torch 2.5.1 with its wheel's real pins (tables/cuda_wheel_pins.json), and ``wheel``."""
+    from errkb.advisors.environment._tables import tables as known
+
+    pins = tuple(f"{p.distribution}=={p.version}" for p in known().cuda_wheel_pins
+                 if p.torch == "2.5.1")  # fmt: skip
+    dists = (
+        Distribution(name="torch", version="2.5.1", folder=f"{folder}/t.dist-info", requires=pins),
+        Distribution(name=wheel, version=version, folder=f"{folder}/w.dist-info"),
+    )
+    return environment(
+        torch=torch_build("2.5.1+cu124", cuda="12.4"),
+        installed=StackReading(distributions=dists, checked=2, broken=broken, source="test"),
+    )
+
+
+def _cufft_wheel_other_than_torch_s_pin():
+    from errkb.advisors.environment._situations import cuda_wheel
+
+    broken = (_broken("torch", "2.5.1", "nvidia-cufft-cu12==11.2.1.3", "11.3.0.4"),)
+    verdict, _, _ = cuda_wheel(
+        "cufft", "", _torch_251_with("nvidia-cufft-cu12", "11.3.0.4", broken)
+    )
+    return verdict.commands if verdict else ()
+
+
+def _nvrtc_wheel_without_its_builtins():
+    import tempfile
+    from pathlib import Path
+
+    from errkb.advisors.environment._situations import cuda_wheel
+
+    site = Path(tempfile.mkdtemp())
+    (site / "nvidia" / "cuda_nvrtc" / "lib").mkdir(parents=True)
+    env = _torch_251_with("nvidia-cuda-nvrtc-cu12", "12.4.127", folder=str(site))
+    text = "nvrtc: error: failed to open libnvrtc-builtins.so.12.4."
+    verdict, _, _ = cuda_wheel("nvrtc", text, env)
+    return verdict.commands if verdict else ()
+
+
 SITUATIONS = {
     "doctor: RTX 5090 under torch 2.13.0+cu126 (with torchvision, torchaudio)": _rtx_5090_on_cu126,
     "doctor: CPU torch on an RTX 4090, driver 550": _cpu_torch_on_rtx_4090_driver_550,
@@ -289,6 +333,8 @@ SITUATIONS = {
     "paste: no kernel image, RTX 5090, torch 2.5.1+cu121": _pasted_no_kernel_image_on_rtx_5090_cu121,
     "paste: vllm._C undefined symbol beside vllm 0.9.2's pip list": _pasted_vllm_c_undefined_symbol,
     "advisor: numpy 1.x, a newer numpy, a newer scipy": _numpy_answers,
+    "advisor: cuFFT error, nvidia-cufft-cu12 11.3.0.4 under torch 2.5.1": _cufft_wheel_other_than_torch_s_pin,
+    "advisor: NVRTC's builtins missing from torch 2.5.1's pinned wheel": _nvrtc_wheel_without_its_builtins,
 }
 
 

@@ -599,3 +599,122 @@ def test_bnb_cpu_library_loaded_by_ctypes_on_a_cpu_torch_gets_the_cuda_torch(tmp
         found.findings[0].record.id if found else None,
         _command(found),
     )
+
+
+# -- the CUDA library wheels torch pins ----------------------------------------------------
+
+#: https://github.com/pytorch/pytorch/issues/134403
+CUFFT = (
+    "    return _VF.stft(input, n_fft, hop_length, win_length, window,  # type: ignore"
+    "[attr-defined]\nRuntimeError: cuFFT error: CUFFT_INTERNAL_ERROR"
+)
+#: https://github.com/ai-forever/ru-dalle/issues/123 (torch's jit fuser, a CUDA 11.1 libnvrtc)
+NVRTC_11_1 = (
+    "RuntimeError: nvrtc: error: failed to open libnvrtc-builtins.so.11.1.\n"
+    "  Make sure that libnvrtc-builtins.so.11.1 is installed correctly.\n"
+    "nvrtc compilation failed: \n"
+)
+#: torch 2.5.1's wheel pins (errkb/advisors/environment/tables/cuda_wheel_pins.json).
+TORCH_251_PINS = (
+    'nvidia-cuda-nvrtc-cu12==12.4.127; platform_system == "Linux" and platform_machine == "x86_64"',
+    'nvidia-cufft-cu12==11.2.1.3; platform_system == "Linux" and platform_machine == "x86_64"',
+)
+
+
+def _pinned_env(*wheels: tuple[str, str], broken: tuple[object, ...] = (), folder: str = "/site"):
+    torch = Distribution(
+        name="torch", version="2.5.1", folder=f"{folder}/t.dist-info", requires=TORCH_251_PINS
+    )
+    dists = (
+        torch,
+        *(Distribution(name=n, version=v, folder=f"{folder}/w.dist-info") for n, v in wheels),
+    )
+    installed = StackReading(distributions=dists, checked=len(dists), broken=broken, source="t")
+    return environment(torch=torch_build("2.5.1+cu124", cuda="12.4"), installed=installed)
+
+
+def test_cufft_error_with_another_cufft_wheel_than_torch_pins_installs_the_pin():
+    """torch 2.5.1 pins nvidia-cufft-cu12 11.2.1.3, 11.3.0.4 is installed: the pin is the fix."""
+    from errkb.probes.stack import Broken
+
+    broken = Broken(distribution="torch", version="2.5.1", required="nvidia-cufft-cu12",
+                    requirement="nvidia-cufft-cu12==11.2.1.3", installed="11.3.0.4")  # fmt: skip
+    env = _pinned_env(("nvidia-cufft-cu12", "11.3.0.4"), broken=(broken,))
+    found = _raised(RuntimeError("cuFFT error: CUFFT_INTERNAL_ERROR"), _options(env))
+    assert ("torch-cufft-error", "cuda-wheel-mismatch", 'pip install "nvidia-cufft-cu12==11.2.1.3"') == (
+        found.findings[0].record.id if found else None,
+        _verdict(found),
+        _command(found),
+    )  # fmt: skip
+
+
+def test_cufft_error_with_the_pinned_wheel_gives_no_command():
+    """The installed wheel is torch's pin: no reinstall is made up, and the note says so."""
+    env = _pinned_env(("nvidia-cufft-cu12", "11.2.1.3"))
+    found = _raised(RuntimeError("cuFFT error: CUFFT_INTERNAL_ERROR"), _options(env))
+    assert (None, True) == _noted(found, "nvidia-cufft-cu12 11.2.1.3 is installed")
+
+
+def test_pasted_cufft_error_names_no_machine():
+    """Pasted: the pins are torch's, the installed set is not known; pip check is said."""
+    found = explain(CUFFT)
+    assert ("torch-cufft-error", None, True) == (
+        found.findings[0].record.id if found else None,
+        *_noted(found, "pin their nvidia-cufft-cuNN release"),
+    )
+
+
+def test_nvrtc_of_another_cuda_than_torch_s_pin_is_said_not_reinstalled():
+    """NVRTC looked for CUDA 11.1's builtins; torch 2.5.1 pins NVRTC 12.4: another libnvrtc."""
+    from errkb.advisors.environment._situations import cuda_wheel
+
+    env = _pinned_env(("nvidia-cuda-nvrtc-cu12", "12.4.127"))
+    verdict, facts, notes = cuda_wheel("nvrtc", NVRTC_11_1, env)
+    assert (None, "CUDA 11.1", True) == (
+        verdict,
+        next(f.value for f in facts if f.name == "nvrtc_builtins"),
+        "the libnvrtc loaded is another CUDA's" in notes[0],
+    )
+
+
+def test_nvrtc_wheel_without_its_builtins_file_is_reinstalled(tmp_path):
+    """The pinned wheel's lib folder lacks libnvrtc-builtins.so.12.4: reinstall the pin."""
+    from errkb.advisors.environment._situations import cuda_wheel
+
+    lib = tmp_path / "nvidia" / "cuda_nvrtc" / "lib"
+    lib.mkdir(parents=True)
+    (lib / "libnvrtc.so.12").write_bytes(b"")
+    env = _pinned_env(("nvidia-cuda-nvrtc-cu12", "12.4.127"), folder=str(tmp_path))
+    text = NVRTC_11_1.replace("11.1", "12.4")
+    verdict, _, _ = cuda_wheel("nvrtc", text, env)
+    assert 'pip install --force-reinstall --no-deps "nvidia-cuda-nvrtc-cu12==12.4.127"' == (
+        verdict.commands[0] if verdict else None
+    )
+
+
+def test_pasted_nvrtc_names_the_torch_releases_of_its_cuda():
+    """Pasted, NVRTC 12.4's builtins: the torch releases that pin NVRTC 12.4 are named."""
+    from errkb.advisors.environment._situations import cuda_wheel
+
+    _, _, notes = cuda_wheel("nvrtc", NVRTC_11_1.replace("11.1", "12.4"), None)
+    assert "torch 2.5.0, 2.5.1, 2.6.0 pin" in notes[0]
+
+
+# -- errors of the report corpus that name the environment ---------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "record"),
+    [
+        # https://github.com/pytorch/pytorch/issues/47832 (torch 1.x raised NCCL errors as RuntimeError)
+        ("RuntimeError: NCCL error in: /pytorch/torch/lib/c10d/ProcessGroupNCCL.cpp:410, unhandled cuda error, NCCL version 2.4.8", "torch-nccl-error"),
+        # https://github.com/pytorch/pytorch/issues/78638
+        ("RuntimeError: NCCL error in: /opt/conda/conda-bld/pytorch_1607370120218/work/torch/lib/c10d/ProcessGroupNCCL.cpp:748, internal error, NCCL version 2.7.8", "torch-nccl-error"),
+        # https://github.com/facebookresearch/xformers/issues/671
+        ("RuntimeError: No such operator xformers_flash::flash_fwd - did you forget to build xformers with `python setup.py develop`?", "xformers-operator-not-built"),
+    ],
+)  # fmt: skip
+def test_a_reported_environment_error_finds_its_record_with_its_class(text, record):
+    """The pasted report, class and all, gets the record (the class rule admits RuntimeError)."""
+    found = explain(text, options=Options(probes=False, timeout=60))
+    assert record == (found.findings[0].record.id if found else None)

@@ -78,11 +78,16 @@ _RECORD_KINDS = {
     "bitsandbytes-native-library-none": "bnb",
     "bitsandbytes-cpu-library-missing-function": "bnb",
     "safetensors-mmap-no-such-device": "mmap",
+    "torch-nvrtc-builtins-missing": "nvrtc",
+    "torch-cublas-status-execution-failed": "cublas",
+    "torch-cufft-error": "cufft",
 }
 
 #: The kinds no check of the doctor judges: the advisor reads the message, the traceback and
 #: the probes itself (:mod:`errkb.advisors.environment._situations`, ``_launch``).
-_OWN_KINDS = frozenset({"port", "shm", "nccl", "numpy", "vllm-c", "bnb", "mmap"})
+_OWN_KINDS = frozenset(
+    {"port", "shm", "nccl", "numpy", "vllm-c", "bnb", "mmap", "nvrtc", "cublas", "cufft"}
+)
 
 #: The libraries of torch's C++ code, by the namespace a mangled symbol starts with.
 _NAMESPACES = {"3c10": "c10", "2at": "at (ATen)", "5torch": "torch", "6caffe2": "caffe2"}
@@ -383,7 +388,7 @@ def _owner(path: str, env: Environment) -> tuple[str, str] | None:
 
 
 def _situation(kind: str, caps: Captures, evidence: Evidence, *, live: bool) -> Advice | None:
-    """A busy port, a small /dev/shm, NCCL's system error, numpy's ABI, vLLM's missing _C."""
+    """A busy port, a small /dev/shm, NCCL, numpy's ABI, vLLM's _C, a CUDA library wheel."""
     from errkb.advisors.environment import _situations
 
     env = evidence.probe("environment") if live else None
@@ -408,6 +413,8 @@ def _situation(kind: str, caps: Captures, evidence: Evidence, *, live: bool) -> 
         judged = _situations.native_library(env)
     elif kind == "mmap":
         judged = _situations.mapped_path(_mapped(evidence) if live else None)
+    elif kind in _situations.CUDA_WHEELS:
+        judged = _situations.cuda_wheel(kind, text, env)
     else:
         judged = _situations.compiled_module(env, [f.file for f in frames])
     if judged is None:

@@ -36,8 +36,10 @@ if TYPE_CHECKING:
     from errkb.probes.stack import Distribution
 
 __all__ = [
+    "CUDA_WHEELS",
     "Judged",
     "compiled_module",
+    "cuda_wheel",
     "mapped_path",
     "native_library",
     "numpy_abi",
@@ -534,3 +536,148 @@ def _mount_of(path: str, mounts: str | None) -> tuple[str, str] | None:
         if inside and (best is None or len(point) > len(best[0])):
             best = (point, fields[2])
     return best
+
+
+# -- the CUDA libraries torch's wheel pins ---------------------------------------------------
+
+#: The CUDA library a record's message is about -> its wheel's name without ``-cuNN``.
+CUDA_WHEELS = {"nvrtc": "nvidia-cuda-nvrtc", "cublas": "nvidia-cublas", "cufft": "nvidia-cufft"}
+#: NVRTC's log when it cannot load its builtins library: the CUDA release that libnvrtc is of.
+_BUILTINS = re.compile(r"libnvrtc-builtins\.so\.(\d+)\.(\d+)")
+
+
+def cuda_wheel(library: str, text: str, env: Environment | None) -> Judged:
+    """A CUDA library of torch's failing: is the installed wheel the one torch pins?
+
+    torch's Linux wheels pin each CUDA library's wheel exactly (``Requires-Dist:
+    nvidia-cuda-nvrtc-cu12==12.4.127``). A live error reads the pin from the installed torch's
+    metadata and the installed wheel's version from its own; a version torch does not pin is the
+    fix (install the pin). For NVRTC, the builtins library its log names says which CUDA
+    release's libnvrtc was loaded: another release than the pin's is a libnvrtc from elsewhere
+    (a CUDA toolkit on ``LD_LIBRARY_PATH``); the pinned one whose builtins file is missing is a
+    damaged install, reinstalled. A pasted message names the torch releases that pin the CUDA
+    release it names (``cuda_wheel_pins.json``), and no command: the machine is not known.
+    """
+    facts: list[Fact] = []
+    builtins = _BUILTINS.search(text) if library == "nvrtc" else None
+    if builtins is not None:
+        facts.append(Fact(name="nvrtc_builtins", value=f"CUDA {builtins[1]}.{builtins[2]}",
+                          source="message", note="the builtins library NVRTC tried to open"))  # fmt: skip
+    if env is None:
+        return None, facts, _pinned_by(library, builtins)
+    pin = _torch_pin(env, CUDA_WHEELS[library])
+    if pin is None:
+        unpinned = (
+            f"environment: the installed torch pins no {CUDA_WHEELS[library]}-cuNN wheel "
+            "(a conda or source build, or not a Linux wheel): its CUDA libraries are the "
+            "toolkit's."
+        )
+        return None, facts, [unpinned]
+    name, pinned = pin
+    facts.append(Fact(name="torch_pins", value=f"{name}=={pinned}", source="probe",
+                      note="the installed torch's Requires-Dist"))  # fmt: skip
+    broken = next(
+        (b for b in env.stack.broken if b.distribution.lower() == "torch" and b.required == name),
+        None,
+    )
+    torch_version = env.torch.version or "installed"
+    if broken is not None:
+        present = broken.installed or "not installed"
+        facts.append(Fact(name="installed_wheel", value=f"{name} {present}", source="probe"))
+        verdict = Verdict(
+            code="cuda-wheel-mismatch",
+            severity="broken",
+            title=f"{name} {present}, where torch {torch_version} pins {pinned}",
+            why=f"torch {torch_version} was built and tested against {name} {pinned}; another "
+            "release of the library is loaded in its place, and calls into it fail inside the "
+            "library.",
+            fix=f"Install the {name} release torch pins.",
+            commands=(f'pip install "{name}=={pinned}"',),
+        )
+        return verdict, facts, []
+    if builtins is not None and not _same_release(pinned, builtins):
+        return None, facts, [
+            f"environment: NVRTC looked for the builtins of CUDA {builtins[1]}.{builtins[2]}, "
+            f"and torch's {name} {pinned} is of CUDA {'.'.join(pinned.split('.')[:2])}: the "
+            "libnvrtc loaded is another CUDA's (a toolkit on LD_LIBRARY_PATH)"
+            + _library_path(env)
+            + "."
+        ]  # fmt: skip
+    if builtins is not None and _builtins_missing(env, name, builtins) is True:
+        verdict = Verdict(
+            code="cuda-wheel-damaged",
+            severity="broken",
+            title=f"{name} {pinned} is installed without its builtins library",
+            why=f"The wheel's lib folder lacks libnvrtc-builtins.so.{builtins[1]}.{builtins[2]}, "
+            "which NVRTC loads when it compiles a kernel: the install is incomplete.",
+            fix=f"Reinstall {name} {pinned}, the release torch pins.",
+            commands=(f'pip install --force-reinstall --no-deps "{name}=={pinned}"',),
+        )
+        return verdict, facts, []
+    return (
+        None,
+        facts,
+        [
+            f"environment: {name} {pinned} is installed, the release torch pins; the library "
+            "loaded may still be another copy" + _library_path(env) + "."
+        ],
+    )
+
+
+def _torch_pin(env: Environment, prefix: str) -> tuple[str, str] | None:
+    """The wheel of ``prefix`` (``nvidia-cublas``) the installed torch pins, and its version."""
+    pattern = re.compile(rf"^\s*({re.escape(prefix)}-cu\d+)\s*\(?\s*==\s*([\w.]+)", re.IGNORECASE)
+    torch = next((d for d in env.stack.distributions if d.name.lower() == "torch"), None)
+    for text in torch.requires if torch is not None else ():
+        found = pattern.match(text)
+        if found is not None:
+            return found[1].lower(), found[2]
+    return None
+
+
+def _same_release(pinned: str, builtins: re.Match[str]) -> bool:
+    return pinned.split(".")[:2] == [builtins[1], builtins[2]]
+
+
+def _library_path(env: Environment) -> str:
+    value = dict(env.system.variables).get("LD_LIBRARY_PATH")
+    return f"; LD_LIBRARY_PATH={value}" if value else ""
+
+
+def _builtins_missing(env: Environment, name: str, builtins: re.Match[str]) -> bool | None:
+    """True when the wheel's folder lacks the builtins library; ``None``: not known."""
+    from pathlib import Path
+
+    dist = next((d for d in env.stack.distributions if d.name.lower() == name), None)
+    if dist is None or not dist.folder:
+        return None
+    lib = Path(dist.folder).parent / "nvidia" / "cuda_nvrtc" / "lib"
+    if not lib.is_dir():
+        return None
+    return not (lib / f"libnvrtc-builtins.so.{builtins[1]}.{builtins[2]}").exists()
+
+
+def _pinned_by(library: str, builtins: re.Match[str] | None) -> list[str]:
+    """For a pasted message: the torch releases whose wheel pins the CUDA release it names."""
+    from errkb.advisors.environment._tables import tables
+
+    if builtins is None:
+        unknown = (
+            f"environment: torch's Linux wheels pin their {CUDA_WHEELS[library]}-cuNN release; "
+            "pip check (or errkb doctor) on that machine says whether another is installed."
+        )
+        return [unknown]
+    release = [builtins[1], builtins[2]]
+    torches = [
+        p.torch
+        for p in tables().cuda_wheel_pins
+        if p.distribution.startswith(CUDA_WHEELS[library]) and p.version.split(".")[:2] == release
+    ]
+    if not torches:
+        return [f"environment: no torch release in errkb's tables pins NVRTC {'.'.join(release)}."]
+    named = (
+        f"environment: NVRTC {'.'.join(release)} is the release torch {', '.join(torches)} "
+        "pin (nvidia-cuda-nvrtc); with another torch, the libnvrtc loaded is not torch's own "
+        "(a CUDA toolkit on LD_LIBRARY_PATH)."
+    )
+    return [named]

@@ -1,12 +1,13 @@
 """The knowledge tables the verdicts judge with: ``errkb/advisors/environment/tables/*.json``.
 
-Eight tables, each row citing where it was read (``source``): the CUDA builds of torch releases
+Nine tables, each row citing where it was read (``source``): the CUDA builds of torch releases
 and the GPU architectures each carries code for (``torch_builds.json``), which GPUs code for
 one architecture runs on (``code_compatibility.json``), the oldest driver for each CUDA
 runtime (``cuda_drivers.json``), the compute capability of GPU models by name
 (``gpu_capabilities.json``), and the torch and CUDA that releases of the compiled extensions
 were built for (``vllm_builds.json``, ``bitsandbytes_builds.json``, ``xformers_builds.json``,
-``flash_attn_builds.json``). They are data, not error records: they live beside the verdicts
+``flash_attn_builds.json``), and the CUDA library wheels each torch release pins
+(``cuda_wheel_pins.json``). They are data, not error records: they live beside the verdicts
 that ``errkb doctor`` and the environment advisor share, not under ``records/``, so that the
 record index knows nothing of them.
 """
@@ -23,6 +24,7 @@ __all__ = [
     "INDEX_ROOT",
     "Capability",
     "CodeRule",
+    "CudaWheelPin",
     "DriverRow",
     "ExtensionBuildRow",
     "GpuRow",
@@ -144,6 +146,16 @@ class ExtensionBuildRow:
 
 
 @attrs.frozen(kw_only=True)
+class CudaWheelPin:
+    """A CUDA library wheel a torch release's Linux x86_64 wheel pins (``==version``)."""
+
+    torch: str
+    distribution: str
+    version: str
+    source: str
+
+
+@attrs.frozen(kw_only=True)
 class Tables:
     """All the tables."""
 
@@ -152,6 +164,7 @@ class Tables:
     drivers: tuple[DriverRow, ...]
     gpus: tuple[GpuRow, ...]
     extension_builds: tuple[ExtensionBuildRow, ...] = ()
+    cuda_wheel_pins: tuple[CudaWheelPin, ...] = ()
 
     def code_rule(self, code: Capability) -> CodeRule:
         """The rule for ``code``; for an architecture torch does not list, its major onwards."""
@@ -242,6 +255,15 @@ def tables() -> Tables:
             )
             for name in EXTENSION_TABLES
             for row in _rows(name)
+        ),
+        cuda_wheel_pins=tuple(
+            CudaWheelPin(
+                torch=str(row["torch"]),
+                distribution=str(row["distribution"]),
+                version=str(row["version"]),
+                source=str(row["source"]),
+            )
+            for row in _rows("cuda_wheel_pins.json")
         ),
     )
 
