@@ -62,17 +62,24 @@ def offline(monkeypatch, tmp_path):
 
 
 class _HubStub(BaseHTTPRequestHandler):
-    """Answers every request with the status and Hub error headers set on the server."""
+    """Answers every request with the status and Hub headers set on the server, and a GET with
+    its ``body`` (empty unless set)."""
 
-    def _answer(self):
+    def _answer(self) -> bytes:
         status, headers = self.server.reply  # type: ignore[attr-defined]
+        body = getattr(self.server, "body", b"")
         self.send_response(status)
         for key, value in headers.items():
             self.send_header(key, value)
-        self.send_header("Content-Length", "0")
+        self.send_header("Content-Length", str(len(body)))
         self.end_headers()
+        return body
 
-    do_GET = do_HEAD = _answer
+    def do_HEAD(self):
+        self._answer()
+
+    def do_GET(self):
+        self.wfile.write(self._answer())
 
     def log_message(self, *args):  # keep pytest output clean
         pass
@@ -512,6 +519,28 @@ def test_hub_gated_repo(hub_stub):
         hf_hub_download("someorg/gated", "config.json", cache_dir=str(hub_stub.cache))
     top = top_match(info.value)
     assert "huggingface-hub-gated-repo" == top.record.id
+
+
+def test_hub_download_shorter_than_announced(hub_stub):
+    """A download that ends before the size the Hub announced is recognised, with both sizes."""
+    from huggingface_hub import hf_hub_download
+
+    hub_stub.reply = (
+        200,
+        {
+            "X-Repo-Commit": "a" * 40,
+            "ETag": '"0123abcd"',
+            "X-Linked-Etag": '"0123abcd"',
+            "X-Linked-Size": "1000",
+        },
+    )
+    hub_stub.body = b"version https://git-lfs.github.com/spec/v1\n"
+
+    with pytest.raises(OSError) as info:
+        hf_hub_download("someorg/model", "tokenizer.model", cache_dir=str(hub_stub.cache))
+    top = top_match(info.value)
+    assert "huggingface-hub-download-consistency-check-failed" == top.record.id
+    assert (top.captures["expected_size"], top.captures["actual_size"]) == (1000, 43)
 
 
 def test_hub_unauthorized_invalid_token(hub_stub):

@@ -1,0 +1,259 @@
+"""Errors that libraries next to the stack raise, raised for real where they install on CPU.
+
+sentencepiece and torch raise their own errors here (a model file that is a Git LFS pointer, a
+trainer given no sentences, a loss given a Long target, DistributedDataParallel on a one-process
+gloo group); huggingface_hub's short download is raised in test_real_exceptions_hf.py. Errors of
+releases or libraries that do not run here (DeepSpeed's ZeRO-3, tokenizers before 0.23.1,
+sentencepiece's older builds) are checked on the texts users pasted, each with its report's URL.
+"""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from helpers import run_python, top_match
+
+import errkb
+
+spm = pytest.importorskip("sentencepiece")
+
+_SENTENCES = [
+    "the quick brown fox jumps over the lazy dog",
+    "a tokenizer splits text into pieces it has learned",
+    "sentencepiece trains on raw sentences without pre tokenization",
+] * 20
+
+
+def _train(**options) -> bytes:
+    """A SentencePiece model trained on a few sentences, as bytes (or the trainer's error)."""
+    model = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(options.pop("sentences", _SENTENCES)),
+        model_writer=model,
+        minloglevel=2,
+        **options,
+    )
+    return model.getvalue()
+
+
+def _explained(text: str, record_id: str) -> None:
+    """``text`` (a pasted report) is explained by ``record_id`` first."""
+    diagnosis = errkb.explain(text, options=errkb.Options(probes=False))
+    assert diagnosis.findings, text
+    assert diagnosis.top.record.id == record_id, (text, diagnosis.top.record.id)
+
+
+# --------------------------------------------------------------------------------------------
+# sentencepiece
+# --------------------------------------------------------------------------------------------
+
+
+def test_sentencepiece_git_lfs_pointer_as_model_file(tmp_path):
+    """A Git LFS pointer loaded as tokenizer.model is recognised, with its path."""
+    pointer = tmp_path / "tokenizer.model"
+    pointer.write_text(
+        "version https://git-lfs.github.com/spec/v1\n"
+        "oid sha256:9e556afd44213b6bd1be2b850ebbbd98f5481437a8021afaf58ee7fb1818d347\n"
+        "size 499723\n"
+    )
+    with pytest.raises(RuntimeError) as info:
+        spm.SentencePieceProcessor(model_file=str(pointer))
+    top = top_match(info.value)
+    assert top.record.id == "sentencepiece-model-file-not-parsed"
+    assert top.captures["path"] == str(pointer)
+
+
+def test_sentencepiece_html_page_as_model_proto():
+    """Bytes that are not a ModelProto (the check's own wording, with its line) are recognised."""
+    with pytest.raises(RuntimeError) as info:
+        spm.SentencePieceProcessor(
+            model_proto=b"<!DOCTYPE html><html><body>Not Found</body></html>"
+        )
+    assert "ParseFromArray" in str(info.value)
+    assert top_match(info.value).record.id == "sentencepiece-model-file-not-parsed"
+
+
+@pytest.mark.parametrize(
+    ("url", "text"),
+    [
+        (
+            "https://github.com/google/sentencepiece/issues/296",
+            (
+                "RuntimeError: Internal: /Users/travis/build/google/sentencepiece/src/"
+                "sentencepiece_processor.cc(73) [model_proto->ParseFromArray(serialized.data(), "
+                "serialized.size())]"
+            ),
+        ),
+        (
+            "https://github.com/google/sentencepiece/issues/604",
+            (
+                "RuntimeError: Internal: C:\\projects\\sentencepiece\\src\\"
+                "sentencepiece_processor.cc(824) [model_proto->ParseFromArray(serialized.data(), "
+                "serialized.size())]"
+            ),
+        ),
+        # The issue's title keeps the line alone; its author's COCO-LM report
+        # (https://github.com/microsoft/COCO-LM/issues/5) shows the check at line 890.
+        (
+            "https://github.com/google/sentencepiece/issues/736",
+            "RuntimeError: Internal: src/sentencepiece_processor.cc(890)",
+        ),
+        (
+            "https://github.com/google/sentencepiece/issues/909",
+            (
+                "RuntimeError: Internal: src/sentencepiece_processor.cc(1101) "
+                "[model_proto->ParseFromArray(serialized.data(),"
+            ),
+        ),
+        (
+            "https://github.com/google/sentencepiece/issues/1054",
+            "RuntimeError: Internal: could not parse ModelProto from ./tokenizer.model",
+        ),
+    ],
+)
+def test_sentencepiece_model_parse_wordings_of_older_releases(url, text):
+    """Each build's path and line, and a title cut after the line, name the same record."""
+    _explained(text, "sentencepiece-model-file-not-parsed")
+
+
+def test_sentencepiece_other_checks_at_other_lines_are_not_the_parse_error():
+    """A bare ``sentencepiece_processor.cc(N)`` names the parse check only at its known lines."""
+    for text in (
+        "RuntimeError: Internal: src/sentencepiece_processor.cc(512)",
+        "RuntimeError: Internal: src/sentencepiece_processor.cc(890) [model_->IsUnknown(unk_id_)]",
+    ):
+        matches = errkb.lookup(text.partition(": ")[2], RuntimeError)
+        assert "sentencepiece-model-file-not-parsed" not in {m.record.id for m in matches}
+
+
+def test_sentencepiece_piece_id_out_of_range():
+    """Both raise sites (one id, a list of ids) are recognised."""
+    sp = spm.SentencePieceProcessor(model_proto=_train(vocab_size=40, hard_vocab_limit=False))
+    too_big = sp.get_piece_size()
+    for call in (lambda: sp.id_to_piece(too_big), lambda: sp.decode_ids([1, too_big])):
+        with pytest.raises(IndexError) as info:
+            call()
+        assert top_match(info.value).record.id == "sentencepiece-piece-id-out-of-range"
+
+
+def test_sentencepiece_trainer_without_sentences():
+    with pytest.raises(RuntimeError) as info:
+        _train(sentences=[], vocab_size=40)
+    assert top_match(info.value).record.id == "sentencepiece-trainer-no-sentences"
+
+
+def test_sentencepiece_trainer_vocab_size_too_high():
+    """The limit the message states is captured for the solution."""
+    with pytest.raises(RuntimeError) as info:
+        _train(vocab_size=5000)
+    top = top_match(info.value)
+    assert top.record.id == "sentencepiece-trainer-vocab-size-too-high"
+    assert 0 < top.captures["max_vocab_size"] < 5000
+
+
+# --------------------------------------------------------------------------------------------
+# torch
+# --------------------------------------------------------------------------------------------
+
+
+def test_torch_found_dtype_long_target_in_bce():
+    torch = pytest.importorskip("torch")
+    with pytest.raises(RuntimeError) as info:
+        torch.nn.functional.binary_cross_entropy(torch.rand(3), torch.tensor([1, 0, 1]))
+    top = top_match(info.value)
+    assert top.record.id == "torch-found-dtype-but-expected"
+    assert (top.captures["found_dtype"], top.captures["expected_dtype"]) == ("Long", "Float")
+
+
+_DDP_TWICE = """
+import os, torch, torch.distributed as dist
+from torch.utils.checkpoint import checkpoint
+os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=os.environ["PORT"])
+dist.init_process_group("gloo", rank=0, world_size=1)
+class M(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(4, 4)
+    def forward(self, x):
+        return checkpoint(self.a, checkpoint(self.a, x, use_reentrant=True), use_reentrant=True)
+model = torch.nn.parallel.DistributedDataParallel(M(), find_unused_parameters=True)
+try:
+    model(torch.randn(2, 4, requires_grad=True)).sum().backward()
+except RuntimeError as e:
+    print(str(e))
+dist.destroy_process_group()
+"""
+
+
+def test_torch_ddp_parameter_marked_ready_twice():
+    """Reentrant checkpointing of one module twice under DDP (a real one-process gloo group)."""
+    pytest.importorskip("torch")
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    done = run_python(_DDP_TWICE, env={"PORT": str(port)})
+    message = done.stdout.decode()
+    assert "mark a variable ready only once" in message, done.stderr.decode()[-2000:]
+    matches = errkb.lookup(message.strip(), RuntimeError)
+    assert matches[0].record.id == "torch-ddp-variable-marked-ready-twice"
+
+
+# --------------------------------------------------------------------------------------------
+# Libraries or releases that do not run here: the texts users pasted
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("url", "text", "record_id"),
+    [
+        (
+            "https://github.com/deepspeedai/DeepSpeed/issues/3156",
+            (
+                "RuntimeError: still have inflight params [<bound method "
+                "Init._convert_to_deepspeed_param.<locals>.ds_summary of Parameter containing:"
+            ),
+            "deepspeed-zero3-still-have-inflight-params",
+        ),
+        (
+            "https://github.com/zhuoyan-xu/AdaLLaVA/issues/3",
+            (
+                '    raise RuntimeError(f"still have inflight params "\n'
+                "RuntimeError: still have inflight params [{'id': 586, 'status': 'AVAILABLE', "
+                "'numel': 65536, 'ds_numel': 65536, 'shape': (16, 4096), 'ds_shape': (16, 4096), "
+                "'requires_grad': True, 'grad_shape': None, 'persist': False, "
+                "'active_sub_modules': set(), 'ds_tensor.shape': torch.Size([8192])}]"
+            ),
+            "deepspeed-zero3-still-have-inflight-params",
+        ),
+        (
+            "https://github.com/huggingface/tokenizers/issues/537",
+            "RuntimeError: Already borrowed",
+            "tokenizers-already-borrowed",
+        ),
+        (
+            "https://github.com/huggingface/huggingface_hub/issues/2520",
+            "OSError: Consistency check failed",
+            "huggingface-hub-download-consistency-check-failed",
+        ),
+        (
+            "https://github.com/pytorch/pytorch/issues/45373",
+            (
+                '  File "/home/mahmood/.local/lib/python3.7/site-packages/torch/nn/functional.py", '
+                "line 2527, in binary_cross_entropy\n"
+                "    input, target, weight, reduction_enum)\n"
+                "RuntimeError: Found dtype Long but expected Float"
+            ),
+            "torch-found-dtype-but-expected",
+        ),
+        (
+            "https://github.com/huggingface/accelerate/issues/3536",
+            "RuntimeError: Expected to mark a variable ready only once.",
+            "torch-ddp-variable-marked-ready-twice",
+        ),
+    ],
+)
+def test_reported_texts(url, text, record_id):
+    _explained(text, record_id)
