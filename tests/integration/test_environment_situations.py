@@ -15,7 +15,7 @@ import subprocess
 import sys
 
 import pytest
-from helpers import _child_env
+from helpers import DATA, _child_env
 
 SCRIPT = """
 import json, os, socket
@@ -57,3 +57,76 @@ def test_a_script_s_busy_master_port_gets_its_own_command_line_on_a_free_port(tm
     with socket.socket() as sock:  # free when read, and not the one that was taken
         sock.bind(("", port))
     assert port != data["busy"]
+
+
+#: The release archives the miner downloads, where a test needs a real one.
+MINE_CACHE = DATA.parents[1] / ".mine-cache"
+NVRTC_WHEEL = "nvidia_cuda_nvrtc_cu12-12.4.127-py3-none-manylinux2014_x86_64.whl"
+
+NVRTC_SCRIPT = """
+import json, sys
+import torch, torch.version
+import torch.utils.cpp_extension as cpp_extension
+import errkb
+from environments import environment, torch_build
+from errkb.options import Options
+from errkb.probes import Measurements
+from errkb.probes.stack import read_stack
+
+site, cuda_home = sys.argv[1], sys.argv[2]
+torch.version.cuda = "12.4"  # the machine: a CUDA 12.4 build of torch
+cpp_extension.CUDA_HOME = cuda_home
+from torch.cuda._utils import _nvrtc_compile
+
+env = environment(torch=torch_build("2.5.1+cu124", cuda="12.4"), installed=read_stack([site]))
+try:
+    _nvrtc_compile('extern "C" __global__ void k(float* x) { x[0] = 1.0f; }', "k", "80")
+except RuntimeError as exc:
+    options = Options(measurements=Measurements(readings={"environment": env}), timeout=60.0)
+    finding = errkb.diagnose(exc, options=options).findings[0]
+    print(json.dumps({
+        "message": str(exc),
+        "record": finding.record.id,
+        "command": finding.solutions[0].settings.get("command"),
+    }))
+"""
+
+
+def test_nvrtc_without_its_builtins_raised_by_real_torch_gets_the_pinned_wheel(tmp_path):
+    """torch 2.13.0's _nvrtc_compile with the real libnvrtc of nvidia-cuda-nvrtc-cu12 12.4.127,
+    whose builtins library is gone: NVRTC's real log, and the pinned wheel reinstalled."""
+    import zipfile
+
+    pytest.importorskip("torch.cuda._utils")
+    wheel = MINE_CACHE / NVRTC_WHEEL
+    if not wheel.exists():
+        pytest.skip(f"needs {NVRTC_WHEEL} in .mine-cache")
+    site = tmp_path / "site-packages"
+    with zipfile.ZipFile(wheel) as archive:
+        archive.extractall(site)
+    lib = site / "nvidia" / "cuda_nvrtc" / "lib"
+    (lib / "libnvrtc-builtins.so.12.4").unlink()
+    from environments import write_dist
+
+    pins = ('nvidia-cuda-nvrtc-cu12==12.4.127; platform_system == "Linux"',)  # torch 2.5.1's
+    write_dist(site, "torch", "2.5.1", requires=pins)
+    (tmp_path / "cuda" / "include").mkdir(parents=True)
+    script = tmp_path / "compile.py"
+    script.write_text(NVRTC_SCRIPT, encoding="utf-8")
+    tests = str(DATA.parent)
+    done = subprocess.run(
+        [sys.executable, str(script), str(site), str(tmp_path / "cuda")],
+        capture_output=True, timeout=300, check=False,
+        env=_child_env({"LD_LIBRARY_PATH": str(lib), "PYTHONPATH": tests}),
+    )  # fmt: skip
+    assert 0 == done.returncode, done.stderr.decode()[-2000:]
+    data = json.loads(done.stdout)
+    assert (
+        True,
+        "torch-nvrtc-builtins-missing",
+        'pip install --force-reinstall --no-deps "nvidia-cuda-nvrtc-cu12==12.4.127"',
+    ) == (
+        "failed to open libnvrtc-builtins.so.12.4" in data["message"],
+        data["record"],
+        data["command"],
+    )

@@ -710,6 +710,8 @@ def test_pasted_nvrtc_names_the_torch_releases_of_its_cuda():
         ("RuntimeError: NCCL error in: /pytorch/torch/lib/c10d/ProcessGroupNCCL.cpp:410, unhandled cuda error, NCCL version 2.4.8", "torch-nccl-error"),
         # https://github.com/pytorch/pytorch/issues/78638
         ("RuntimeError: NCCL error in: /opt/conda/conda-bld/pytorch_1607370120218/work/torch/lib/c10d/ProcessGroupNCCL.cpp:748, internal error, NCCL version 2.7.8", "torch-nccl-error"),
+        # https://github.com/ai-forever/ru-dalle/issues/123
+        (NVRTC_11_1, "torch-nvrtc-builtins-missing"),
         # https://github.com/facebookresearch/xformers/issues/671
         ("RuntimeError: No such operator xformers_flash::flash_fwd - did you forget to build xformers with `python setup.py develop`?", "xformers-operator-not-built"),
     ],
