@@ -235,16 +235,17 @@ def _best_line(
     A paste is never recognised worse than its best single line: a traceback cut before its
     exception line, a log record above it (ChatTTS's ``model load failed``), a warning. Each
     line is read alone (:func:`errkb.parse.parse_lines`); the best is the one whose top match
-    ranks first (hand-written before mined, then by score), the later line on a tie.
+    ranks first (hand-written before mined before a fallback, then by score), the later line on
+    a tie.
     """
     from errkb.parse import parse_lines
 
     matcher = _registry(options, registry).matcher
-    best: tuple[tuple[bool, float, int], Any] | None = None
+    best: tuple[tuple[bool, bool, float, int], Any] | None = None
     for index, p in enumerate(parse_lines(text)):
         matches = matcher.match(p.message, p.class_name)
         if matches:
-            key = (matches[0].mined, -matches[0].score, -index)
+            key = (matches[0].fallback, matches[0].mined, -matches[0].score, -index)
             if best is None or key < best[0]:
                 best = (key, p)
     if best is None:

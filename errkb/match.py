@@ -13,7 +13,12 @@ by, in turn:
    too and the frames show the mined record's raise site better (part 3 below) than that of
    any hand-written record of the library: the same words raised at another place of one
    library (peft's "Target modules ... not found" from ``inject_adapter`` and from
-   ``_set_trainable``), told apart by the frames;
+   ``_set_trainable``), told apart by the frames. Below both, records of a **fallback** family
+   (tag ``fallback``): Python's own import errors that name only a library (``No module named
+   'vllm'``), which any record naming the module, name or change itself outranks; no mined
+   match folds into one, and one matches only under a class errkb can place (not
+   **unresolved** below: a library's ``CompilationError`` quoting an ``AttributeError`` is
+   that library's error, not Python's);
 2. **class**: how the exception's class relates to the record's ``errorClass`` (and the other
    acceptable classes it lists in ``errorClasses``):
 
@@ -110,6 +115,7 @@ if TYPE_CHECKING:
     from errkb.records import Listed, Record
 
 __all__ = [
+    "FALLBACK_TAG",
     "LITERAL_RUN",
     "MINED_TAG",
     "ClassSpec",
@@ -128,6 +134,8 @@ _RAISED, _SITE, _PACKAGE, _VARIANT = 9.0, 6.0, 3.0, -3.0
 _CUT, _RUN = -1.0, -2.0
 #: The tag of records mined from source: they rank below every hand-written record.
 MINED_TAG = "mined"
+#: The tag of a family's records that name only a library: they rank below every other record.
+FALLBACK_TAG = "fallback"
 #: The shortest literal run that identifies a mined record's message on its own.
 LITERAL_RUN = 32
 
@@ -160,6 +168,11 @@ class Match:
     def mined(self) -> bool:
         """Whether the record was mined from source (it ranks below every hand-written one)."""
         return MINED_TAG in self.record.tags
+
+    @property
+    def fallback(self) -> bool:
+        """Whether the record is a fallback, naming only a library (it ranks below every other)."""
+        return FALLBACK_TAG in self.record.tags
 
 
 @attrs.define
@@ -489,8 +502,8 @@ class Matcher:
             level = (
                 _NO_CLASS if spec is None else spec.level(record.error_class, record.error_classes)
             )
-            if level is None:
-                continue
+            if level is None or (level <= _UNRESOLVED and FALLBACK_TAG in record.tags):
+                continue  # a fallback is Python's own words under Python's own classes
             mined = MINED_TAG in record.tags
             if mined and entry.skeleton and not _through(record.library, paths):
                 continue  # any library's copy of the macro words it so: its frames must vouch
@@ -658,8 +671,8 @@ def ranked(found: Iterable[Match]) -> list[Match]:
     """
     joins = _joiner(found := list(found))
 
-    def key(m: Match) -> tuple[bool, bool, float, bool, bool]:
-        return (m.by_site, m.mined and not joins(m), -m.score, *_lesser(m.record))
+    def key(m: Match) -> tuple[bool, bool, bool, float, bool, bool]:
+        return (m.by_site, m.fallback, m.mined and not joins(m), -m.score, *_lesser(m.record))
 
     return sorted(found, key=key)
 
@@ -678,10 +691,14 @@ def _joiner(found: list[Match]) -> Callable[[Match], bool]:
 
 
 def _best_sites(found: Iterable[Match]) -> dict[str, float]:
-    """For each library with a hand-written match of the message, its best raise-site part."""
+    """For each library with a hand-written match of the message, its best raise-site part.
+
+    A fallback match is no such match: a mined record naming the module or name itself is a
+    finding of its own, ranked above it.
+    """
     best: dict[str, float] = {}
     for m in found:
-        if not m.mined and not m.by_site:
+        if not m.mined and not m.by_site and not m.fallback:
             best[m.record.library] = max(m.site, best.get(m.record.library, m.site))
     return best
 
@@ -1049,7 +1066,7 @@ def _fold(found: list[Match | _Held], by_site: list[Match]) -> list[Match]:
         return kept
     written: dict[str, int] = {}
     for i, m in enumerate(kept):
-        if not m.mined and not m.by_site:
+        if not m.mined and not m.by_site and not m.fallback:
             written.setdefault(m.record.library, i)
     also: dict[int, list[str]] = {}
     # As ranked() orders mined matches that do not join the hand-written tier (a stable sort).
