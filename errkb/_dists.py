@@ -21,7 +21,15 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-__all__ = ["EntryPoint", "entry_points", "forget", "metadata_folders", "normalize", "version"]
+__all__ = [
+    "EntryPoint",
+    "entry_points",
+    "forget",
+    "metadata_folder",
+    "metadata_folders",
+    "normalize",
+    "version",
+]
 
 _lock = threading.Lock()
 # sys.path as it was when the folders were listed, and normalized name -> metadata folder.
@@ -94,6 +102,11 @@ def forget() -> None:
     global _seen_path  # noqa: PLW0603
     with _lock:
         _seen_path = None
+
+
+def metadata_folder(name: str) -> str | None:
+    """The metadata folder of the distribution ``name`` on ``sys.path``, or ``None``."""
+    return _listed().get(normalize(name))
 
 
 def version(name: str) -> str | None:

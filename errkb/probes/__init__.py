@@ -6,7 +6,8 @@ probe, run once per diagnosis). The built-in probes are in the static table :dat
 ``gpu`` measures the visible GPUs (torch), ``engine`` reads an LLM engine's own objects from the
 traceback's frames, ``model`` reads the model configuration the user pointed at, ``installed``
 reads which release of a distribution is installed (its metadata, never the distribution
-itself), ``environment`` reads the machine, NVML, the imported torch's build and the installed
+itself), ``imports`` where a module name leads in this Python's import system (without
+importing it), ``environment`` reads the machine, NVML, the imported torch's build and the installed
 set for the environment's verdicts, ``launch`` this process's command line and a free TCP port
 (for a rendezvous port that is taken). A built-in probe is called with the evidence and a time
 bound. Installed distributions add probes through the entry-point group ``errkb.probes`` (a
@@ -52,6 +53,7 @@ BUILTIN: dict[str, str] = {
     "engine": "errkb.probes.engine:probe",
     "environment": "errkb.probes.environment:probe",
     "gpu": "errkb.probes.gpu:probe",
+    "imports": "errkb.probes.imports:probe",
     "installed": "errkb.probes.installed:probe",
     "launch": "errkb.probes.launch:probe",
     "model": "errkb.probes.model:probe",
