@@ -201,6 +201,50 @@ def test_torch_ddp_parameter_marked_ready_twice():
     assert matches[0].record.id == "torch-ddp-variable-marked-ready-twice"
 
 
+class _Failing:
+    """A map-style Dataset whose items raise ``error`` (in the DataLoader's worker process)."""
+
+    def __init__(self, error: str):
+        self.error = error
+
+    def __len__(self):
+        return 2
+
+    def __getitem__(self, index):
+        import torch
+
+        if self.error == "shapes":
+            return torch.zeros(2, 3) @ torch.zeros(4, 5)
+        return {}["no-such-key"]
+
+
+@pytest.mark.parametrize(
+    ("error", "ranked"),
+    [
+        # The wrapped error has a record: it comes first, the wrapper after it.
+        (
+            "shapes",
+            ["torch-mat1-mat2-shapes-cannot-be-multiplied", "torch-caught-in-worker-or-replica"],
+        ),
+        # It has none: the wrapper's record says where to read it.
+        ("key", ["torch-caught-in-worker-or-replica"]),
+    ],
+)
+def test_torch_dataloader_worker_wrapper(error, ranked):
+    """A worker's error re-raised by the DataLoader, as caught and as pasted."""
+    import traceback
+
+    torch = pytest.importorskip("torch")
+    loader = torch.utils.data.DataLoader(_Failing(error), num_workers=1)
+    with pytest.raises(Exception) as info:
+        next(iter(loader))
+    assert str(info.value).startswith("Caught ")
+    diagnosis = errkb.diagnose(info.value, options=errkb.Options(probes=False))
+    assert [f.record.id for f in diagnosis.findings][: len(ranked)] == ranked
+    pasted = "".join(traceback.format_exception(info.value))
+    _explained(pasted, ranked[0])
+
+
 # --------------------------------------------------------------------------------------------
 # Libraries or releases that do not run here: the texts users pasted
 # --------------------------------------------------------------------------------------------
@@ -247,6 +291,11 @@ def test_torch_ddp_parameter_marked_ready_twice():
                 "RuntimeError: Found dtype Long but expected Float"
             ),
             "torch-found-dtype-but-expected",
+        ),
+        (
+            "https://github.com/huggingface/transformers/issues/26203",
+            "RuntimeError: Caught RuntimeError in replica 0 on device 0",
+            "torch-caught-in-worker-or-replica",
         ),
         (
             "https://github.com/huggingface/accelerate/issues/3536",
