@@ -61,6 +61,7 @@ BUILTIN: dict[str, str] = {
     "kv-cache": "errkb.advisors.kv_cache:advise",
     "nccl-timeout": "errkb.advisors.nccl_timeout:advise",
     "out-of-memory": "errkb.advisors.out_of_memory:advise",
+    "python-import": "errkb.advisors.python_import:advise",
 }
 
 

@@ -177,7 +177,9 @@ def _class_names(record) -> dict[str, str]:
     (``torch.cuda.OutOfMemoryError`` for ``torch.OutOfMemoryError``, ``safetensors_rust`` for
     ``safetensors._safetensors_rust``, ``pickle`` for ``_pickle``) is an alias, unless this
     process has imported the module, which resolves the name to the class itself (exact); a
-    class the record lists in ``errorClasses`` is base; an unknown name is unresolved.
+    class the record lists in ``errorClasses`` is base; an unknown name is unresolved, except
+    for a fallback record (Python's own words under Python's own classes only: an unknown class
+    quoting them is another library's error; tests/unit/test_python_import.py).
     """
     module, _, name = record.error_class.rpartition(".")
     names = {name: "exact", f"{module or 'builtins'}.{name}": "exact"}
@@ -188,7 +190,8 @@ def _class_names(record) -> dict[str, str]:
             names.setdefault(f"{canonical}{module[len(printed) :]}.{name}", "alias")
     for other in record.error_classes:
         names.setdefault(other, "base")
-    names[UNKNOWN_CLASS] = "unresolved"
+    if "fallback" not in record.tags:
+        names[UNKNOWN_CLASS] = "unresolved"
     return {
         n: "exact" if tier == "alias" and ClassSpec.of(n).resolved else tier
         for n, tier in names.items()
