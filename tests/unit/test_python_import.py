@@ -235,6 +235,7 @@ def test_unknown_location_is_a_namespace_package_and_says_how_to_find_it():
     assert "namespace package" in fix
     assert "import vllm; print(list(vllm.__path__))" in fix
     assert "python" not in {f.name for f in finding.facts}  # not this machine's interpreter
+    assert finding.example_fix is None  # the record's example renames a file: not this case
 
 
 def test_the_circular_import_names_the_users_file_from_the_message():
@@ -248,6 +249,7 @@ def test_the_circular_import_names_the_users_file_from_the_message():
         "(most likely due to a circular import) (/home/u/train/peft.py)"
     )
     assert "/home/u/train/peft.py" == facts["shadowed by"]
+    assert "mv peft.py peft_demo.py" in finding.example_fix.after  # the record's own example
     assert finding.solutions[0].text.startswith("Rename /home/u/train/peft.py:")
 
 

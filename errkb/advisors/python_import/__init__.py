@@ -29,6 +29,8 @@ import shlex
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+import attrs
+
 from errkb.advisors import Advice, Captures, Contract, Variant, advisor
 from errkb.advisors.python_import._family import by_folder
 from errkb.findings import Fact, Solution
@@ -66,7 +68,12 @@ def advise(match: Match, evidence: Evidence) -> Advice | None:
     caps = Captures(match.captures)
     error = _Error.read(variant.name, caps)
     seen = _Seen.gather(library, error, evidence)
-    return _judge(library, error, seen)
+    advice = _judge(library, error, seen)
+    # The record's example renames the program's own file named like the library: shown only
+    # for the situations where such a file is the cause.
+    if error.circular or error.not_package:
+        return advice
+    return attrs.evolve(advice, withhold_example=True)
 
 
 class _Error:
