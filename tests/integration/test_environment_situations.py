@@ -9,6 +9,7 @@ port. The command must be that command line with ``MASTER_PORT`` set to a port t
 from __future__ import annotations
 
 import json
+import os
 import re
 import socket
 import subprocess
@@ -130,3 +131,58 @@ def test_nvrtc_without_its_builtins_raised_by_real_torch_gets_the_pinned_wheel(t
         data["record"],
         data["command"],
     )
+
+
+TRITON_WHEEL = "triton-3.1.0-cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64.whl"
+
+TRITON_SCRIPT = """
+import json
+import os
+import triton
+import errkb
+from environments import environment, stack, torch_build
+from errkb.advisors.environment.verdicts import judge
+from errkb.options import Options
+from errkb.probes import Measurements
+
+# The machine: torch's CPU build (this interpreter's) on an H100.
+env = environment(torch=torch_build("2.13.0+cpu", cuda=None), installed=stack(("torch", "2.13.0+cpu")))
+try:
+    triton.runtime.driver.active.get_current_device()
+except RuntimeError as exc:
+    options = Options(measurements=Measurements(readings={"environment": env}), timeout=60.0)
+    finding = errkb.diagnose(exc, options=options).findings[0]
+    print(json.dumps({
+        "message": str(exc),
+        "record": finding.record.id,
+        "command": finding.solutions[0].settings.get("command"),
+        "expected": next(v.commands[0] for v in judge(env) if v.code == "cpu-torch-with-gpu"),
+    }))
+"""
+
+
+def test_triton_without_an_active_driver_raised_by_real_triton_gets_the_cuda_torch(tmp_path):
+    """Triton 3.1.0 beside a CPU torch finds no active driver; on an H100 the fix is the doctor's
+    cpu-torch-with-gpu command (triton's NVIDIA backend is active when torch has CUDA)."""
+    import zipfile
+
+    pytest.importorskip("torch")
+    wheel = MINE_CACHE / TRITON_WHEEL
+    if sys.version_info[:2] != (3, 11) or not wheel.exists():
+        pytest.skip(f"needs CPython 3.11 and {TRITON_WHEEL} in .mine-cache")
+    site = tmp_path / "site-packages"
+    with zipfile.ZipFile(wheel) as archive:
+        archive.extractall(site)
+    script = tmp_path / "kernel.py"
+    script.write_text(TRITON_SCRIPT, encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, timeout=300, check=False,
+        env=_child_env({"PYTHONPATH": f"{site}{os.pathsep}{DATA.parent}"}),
+    )  # fmt: skip
+    assert 0 == done.returncode, done.stderr.decode()[-2000:]
+    data = json.loads(done.stdout)
+    assert (
+        "0 active drivers ([]). There should only be one.",
+        "triton-no-active-driver",
+        data["expected"],
+    ) == (data["message"], data["record"], data["command"])

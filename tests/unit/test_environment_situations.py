@@ -712,6 +712,8 @@ def test_pasted_nvrtc_names_the_torch_releases_of_its_cuda():
         ("RuntimeError: NCCL error in: /opt/conda/conda-bld/pytorch_1607370120218/work/torch/lib/c10d/ProcessGroupNCCL.cpp:748, internal error, NCCL version 2.7.8", "torch-nccl-error"),
         # https://github.com/ai-forever/ru-dalle/issues/123
         (NVRTC_11_1, "torch-nvrtc-builtins-missing"),
+        # https://github.com/triton-lang/triton/issues/5570
+        ("RuntimeError: 0 active drivers ([]). There should only be one.", "triton-no-active-driver"),
         # https://github.com/facebookresearch/xformers/issues/671
         ("RuntimeError: No such operator xformers_flash::flash_fwd - did you forget to build xformers with `python setup.py develop`?", "xformers-operator-not-built"),
     ],
@@ -720,3 +722,16 @@ def test_a_reported_environment_error_finds_its_record_with_its_class(text, reco
     """The pasted report, class and all, gets the record (the class rule admits RuntimeError)."""
     found = explain(text, options=Options(probes=False, timeout=60))
     assert record == (found.findings[0].record.id if found else None)
+
+
+def test_two_active_triton_drivers_are_not_judged_a_machine_without_cuda():
+    """https://github.com/triton-lang/triton/issues/2985: two backends, not a CPU torch."""
+    env = environment(
+        torch=torch_build("2.13.0+cpu", cuda=None), installed=stack(("torch", "2.13.0+cpu"))
+    )
+    text = "2 active drivers ([<class 'c.CudaDriver'>, <class 'nvi.CudaDriver'>])."
+    found = _raised(RuntimeError(text), _options(env))
+    assert ("triton-no-active-driver", None) == (
+        found.findings[0].record.id if found else None,
+        _verdict(found),
+    )

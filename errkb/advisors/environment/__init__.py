@@ -61,6 +61,7 @@ KINDS: dict[str, tuple[str, ...]] = {
     "extension": ("extension-other-torch", "extension-fails"),
     "cuda-library": ("extension-other-cuda", "extension-fails"),
     "cpu-torch": ("cpu-torch-with-gpu",),
+    "no-cuda": ("cpu-torch-with-gpu", "driver-too-old"),
 }
 
 #: The kind of a record whose message captures nothing: the message alone says which it is.
@@ -81,6 +82,7 @@ _RECORD_KINDS = {
     "torch-nvrtc-builtins-missing": "nvrtc",
     "torch-cublas-status-execution-failed": "cublas",
     "torch-cufft-error": "cufft",
+    "triton-no-active-driver": "no-cuda",
 }
 
 #: The kinds no check of the doctor judges: the advisor reads the message, the traceback and
@@ -107,6 +109,8 @@ def advise(match: Match, evidence: Evidence) -> Advice | None:
     if kind is None:
         return None
     caps = Captures(match.captures)
+    if kind == "no-cuda" and caps.integer("active") != 0:
+        return None  # two backends active: not a machine without CUDA
     live = _live(evidence)
     if kind in _OWN_KINDS:
         return _situation(kind, caps, evidence, live=live)
