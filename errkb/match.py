@@ -405,6 +405,10 @@ class LazyRefs(Protocol):
         """The refs of the records not tagged mined."""
         ...
 
+    def sited_refs(self) -> list[RecordRef]:
+        """The refs of the hand-written records with ``sitePatterns`` (no other is read)."""
+        ...
+
     def find(self, key: str) -> RecordRef | None:
         """The ref of the record with this id, else of the first with this slug."""
         ...
@@ -596,15 +600,12 @@ class Matcher:
         """The hand-written records with ``sitePatterns``, read once: those the loader tagged.
 
         Mined records never have them: a miner reads a message where it is raised, not a site.
+        A pack's index lists its rows so tagged: no other record of it is read.
         """
         if self._sited is None:
-            refs = [e.ref for e in self._entries]
-            refs += [r for pack in self._lazy for r in pack.written_refs()]
-            self._sited = [
-                _Entry(r)
-                for r in refs
-                if SITE_TAG in r.tags and MINED_TAG not in r.tags and not r.retired
-            ]
+            refs = [e.ref for e in self._entries if _sited(e.ref)]
+            refs += [r for pack in self._lazy for r in pack.sited_refs()]
+            self._sited = [_Entry(r) for r in refs]
         return self._sited
 
     def _skip(self, kind: str, record_id: str, skipped: Skipped | None) -> None:
@@ -612,6 +613,11 @@ class Matcher:
             getattr(self.skipped, kind).add(record_id)
             if skipped is not None:
                 getattr(skipped, kind).add(record_id)
+
+
+def _sited(ref: RecordRef) -> bool:
+    """Whether a hand-written record names raise sites (``sitePatterns``) to be matched by."""
+    return SITE_TAG in ref.tags and MINED_TAG not in ref.tags and not ref.retired
 
 
 def _site(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
@@ -59,6 +59,11 @@ def _given(value: Given | Mapping[str, Any] | None) -> Given:
     return Given(**value)
 
 
+def _strings(values: Iterable[str]) -> tuple[str, ...]:
+    # Not the builtin tuple: attrs would read its signature through Python's tokenizer.
+    return tuple(values)
+
+
 @attrs.frozen(kw_only=True)
 class Options:
     """How to diagnose and how to show the result.
@@ -97,7 +102,7 @@ class Options:
     import_torch: bool = False
     timeout: float = attrs.field(factory=lambda: number("ERRKB_TIMEOUT", 5.0))
     given: Given = attrs.field(factory=Given, converter=_given)
-    records: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    records: tuple[str, ...] = attrs.field(default=(), converter=_strings)
     measurements: Measurements | None = None
     detail: Literal["short", "long"] = attrs.field(
         default="short", validator=attrs.validators.in_(("short", "long"))

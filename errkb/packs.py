@@ -40,6 +40,7 @@ from errkb._env import flag, text
 from errkb._version import __version__
 from errkb.exceptions import RecordError, RegistryError
 from errkb.records import (
+    SITE_TAG,
     Listed,
     RecordRef,
     jsonl_values,
@@ -80,7 +81,7 @@ CACHE_FORMAT = "errkb.pack-cache/1"
 #: Packs smaller than this many bytes load fast enough without a cache.
 MIN_CACHED = 1 << 20
 #: The version of a shipped index's layout: header, problems, literal table, record lines.
-INDEX_FORMAT = "errkb.pack-index/6"  # JSON lines, then binary numbers
+INDEX_FORMAT = "errkb.pack-index/7"  # JSON lines, then binary numbers
 #: The suffix of a pack's shipped index, added to the pack's file name.
 INDEX_SUFFIX = ".index"
 #: The name of the one index of every pack of a folder (the wheel's mined packs have one).
@@ -222,6 +223,7 @@ class LazyPack:
         ]
         self._always: list[int] = table["always"]
         self._written: list[int] = table["written"]  # the rows not tagged mined
+        self._sited: list[int] = table["sited"]  # ...of those, the rows with sitePatterns
         self._listing = listing  # the xz listing beside the index, if it ships one
         self._listed: list[Listed] | None = None
         self._keys: dict[str, int] | None = None  # id or slug -> row, made by find()
@@ -350,6 +352,10 @@ class LazyPack:
     def written_refs(self) -> list[RecordRef]:
         """The refs of the records not tagged mined, in order."""
         return [self._entry(row)[0] for row in self._written]
+
+    def sited_refs(self) -> list[RecordRef]:
+        """The refs of the hand-written records with ``sitePatterns``: no other is read."""
+        return [self._entry(row)[0] for row in self._sited]
 
     def find(self, key: str) -> RecordRef | None:
         """The ref of the record with this id, else of the first with this slug.
@@ -570,6 +576,9 @@ def _write_index(
         table[kind] = numbers.table(codes)
     table["always"] = always
     table["written"] = [row for row, ref in enumerate(refs) if "mined" not in ref.tags]
+    table["sited"] = [
+        row for row in table["written"] if SITE_TAG in refs[row].tags and not refs[row].retired
+    ]
     number = {id(pack): n for n, pack in enumerate(packs)}
     # Each row's pack, line number, offset and length: four columns, each as narrow as its
     # largest value allows (a byte for the pack, two for most line numbers and lengths).

@@ -99,6 +99,11 @@ class GpuReading:
     error: str | None = None
 
 
+def _readings(values: Mapping[str, Any]) -> dict[str, Any]:
+    # Not the builtin dict: attrs would read its signature through Python's tokenizer.
+    return dict(values)
+
+
 @attrs.frozen(kw_only=True)
 class Measurements:
     """Measurements handed in instead of probed (tests, support tools, other machines).
@@ -108,7 +113,7 @@ class Measurements:
     """
 
     gpus: GpuReading | None = None
-    readings: Mapping[str, Any] = attrs.field(factory=dict, converter=dict)
+    readings: Mapping[str, Any] = attrs.field(factory=dict, converter=_readings)
 
 
 def builtin_probe(name: str) -> Callable[[Any, float], Any] | None:
