@@ -166,6 +166,25 @@ def test_torch_found_dtype_long_target_in_bce():
     assert (top.captures["found_dtype"], top.captures["expected_dtype"]) == ("Long", "Float")
 
 
+@pytest.mark.parametrize(
+    ("call", "record_id"),
+    [
+        (lambda t: t.nn.Embedding(10, 4)(t.tensor([10])), "torch-index-out-of-range-in-self"),
+        (
+            lambda t: t.nn.Linear(2, 2, device="meta").to("cpu"),
+            "torch-cannot-copy-out-of-meta-tensor",
+        ),
+        (lambda t: t.zeros(1, 4).narrow(0, 0, 2), "torch-narrow-start-plus-length-exceeds-size"),
+    ],
+    ids=["embedding-id-too-large", "meta-module-to-cpu", "narrow-past-the-end"],
+)
+def test_torch_eager_checks(call, record_id):
+    torch = pytest.importorskip("torch")
+    with pytest.raises(Exception) as info:
+        call(torch)
+    assert top_match(info.value).record.id == record_id
+
+
 _DDP_TWICE = """
 import os, torch, torch.distributed as dist
 from torch.utils.checkpoint import checkpoint
@@ -296,6 +315,21 @@ def test_torch_dataloader_worker_wrapper(error, ranked):
             "https://github.com/huggingface/transformers/issues/26203",
             "RuntimeError: Caught RuntimeError in replica 0 on device 0",
             "torch-caught-in-worker-or-replica",
+        ),
+        (
+            "https://github.com/huggingface/transformers/issues/15867",
+            "IndexError: index out of range in self",
+            "torch-index-out-of-range-in-self",
+        ),
+        (
+            "https://github.com/huggingface/transformers/issues/27166",
+            "NotImplementedError: Cannot copy out of meta tensor; no data!",
+            "torch-cannot-copy-out-of-meta-tensor",
+        ),
+        (
+            "https://github.com/deepspeedai/DeepSpeed/issues/2002",
+            "RuntimeError: start (0) + length () exceeds dimension size (1).",
+            "torch-narrow-start-plus-length-exceeds-size",
         ),
         (
             "https://github.com/huggingface/accelerate/issues/3536",
