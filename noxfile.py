@@ -21,9 +21,19 @@ PYTHON = "3.11"
 
 @nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
-    """Run the test suite against the installed package (not the source tree)."""
+    """Run the test suite against the installed package (not the source tree).
+
+    The released archives tests read (tests/archives.toml) are downloaded into .mine-cache/
+    first, once, each checked against its pinned sha256.
+    """
+    import tomllib
+
     session.install(*nox.project.dependency_groups(PYPROJECT, "test"))
     session.install(".")
+    cache = Path(".mine-cache")
+    cache.mkdir(exist_ok=True)
+    for pin in tomllib.loads(Path("tests/archives.toml").read_text(encoding="utf-8"))["archive"]:
+        _download(session, cache, pin)
     session.run(
         "pytest", *session.posargs, env={"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
     )
