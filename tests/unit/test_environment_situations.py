@@ -712,6 +712,10 @@ def test_pasted_nvrtc_names_the_torch_releases_of_its_cuda():
         ("RuntimeError: NCCL error in: /opt/conda/conda-bld/pytorch_1607370120218/work/torch/lib/c10d/ProcessGroupNCCL.cpp:748, internal error, NCCL version 2.7.8", "torch-nccl-error"),
         # https://github.com/ai-forever/ru-dalle/issues/123
         (NVRTC_11_1, "torch-nvrtc-builtins-missing"),
+        # https://github.com/vllm-project/vllm/issues/6732
+        ("RuntimeError: NCCL error: unhandled cuda error (run with NCCL_DEBUG=INFO for details)", "vllm-pynccl-error"),
+        # https://github.com/vllm-project/vllm/issues/4229
+        ("> NameError: name 'vllm_ops' is not defined", "vllm-custom-ops-not-imported"),
         # https://github.com/triton-lang/triton/issues/5570
         ("RuntimeError: 0 active drivers ([]). There should only be one.", "triton-no-active-driver"),
         # https://github.com/facebookresearch/xformers/issues/671
@@ -734,4 +738,51 @@ def test_two_active_triton_drivers_are_not_judged_a_machine_without_cuda():
     assert ("triton-no-active-driver", None) == (
         found.findings[0].record.id if found else None,
         _verdict(found),
+    )
+
+
+#: https://github.com/vllm-project/vllm/issues/7801 (vLLM's pynccl, its traceback's last line)
+PYNCCL_SYSTEM = (
+    'File "/usr/local/lib/python3.10/dist-packages/vllm/distributed/device_communicators/'
+    'pynccl_wrapper.py", line 223, in NCCL_CHECK\n'
+    '    raise RuntimeError(f"NCCL error: {error_str}")\n'
+    "RuntimeError: NCCL error: unhandled system error (run with NCCL_DEBUG=INFO for details)"
+)
+
+
+def test_vllm_pynccl_system_error_in_a_small_shm_container_gets_the_shm_size():
+    """vLLM's own NCCL error, raised live in a 64 MiB /dev/shm container: --shm-size."""
+    env = environment(container="docker", shm_bytes=64 << 20, memory_bytes=64 * GIB)
+    message = PYNCCL_SYSTEM.rsplit("RuntimeError: ", 1)[1]
+    found = _raised(RuntimeError(message), _options(env))
+    assert ("vllm-pynccl-error", "shm-small", "docker run --shm-size=32g ...") == (
+        found.findings[0].record.id if found else None,
+        _verdict(found),
+        _command(found),
+    )
+
+
+def test_vllm_0_4_custom_ops_without_c_raised_by_real_vllm(tmp_path, monkeypatch):
+    """vLLM 0.4.3's own _custom_ops.py (from its wheel) without a built _C: the real NameError."""
+    import zipfile
+
+    wheel = next(iter(sorted(MINE_CACHE.glob("vllm-0.4.3-*.whl"))), None)
+    if wheel is None:
+        pytest.skip("needs vLLM 0.4.3's wheel in .mine-cache")
+    tree = tmp_path / "src"
+    with zipfile.ZipFile(wheel) as archive:
+        archive.extract("vllm/_custom_ops.py", tree)
+    (tree / "vllm" / "__init__.py").write_text("", encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tree))
+    for name in [n for n in sys.modules if n == "vllm" or n.startswith("vllm.")]:
+        monkeypatch.delitem(sys.modules, name)
+    custom_ops = importlib.import_module("vllm._custom_ops")
+    with pytest.raises(NameError) as caught:
+        custom_ops.rms_norm(None, None, None, 1e-6)
+    found = diagnose(caught.value, options=_options(environment()))
+    for name in [n for n in sys.modules if n == "vllm" or n.startswith("vllm.")]:
+        del sys.modules[name]
+    assert ("name 'vllm_ops' is not defined", "vllm-custom-ops-not-imported") == (
+        str(caught.value),
+        found.findings[0].record.id if found else None,
     )

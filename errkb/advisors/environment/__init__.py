@@ -83,6 +83,7 @@ _RECORD_KINDS = {
     "torch-cublas-status-execution-failed": "cublas",
     "torch-cufft-error": "cufft",
     "triton-no-active-driver": "no-cuda",
+    "vllm-pynccl-error": "nccl",
 }
 
 #: The kinds no check of the doctor judges: the advisor reads the message, the traceback and
