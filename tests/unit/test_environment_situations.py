@@ -716,6 +716,8 @@ def test_pasted_nvrtc_names_the_torch_releases_of_its_cuda():
         ("RuntimeError: NCCL error: unhandled cuda error (run with NCCL_DEBUG=INFO for details)", "vllm-pynccl-error"),
         # https://github.com/vllm-project/vllm/issues/4229
         ("> NameError: name 'vllm_ops' is not defined", "vllm-custom-ops-not-imported"),
+        # https://github.com/vllm-project/vllm/issues/1054 (8 GPUs in a cloud container)
+        ("RuntimeError: CUDA error: OS call failed or operation not supported on this OS", "torch-cuda-os-call-failed"),
         # https://github.com/triton-lang/triton/issues/5570
         ("RuntimeError: 0 active drivers ([]). There should only be one.", "triton-no-active-driver"),
         # https://github.com/facebookresearch/xformers/issues/671
