@@ -7,6 +7,7 @@ nothing here does more with a pattern than compile and search it.
 from __future__ import annotations
 
 import functools
+import pickle
 import re
 import sys
 import threading
@@ -59,7 +60,8 @@ def compile_pattern(pattern: str) -> regex.Pattern[str]:
     """
     if _compiled_files:
         _load_compiled()
-    found = _compiled.get(pattern)
+    pickled = _compiled.get(pattern)
+    found = _unpickle(pickled) if pickled is not None else None
     return found if found is not None else regex.compile(loosen(pattern))
 
 
@@ -179,9 +181,9 @@ _PATTERN_METHODS = (
 
 
 #: The format of a file of compiled patterns (:func:`write_compiled`).
-COMPILED_FORMAT = "errkb.compiled/2"
+COMPILED_FORMAT = "errkb.compiled/3"
 
-_compiled: dict[str, regex.Pattern[str]] = {}
+_compiled: dict[str, bytes] = {}  # pattern -> its compiled form, pickled: loaded when used
 _compiled_files: list[Path] = []  # given to use_compiled, not read yet
 _compiled_lock = threading.Lock()
 
@@ -200,7 +202,7 @@ def use_compiled(path: Path) -> None:
 def _load_compiled() -> None:
     with _compiled_lock:
         while _compiled_files:
-            _compiled.update(read_compiled(_compiled_files.pop()) or {})
+            _compiled.update(_read_pickled(_compiled_files.pop()) or {})
 
 
 def _regex_stamp() -> str:
@@ -217,13 +219,13 @@ def write_compiled(path: Path, patterns: Iterable[str]) -> int:
 
     The file is a JSON header line (its format, the ``regex`` stamp, a CRC of the patterns)
     and then each pattern beside its compiled form (:func:`loosen`'s, as ``regex``
-    pickles it: its own compiled code, which loads without compiling again).
+    pickles it: its own compiled code, which loads without compiling again), pickled on its
+    own so that a process unpickles only the patterns it uses.
     """
     import json
-    import pickle
 
     pairs = [(p, _compiled_or_none(loosen(p))) for p in sorted(set(patterns))]
-    kept = [(p, c) for p, c in pairs if c is not None]
+    kept = [(p, pickle.dumps(c, protocol=4)) for p, c in pairs if c is not None]
     header = {
         "format": COMPILED_FORMAT,
         "regex": _regex_stamp(),
@@ -258,21 +260,27 @@ def read_compiled(path: Path) -> dict[str, regex.Pattern[str]] | None:
     ``None`` when there is no such file, when this ``regex`` did not write it, or when it is
     not one. Only ``regex``'s own compile is called to load it: the file holds no other code.
     """
-    import json
-    import pickle
+    pickled = _read_pickled(path)
+    if pickled is None:
+        return None
+    loaded = {pattern: _unpickle(data) for pattern, data in pickled.items()}
+    return {pattern: compiled for pattern, compiled in loaded.items() if compiled is not None}
 
-    class _Loader(pickle.Unpickler):
-        def find_class(self, module: str, name: str) -> object:
-            if name == "compile" and module in ("regex._regex", "_regex"):
-                return super().find_class(module, name)
-            raise pickle.UnpicklingError(f"{module}.{name} is not allowed here")
+
+def _read_pickled(path: Path) -> dict[str, bytes] | None:
+    """Each pattern of the file at ``path`` beside its compiled form, still pickled.
+
+    A process uses a few of the file's patterns: each is unpickled (:func:`_unpickle`) when
+    :func:`compile_pattern` first asks for it, not all of them when the file is read.
+    """
+    import json
 
     try:
         with path.open("rb") as file:
             header = json.loads(file.readline())
             if header.get("format") != COMPILED_FORMAT or header.get("regex") != _regex_stamp():
                 return None
-            loaded = _Loader(file).load()
+            loaded = _Unpickler(file).load()
     except (OSError, ValueError, TypeError, AttributeError, EOFError, pickle.UnpicklingError):
         return None
     if not isinstance(loaded, list):
@@ -283,8 +291,28 @@ def read_compiled(path: Path) -> dict[str, regex.Pattern[str]] | None:
         if isinstance(pair, tuple)
         and len(pair) == 2
         and isinstance(pair[0], str)
-        and isinstance(pair[1], regex.Pattern)
+        and isinstance(pair[1], bytes)
     }
+
+
+def _unpickle(data: bytes) -> regex.Pattern[str] | None:
+    """A compiled pattern from its pickled form; ``None`` where it is not one."""
+    import io
+
+    try:
+        loaded = _Unpickler(io.BytesIO(data)).load()
+    except (ValueError, TypeError, AttributeError, EOFError, pickle.UnpicklingError):
+        return None
+    return loaded if isinstance(loaded, regex.Pattern) else None
+
+
+class _Unpickler(pickle.Unpickler):
+    """An unpickler that calls nothing but ``regex``'s own compile."""
+
+    def find_class(self, module: str, name: str) -> object:
+        if name == "compile" and module in ("regex._regex", "_regex"):
+            return super().find_class(module, name)
+        raise pickle.UnpicklingError(f"{module}.{name} is not allowed here")
 
 
 def search(
