@@ -332,6 +332,16 @@ def test_torch_dataloader_worker_wrapper(error, ranked):
             "torch-narrow-start-plus-length-exceeds-size",
         ),
         (
+            "https://github.com/triton-lang/triton/issues/1302",
+            "RuntimeError: Triton Error [CUDA]: an illegal memory access was encountered",
+            "triton-cuda-illegal-memory-access",
+        ),
+        (
+            "https://github.com/pytorch/audio/issues/1502",
+            "RuntimeError: Error loading audio file: failed to open file.",
+            "torchaudio-sox-failed-to-open-file",
+        ),
+        (
             "https://github.com/huggingface/accelerate/issues/3536",
             "RuntimeError: Expected to mark a variable ready only once.",
             "torch-ddp-variable-marked-ready-twice",
@@ -340,3 +350,26 @@ def test_torch_dataloader_worker_wrapper(error, ranked):
 )
 def test_reported_texts(url, text, record_id):
     _explained(text, record_id)
+
+
+def test_xformers_dtype_mismatch_names_the_three_dtypes():
+    """xformers' check, as pasted in https://github.com/cubiq/ComfyUI_InstantID/issues/202."""
+    text = (
+        '  File "F:\\AI\\ComfyUI-aki-v1.3\\python\\lib\\site-packages\\xformers\\ops\\fmha\\'
+        'common.py", line 121, in validate_inputs\n'
+        "    raise ValueError(\n"
+        "ValueError: Query/Key/Value should either all have the same dtype, or (in the quantized "
+        "case) Key/Value should have dtype torch.int32\n"
+        "  query.dtype: torch.float16\n"
+        "  key.dtype  : torch.float32\n"
+        "  value.dtype: torch.float32\n"
+    )
+    diagnosis = errkb.explain(text, options=errkb.Options(probes=False))
+    top = diagnosis.findings[0]
+    assert top.record.id == "xformers-qkv-dtype-mismatch"
+    dtypes = {k: top.match.captures[k] for k in ("query_dtype", "key_dtype", "value_dtype")}
+    assert dtypes == {
+        "query_dtype": "torch.float16",
+        "key_dtype": "torch.float32",
+        "value_dtype": "torch.float32",
+    }
