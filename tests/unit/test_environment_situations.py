@@ -718,6 +718,8 @@ def test_pasted_nvrtc_names_the_torch_releases_of_its_cuda():
         ("> NameError: name 'vllm_ops' is not defined", "vllm-custom-ops-not-imported"),
         # https://github.com/vllm-project/vllm/issues/1054 (8 GPUs in a cloud container)
         ("RuntimeError: CUDA error: OS call failed or operation not supported on this OS", "torch-cuda-os-call-failed"),
+        # https://github.com/facebookresearch/xformers/issues/489 (its title)
+        ("NotImplementedError: Could not run xformers::efficient_attention_forward_cutlass", "torch-operator-no-kernel-for-backend"),
         # https://github.com/triton-lang/triton/issues/5570
         ("RuntimeError: 0 active drivers ([]). There should only be one.", "triton-no-active-driver"),
         # https://github.com/facebookresearch/xformers/issues/671
@@ -787,4 +789,21 @@ def test_vllm_0_4_custom_ops_without_c_raised_by_real_vllm(tmp_path, monkeypatch
     assert ("name 'vllm_ops' is not defined", "vllm-custom-ops-not-imported") == (
         str(caught.value),
         found.findings[0].record.id if found else None,
+    )
+
+
+def test_an_operator_without_a_kernel_for_the_device_raised_by_real_torch():
+    """torch's dispatcher refuses an operator registered only for CUDA, called on the CPU."""
+    torch = pytest.importorskip("torch")
+    lib = torch.library.Library("errkbtest", "DEF")
+    lib.define("fwd(Tensor x) -> Tensor")
+    lib.impl("fwd", lambda x: x, "CUDA")
+    with pytest.raises(NotImplementedError) as caught:
+        torch.ops.errkbtest.fwd(torch.zeros(1))
+    found = diagnose(caught.value, options=_options(environment()))
+    top = found.findings[0] if found else None
+    assert ("torch-operator-no-kernel-for-backend", "errkbtest::fwd", "CPU") == (
+        top.record.id if top else None,
+        top.match.captures.get("op") if top else None,
+        top.match.captures.get("backend") if top else None,
     )
