@@ -91,7 +91,8 @@ def metadata_folders(entry: str) -> Iterator[tuple[str, str]]:
         return
     for name in names:
         stem = name.rsplit(".", 1)[0]
-        yield normalize(stem.split("-", 1)[0]), str(Path(entry, name))
+        # String work, not pathlib: this runs for each distribution installed.
+        yield normalize(stem.split("-", 1)[0]), os.path.join(entry, name)  # noqa: PTH118
 
 
 _SUFFIXES = (".dist-info", ".egg-info")
@@ -134,12 +135,16 @@ def entry_points(group: str) -> list[EntryPoint]:
     if known is not None:
         return list(known)
     found: list[EntryPoint] = []
+    section = f"[{group}]"
     for folder in list(folders.values()):
         try:
-            text = Path(folder, "entry_points.txt").read_text(encoding="utf-8")
+            # A plain open, not pathlib: this runs for each distribution installed.
+            with open(os.path.join(folder, "entry_points.txt"), encoding="utf-8") as file:  # noqa: PTH118, PTH123
+                text = file.read()
         except OSError:
             continue
-        found.extend(_parse(text, group))
+        if section in text:  # most declare none of errkb's groups: not parsed
+            found.extend(_parse(text, group))
     with _lock:
         _groups[group] = found
     return list(found)

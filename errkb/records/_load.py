@@ -106,7 +106,8 @@ def _load(
             continue
         checked = validate and os.fspath(given) not in skip
         for file in record_files(top, problems):
-            label = _label(file, top, given)
+            # A file below top is named as record_files joined it (no pathlib work each).
+            label = os.fspath(given) if file == top else str(file)
             found: Iterable[Record | RecordRef] | None = None
             if read_pack is not None and not checked:
                 found = read_pack(file, label, problems)
@@ -137,9 +138,3 @@ def _records_in(
         problems.extend(found)
         if record is not None:
             yield record
-
-
-def _label(file: Path, top: Path, given: str | os.PathLike[str]) -> str:
-    if file == top:
-        return os.fspath(given)
-    return str(Path(given) / file.relative_to(top))
