@@ -143,6 +143,24 @@ def test_missing_pad_token():
     assert "transformers-missing-pad-token" == top.record.id
 
 
+def test_pipeline_without_task_or_model():
+    """Today's wording, raised; 4.13-4.18's (two spaces missing), as pasted in
+    https://github.com/huggingface/transformers/issues/16905."""
+    from transformers import pipeline
+
+    import errkb
+
+    with pytest.raises(RuntimeError) as info:
+        pipeline()
+    assert "transformers-pipeline-without-task-or-model" == top_match(info.value).record.id
+    old = (
+        "RuntimeError: Impossible to instantiate a pipeline without either a task or a "
+        "modelbeing specified.Please provide a task class or a model"
+    )
+    diagnosis = errkb.explain(old, options=errkb.Options(probes=False))
+    assert diagnosis.top.record.id == "transformers-pipeline-without-task-or-model"
+
+
 def test_generate_input_longer_than_max_length():
     """generate() with a prompt longer than max_length is refused and recognised."""
     import torch
