@@ -186,3 +186,45 @@ def test_triton_without_an_active_driver_raised_by_real_triton_gets_the_cuda_tor
         "triton-no-active-driver",
         data["expected"],
     ) == (data["message"], data["record"], data["command"])
+
+
+XFORMERS_SDIST = "xformers-0.0.20.tar.gz"
+
+XFORMERS_SCRIPT = """
+import json
+import torch
+import errkb
+import xformers.ops
+from errkb.options import Options
+
+q = torch.zeros(1, 4, 2, 8)  # CPU, float32: no kernel of the release takes them
+try:
+    xformers.ops.memory_efficient_attention(q, q, q)
+except NotImplementedError as exc:
+    finding = errkb.diagnose(exc, options=Options(probes=False, timeout=60.0)).findings[0]
+    print(json.dumps({"message": str(exc), "record": finding.record.id}))
+"""
+
+
+def test_xformers_without_kernels_for_the_inputs_raised_by_real_xformers(tmp_path):
+    """xformers 0.0.20's own dispatcher (its Python code, no compiled library) on CPU tensors."""
+    import tarfile
+
+    pytest.importorskip("torch")
+    sdist = MINE_CACHE / XFORMERS_SDIST
+    if not sdist.exists():
+        pytest.skip(f"needs {XFORMERS_SDIST} in .mine-cache")
+    with tarfile.open(sdist) as archive:
+        archive.extractall(tmp_path, filter="data")
+    script = tmp_path / "attend.py"
+    script.write_text(XFORMERS_SCRIPT, encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, timeout=300, check=False,
+        env=_child_env({"PYTHONPATH": str(tmp_path / "xformers-0.0.20")}),
+    )  # fmt: skip
+    assert 0 == done.returncode, done.stderr.decode()[-2000:]
+    data = json.loads(done.stdout)
+    assert (True, "xformers-no-operator-for-inputs") == (
+        data["message"].startswith("No operator found for `memory_efficient_attention_forward`"),
+        data["record"],
+    )

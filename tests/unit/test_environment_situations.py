@@ -720,6 +720,8 @@ def test_pasted_nvrtc_names_the_torch_releases_of_its_cuda():
         ("RuntimeError: CUDA error: OS call failed or operation not supported on this OS", "torch-cuda-os-call-failed"),
         # https://github.com/facebookresearch/xformers/issues/489 (its title)
         ("NotImplementedError: Could not run xformers::efficient_attention_forward_cutlass", "torch-operator-no-kernel-for-backend"),
+        # https://github.com/facebookresearch/xformers/issues/1186
+        ("NotImplementedError: No operator found for `memory_efficient_attention_forward` with inputs:", "xformers-no-operator-for-inputs"),
         # https://github.com/triton-lang/triton/issues/5570
         ("RuntimeError: 0 active drivers ([]). There should only be one.", "triton-no-active-driver"),
         # https://github.com/facebookresearch/xformers/issues/671
