@@ -161,6 +161,21 @@ def test_pipeline_without_task_or_model():
     assert diagnosis.top.record.id == "transformers-pipeline-without-task-or-model"
 
 
+def test_tokenizer_not_in_model_name_list_of_transformers_3():
+    """2.1.1-3.4.0's wording, as pasted (cut) in
+    https://github.com/huggingface/transformers/issues/4576."""
+    import errkb
+
+    text = (
+        "OSError: Model name 'transfo-xl-wt103' was not found in tokenizers model name list "
+        "(transfo-xl-wt103). We assumed 'transfo-xl-wt103' was a path, a model identifier, or "
+        "url to a directory containing vo"
+    )
+    top = errkb.explain(text, options=errkb.Options(probes=False)).top
+    assert top.record.id == "transformers-tokenizer-not-in-model-name-list"
+    assert top.match.captures["model_id"] == "transfo-xl-wt103"
+
+
 def test_generate_input_longer_than_max_length():
     """generate() with a prompt longer than max_length is refused and recognised."""
     import torch
