@@ -315,6 +315,15 @@ def _nvrtc_wheel_without_its_builtins():
     return verdict.commands if verdict else ()
 
 
+def _flash_attn_without_its_extension():
+    from errkb.advisors.environment._situations import extension_not_built
+
+    env = environment(installed=stack(("torch", "2.13.0+cu126"), ("flash-attn", "2.7.4.post1")))
+    files = ["/usr/lib/python3/site-packages/flash_attn/flash_attn_interface.py"]
+    verdict, _, _ = extension_not_built(env, "flash_attn_2_cuda", files)
+    return verdict.commands if verdict else ()
+
+
 SITUATIONS = {
     "doctor: RTX 5090 under torch 2.13.0+cu126 (with torchvision, torchaudio)": _rtx_5090_on_cu126,
     "doctor: CPU torch on an RTX 4090, driver 550": _cpu_torch_on_rtx_4090_driver_550,
@@ -335,6 +344,7 @@ SITUATIONS = {
     "advisor: numpy 1.x, a newer numpy, a newer scipy": _numpy_answers,
     "advisor: cuFFT error, nvidia-cufft-cu12 11.3.0.4 under torch 2.5.1": _cufft_wheel_other_than_torch_s_pin,
     "advisor: NVRTC's builtins missing from torch 2.5.1's pinned wheel": _nvrtc_wheel_without_its_builtins,
+    "advisor: flash-attn 2.7.4.post1 installed without flash_attn_2_cuda": _flash_attn_without_its_extension,
 }
 
 

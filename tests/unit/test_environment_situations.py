@@ -722,6 +722,8 @@ def test_pasted_nvrtc_names_the_torch_releases_of_its_cuda():
         ("NotImplementedError: Could not run xformers::efficient_attention_forward_cutlass", "torch-operator-no-kernel-for-backend"),
         # https://github.com/facebookresearch/xformers/issues/1186
         ("NotImplementedError: No operator found for `memory_efficient_attention_forward` with inputs:", "xformers-no-operator-for-inputs"),
+        # https://github.com/Dao-AILab/flash-attention/issues/374
+        ("ModuleNotFoundError: No module named 'flash_attn_cuda'", "flash-attn-compiled-module-missing"),
         # https://github.com/triton-lang/triton/issues/5570
         ("RuntimeError: 0 active drivers ([]). There should only be one.", "triton-no-active-driver"),
         # https://github.com/facebookresearch/xformers/issues/671
@@ -808,4 +810,38 @@ def test_an_operator_without_a_kernel_for_the_device_raised_by_real_torch():
         top.record.id if top else None,
         top.match.captures.get("op") if top else None,
         top.match.captures.get("backend") if top else None,
+    )
+
+
+def test_flash_attn_installed_without_its_extension_raised_by_real_flash_attn(
+    tmp_path, monkeypatch
+):
+    """flash-attn 1.0.9's own interface module (its sdist, in a site-packages folder) imports
+    flash_attn_cuda, never built: the installed release is built again."""
+    import tarfile
+
+    from errkb.advisors.environment.verdicts import rebuild_command
+
+    sdist = MINE_CACHE / "flash_attn-1.0.9.tar.gz"
+    if not sdist.exists():
+        pytest.skip("needs flash-attn 1.0.9's sdist in .mine-cache")
+    site = tmp_path / "site-packages"
+    with tarfile.open(sdist) as archive:
+        members = [
+            m for m in archive.getmembers() if m.name.startswith("flash_attn-1.0.9/flash_attn/")
+        ]
+        archive.extractall(tmp_path, members=members, filter="data")
+    site.mkdir()
+    (tmp_path / "flash_attn-1.0.9" / "flash_attn").rename(site / "flash_attn")
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.delitem(sys.modules, "flash_attn", raising=False)
+    env = environment(installed=stack(("torch", "2.13.0+cu126"), ("flash-attn", "1.0.9")))
+    with pytest.raises(ModuleNotFoundError) as caught:
+        importlib.import_module("flash_attn.flash_attn_interface")
+    found = diagnose(caught.value, options=_options(env))
+    for name in [n for n in sys.modules if n == "flash_attn" or n.startswith("flash_attn.")]:
+        del sys.modules[name]
+    assert ("flash-attn-compiled-module-missing", rebuild_command("flash-attn", "1.0.9")) == (
+        found.findings[0].record.id if found else None,
+        _command(found),
     )

@@ -84,13 +84,15 @@ _RECORD_KINDS = {
     "torch-cufft-error": "cufft",
     "triton-no-active-driver": "no-cuda",
     "vllm-pynccl-error": "nccl",
+    "flash-attn-compiled-module-missing": "module-missing",
 }
 
 #: The kinds no check of the doctor judges: the advisor reads the message, the traceback and
 #: the probes itself (:mod:`errkb.advisors.environment._situations`, ``_launch``).
 _OWN_KINDS = frozenset(
-    {"port", "shm", "nccl", "numpy", "vllm-c", "bnb", "mmap", "nvrtc", "cublas", "cufft"}
-)
+    {"port", "shm", "nccl", "numpy", "vllm-c", "bnb", "mmap", "nvrtc", "cublas", "cufft",
+     "module-missing"}
+)  # fmt: skip
 
 #: The libraries of torch's C++ code, by the namespace a mangled symbol starts with.
 _NAMESPACES = {"3c10": "c10", "2at": "at (ATen)", "5torch": "torch", "6caffe2": "caffe2"}
@@ -420,6 +422,9 @@ def _situation(kind: str, caps: Captures, evidence: Evidence, *, live: bool) -> 
         judged = _situations.mapped_path(_mapped(evidence) if live else None)
     elif kind in _situations.CUDA_WHEELS:
         judged = _situations.cuda_wheel(kind, text, env)
+    elif kind == "module-missing":
+        files = [f.file for f in frames]
+        judged = _situations.extension_not_built(env, caps.text("module"), files)
     else:
         judged = _situations.compiled_module(env, [f.file for f in frames])
     if judged is None:

@@ -40,6 +40,7 @@ __all__ = [
     "Judged",
     "compiled_module",
     "cuda_wheel",
+    "extension_not_built",
     "mapped_path",
     "native_library",
     "numpy_abi",
@@ -681,3 +682,57 @@ def _pinned_by(library: str, builtins: re.Match[str] | None) -> list[str]:
         "(a CUDA toolkit on LD_LIBRARY_PATH)."
     )
     return [named]
+
+
+# -- a compiled extension module that was never built ---------------------------------------
+
+
+def extension_not_built(
+    env: Environment | None, module: str | None, files: Sequence[str]
+) -> Judged:
+    """``No module named 'flash_attn_cuda'``: the package is installed, its extension is not.
+
+    The installed distribution that owns the innermost traceback file in site-packages imported
+    ``module``; its build did not produce it (a source install without the CUDA toolkit, an
+    interrupted build). The command builds that release again against the installed torch.
+    """
+    from errkb.advisors.environment.verdicts import rebuild_command
+
+    facts: list[Fact] = []
+    if module is not None:
+        facts.append(Fact(name="missing_module", value=module, source="message"))
+    if env is None:
+        return None, facts, []
+    owner = _site_owner(env, files)
+    if owner is None:
+        unowned = (
+            "environment: no traceback frame in site-packages belongs to an installed "
+            "distribution of the stack."
+        )
+        return None, facts, [unowned]
+    facts.append(Fact(name="imported_by", value=f"{owner.name} {owner.version}", source="probe",
+                      note=owner.folder))  # fmt: skip
+    verdict = Verdict(
+        code="extension-not-built",
+        severity="broken",
+        title=f"{owner.name} {owner.version} is installed without its compiled module {module}",
+        why=f"{owner.name}'s Python code imports {module}, its compiled extension, and no such "
+        "module is installed: the build that installed it did not compile it.",
+        fix=f"Build {owner.name} {owner.version} again against the installed torch (the CUDA "
+        "toolkit's nvcc must be on PATH).",
+        commands=(rebuild_command(owner.name, owner.version),),
+    )
+    return verdict, facts, []
+
+
+def _site_owner(env: Environment, files: Sequence[str]) -> Distribution | None:
+    """The stack distribution whose package holds the innermost traceback file in site-packages."""
+    for file in reversed(files):
+        parts = _SITE.split(file.replace("\\", "/"), maxsplit=1)
+        if len(parts) == 1:
+            continue
+        top = parts[1].split("/", 1)[0].removesuffix(".py").lower()
+        for dist in env.stack.distributions:
+            if dist.name.lower().replace("-", "_") == top:
+                return dist
+    return None
