@@ -3,7 +3,7 @@
 sentencepiece and torch raise their own errors here (a model file that is a Git LFS pointer, a
 trainer given no sentences, a loss given a Long target, DistributedDataParallel on a one-process
 gloo group); huggingface_hub's short download is raised in test_real_exceptions_hf.py. Errors of
-releases or libraries that do not run here (DeepSpeed's ZeRO-3, tokenizers before 0.23.1,
+releases or libraries that do not run here (DeepSpeed's ZeRO-3, Ray, tokenizers before 0.23.1,
 sentencepiece's older builds) are checked on the texts users pasted, each with its report's URL.
 """
 
@@ -340,6 +340,11 @@ def test_torch_dataloader_worker_wrapper(error, ranked):
             "https://github.com/pytorch/audio/issues/1502",
             "RuntimeError: Error loading audio file: failed to open file.",
             "torchaudio-sox-failed-to-open-file",
+        ),
+        (
+            "https://github.com/ray-project/ray/issues/11991",
+            "RuntimeError: The actor with name ImplicitFunc failed to be imported",
+            "ray-actor-failed-to-import",
         ),
         (
             "https://github.com/huggingface/accelerate/issues/3536",
