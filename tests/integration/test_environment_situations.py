@@ -228,3 +228,62 @@ def test_xformers_without_kernels_for_the_inputs_raised_by_real_xformers(tmp_pat
         data["message"].startswith("No operator found for `memory_efficient_attention_forward`"),
         data["record"],
     )
+
+
+BNB_WHEEL = "bitsandbytes-0.45.5-py3-none-manylinux_2_24_x86_64.whl"
+
+BNB_SCRIPT = """
+import json
+import bitsandbytes.cextension as cextension
+import errkb
+from environments import environment, stack, torch_build
+from errkb.advisors.environment.verdicts import judge
+from errkb.options import Options
+from errkb.probes import Measurements
+
+# The machine: torch's CPU build (this interpreter's) on an H100, bitsandbytes 0.45.5.
+installed = stack(("torch", "2.13.0+cpu"), ("bitsandbytes", "0.45.5"))
+env = environment(torch=torch_build("2.13.0+cpu", cuda=None), installed=installed)
+try:
+    cextension.get_native_library()
+except OSError as exc:
+    options = Options(measurements=Measurements(readings={"environment": env}), timeout=60.0)
+    finding = errkb.diagnose(exc, options=options).findings[0]
+    print(json.dumps({
+        "message": str(exc),
+        "record": finding.record.id,
+        "command": finding.solutions[0].settings.get("command"),
+        "expected": next(v.commands[0] for v in judge(env) if v.code == "cpu-torch-with-gpu"),
+    }))
+"""
+
+
+def test_bnb_library_file_missing_raised_by_real_bitsandbytes_gets_the_cuda_torch(tmp_path):
+    """bitsandbytes 0.45.5 (its wheel, less libbitsandbytes_cpu.so) beside a CPU torch looks for
+    its CPU library; on an H100 the fix is the doctor's CUDA torch."""
+    import zipfile
+
+    pytest.importorskip("torch")
+    wheel = MINE_CACHE / BNB_WHEEL
+    if not wheel.exists():
+        pytest.skip(f"needs {BNB_WHEEL} in .mine-cache")
+    site = tmp_path / "site-packages"
+    with zipfile.ZipFile(wheel) as archive:
+        archive.extractall(site)
+    (site / "bitsandbytes" / "libbitsandbytes_cpu.so").unlink()
+    script = tmp_path / "quantize.py"
+    script.write_text(BNB_SCRIPT, encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, timeout=300, check=False,
+        env=_child_env({"PYTHONPATH": f"{site}{os.pathsep}{DATA.parent}"}),
+    )  # fmt: skip
+    assert 0 == done.returncode, done.stderr.decode()[-2000:]
+    data = json.loads(done.stdout)
+    assert (True, "bitsandbytes-native-library-file-missing", data["expected"]) == (
+        data["message"].endswith(
+            "bitsandbytes/libbitsandbytes_cpu.so: cannot open shared object file: No such file or "
+            "directory"
+        ),
+        data["record"],
+        data["command"],
+    )

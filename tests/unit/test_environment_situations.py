@@ -724,6 +724,8 @@ def test_pasted_nvrtc_names_the_torch_releases_of_its_cuda():
         ("NotImplementedError: No operator found for `memory_efficient_attention_forward` with inputs:", "xformers-no-operator-for-inputs"),
         # https://github.com/Dao-AILab/flash-attention/issues/374
         ("ModuleNotFoundError: No module named 'flash_attn_cuda'", "flash-attn-compiled-module-missing"),
+        # https://github.com/bitsandbytes-foundation/bitsandbytes/issues/733
+        ("OSError: <home>/.local/lib/python3.8/site-packages/bitsandbytes/libbitsandbytes.so: cannot open shared object file: No such file or directory", "bitsandbytes-native-library-file-missing"),
         # https://github.com/triton-lang/triton/issues/5570
         ("RuntimeError: 0 active drivers ([]). There should only be one.", "triton-no-active-driver"),
         # https://github.com/facebookresearch/xformers/issues/671

@@ -85,6 +85,7 @@ _RECORD_KINDS = {
     "triton-no-active-driver": "no-cuda",
     "vllm-pynccl-error": "nccl",
     "flash-attn-compiled-module-missing": "module-missing",
+    "bitsandbytes-native-library-file-missing": "bnb",
 }
 
 #: The kinds no check of the doctor judges: the advisor reads the message, the traceback and
