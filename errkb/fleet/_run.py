@@ -89,9 +89,10 @@ class Plan:
 
 def plan(specs: Iterable[str], options: FleetOptions) -> Plan:
     """List the sources ``specs`` name and cut them into pieces (only what is new, with a state)."""
-    if options.workers and not options.remote:
+    cluster = options.scheduler == LOCAL_CLUSTER
+    if options.workers and not options.remote and (cluster or not _forkable()):
         # It loads Dask and the records while we list.
-        _start_forkserver(options.records, cluster=options.scheduler == LOCAL_CLUSTER)
+        _start_forkserver(options.records, cluster=cluster)
     sources = _sources.list_sources(specs, options.storage_options)
     state = _state.load(options.state) if options.state is not None else None
     spans: dict[str, tuple[int, int | None]] | None = None
@@ -241,12 +242,13 @@ def _on_processes(
 ) -> None:
     """Run the batches on Dask's single-machine scheduler, a pool of worker processes.
 
-    Its start-up is that of the pool: with a forkserver that already holds errkb, the records
-    and Dask's task code, each worker is a fork, ready at once, and this process imports only
-    Dask's core (``distributed``, its scheduler and its worker, cost a second of CPU in each of
-    two processes: a third of a two-core run of 2 GB). A worker process that dies (killed, out
-    of memory) breaks the pool: the batches not done yet run again on a new one, up to
-    :data:`RETRIES` times.
+    Its start-up is that of the pool: each worker is a fork of this process, which holds
+    errkb, the records (the report needs them here too) and Dask's task code, ready at once;
+    where this process runs other threads (forking it then is not safe) or cannot fork, a fork
+    of a forkserver that loaded them. This process imports only Dask's core (``distributed``,
+    its scheduler and its worker, cost a second of CPU in each of two processes: a third of a
+    two-core run of 2 GB). A worker process that dies (killed, out of memory) breaks the pool:
+    the batches not done yet run again on a new one, up to :data:`RETRIES` times.
     """
     from concurrent.futures.process import BrokenProcessPool
 
@@ -260,8 +262,13 @@ def _on_processes(
             "scanning on several processes needs the fleet extra: pip install 'errkb[fleet]' "
             "(or --workers 0 to scan in this process)"
         ) from None
-    forkserver = _start_forkserver(options.records, cluster=False)
-    context = {"multiprocessing.context": "forkserver"} if forkserver else {}
+    if _forkable():
+        _registry(options.records)  # loaded before the fork: each worker has it
+        context = {"multiprocessing.context": "fork"}
+    elif _start_forkserver(options.records, cluster=False):
+        context = {"multiprocessing.context": "forkserver"}
+    else:
+        context = {}
     workers = options.workers or os.cpu_count() or 1
     todo = dict(enumerate(batches))
     storage = dict(options.storage_options)
@@ -289,6 +296,23 @@ def _on_processes(
                 raise
         else:
             return
+
+
+def _forkable() -> bool:
+    """Whether worker processes may be forked from this process itself.
+
+    On Linux, while this process runs no other thread: a fork copies only the thread that
+    forks, and a lock another thread held (logging's, an import's) would stay held forever in
+    the child. macOS's system libraries are not safe to fork without exec at all.
+    """
+    import multiprocessing
+    import threading
+
+    return (
+        sys.platform == "linux"
+        and "fork" in multiprocessing.get_all_start_methods()
+        and threading.active_count() == 1
+    )
 
 
 def _start_forkserver(records: tuple[str, ...], *, cluster: bool) -> bool:

@@ -109,27 +109,62 @@ def test_a_killed_worker_is_retried_and_the_result_is_still_exact(fleet, serial,
     assert serial == result
 
 
-def test_the_process_pool_equals_the_serial_scan_and_survives_a_killed_worker(fleet, serial):
-    """Dask's single-machine scheduler, the default of --workers N: two worker processes forked
-    from the forkserver; one is killed once the first task is back, the pool breaks, the tasks
-    not done run again on a new pool, and the result is still the serial scan's."""
-    import psutil
+_KILL_A_WORKER = """
+import json, os, signal, sys
+import psutil
+from errkb.fleet._run import FleetOptions, _forkable, run
 
-    killed: list[int] = []
+before = {p.pid for p in psutil.Process().children(recursive=True)}
+killed = []
 
-    def kill_one(done, *_):
-        if not killed:
-            me = os.getpid()
-            workers = [p for p in psutil.Process().children(recursive=True) if p.ppid() != me]
-            assert workers, "no worker process forked from the forkserver"
-            os.kill(workers[0].pid, signal.SIGKILL)
-            killed.append(workers[0].pid)
+def kill_one(done, *_):
+    if killed:
+        return
+    me = psutil.Process()
+    # The pool's workers: this process's own children (fork), or the forkserver's.
+    helpers = [p for p in me.children() if "multiprocessing" in " ".join(p.cmdline())]
+    servers = [p for p in helpers if "forkserver" in " ".join(p.cmdline())]
+    parents = [me, *servers]
+    workers = [
+        p for parent in parents for p in parent.children()
+        if p.pid not in before and p not in helpers
+    ]
+    assert workers, "no pool worker found"
+    os.kill(workers[0].pid, signal.SIGKILL)
+    killed.append(workers[0].pid)
 
-    options = FleetOptions(workers=2, split=STRADDLE)
-    assert serial == run([str(fleet)], options)
-    assert serial == run([str(fleet)], options, progress=kill_one)
-    assert killed
-    assert not psutil.pid_exists(killed[0]) or psutil.Process(killed[0]).status() == "zombie"
+if __name__ == "__main__":
+    if sys.argv[2] == "forkserver":
+        import errkb.fleet._run as fleet_run
+        fleet_run._forkable = lambda: False
+    forked = sys.argv[2] == "fork" and _forkable()
+    result = run([sys.argv[1]], FleetOptions(workers=2, split=int(sys.argv[3])), progress=kill_one)
+    print(json.dumps({"killed": killed, "forked": forked, "result": result}))
+"""
+
+
+@pytest.mark.parametrize("start", ["fork", "forkserver"])
+def test_the_process_pool_equals_the_serial_scan_and_survives_a_killed_worker(
+    fleet, serial, tmp_path, start
+):
+    """Dask's single-machine scheduler, the default of --workers N, in a child process: two
+    worker processes forked from the driver (it runs no other thread) or from the forkserver.
+    One is killed once the first task is back: the pool breaks, the tasks not done run again
+    on a new pool, and the result is still the serial scan's."""
+    script = tmp_path / "kill_a_worker.py"
+    script.write_text(_KILL_A_WORKER)
+    done = subprocess.run(
+        [sys.executable, str(script), str(fleet), start, str(STRADDLE)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert out["killed"]
+    assert out["forked"] == (start == "fork")
+    assert serial == out["result"]
 
 
 def _copy(fleet, tmp_path, count=20, name="fleet", but=None):
