@@ -53,6 +53,7 @@ PYPI = {
     "scipy": ("1.11.4", "1.14.1"),
     "nvidia-cufft-cu12": ("11.2.1.3", "11.3.0.4"),
     "nvidia-cuda-nvrtc-cu12": ("12.4.127", "12.8.93"),
+    "xformers": ("0.0.18", "0.0.29.post1"),
 }
 #: Source distributions (a rebuild asks for one with --no-binary).
 SDISTS = {"flash-attn": "2.7.4.post1", "vllm": "0.9.2"}
@@ -324,6 +325,15 @@ def _flash_attn_without_its_extension():
     return verdict.commands if verdict else ()
 
 
+def _xformers_0_0_18_on_an_h100():
+    from errkb.advisors.environment._situations import cutlass_kernel
+
+    installed = stack(("torch", "2.5.1+cu121"), ("xformers", "0.0.18"))
+    env = environment(torch=torch_build("2.5.1+cu121", cuda="12.1"), installed=installed)
+    verdict, _, _ = cutlass_kernel(env)
+    return verdict.commands if verdict else ()
+
+
 SITUATIONS = {
     "doctor: RTX 5090 under torch 2.13.0+cu126 (with torchvision, torchaudio)": _rtx_5090_on_cu126,
     "doctor: CPU torch on an RTX 4090, driver 550": _cpu_torch_on_rtx_4090_driver_550,
@@ -345,6 +355,7 @@ SITUATIONS = {
     "advisor: cuFFT error, nvidia-cufft-cu12 11.3.0.4 under torch 2.5.1": _cufft_wheel_other_than_torch_s_pin,
     "advisor: NVRTC's builtins missing from torch 2.5.1's pinned wheel": _nvrtc_wheel_without_its_builtins,
     "advisor: flash-attn 2.7.4.post1 installed without flash_attn_2_cuda": _flash_attn_without_its_extension,
+    "advisor: cutlassF without a kernel, xformers 0.0.18 on an H100": _xformers_0_0_18_on_an_h100,
 }
 
 

@@ -726,6 +726,8 @@ def test_pasted_nvrtc_names_the_torch_releases_of_its_cuda():
         ("ModuleNotFoundError: No module named 'flash_attn_cuda'", "flash-attn-compiled-module-missing"),
         # https://github.com/bitsandbytes-foundation/bitsandbytes/issues/733
         ("OSError: <home>/.local/lib/python3.8/site-packages/bitsandbytes/libbitsandbytes.so: cannot open shared object file: No such file or directory", "bitsandbytes-native-library-file-missing"),
+        # https://github.com/facebookresearch/xformers/issues/729
+        ("RuntimeError: cutlassF: no kernel found to launch! with H100GPU", "xformers-cutlass-no-kernel"),
         # https://github.com/triton-lang/triton/issues/5570
         ("RuntimeError: 0 active drivers ([]). There should only be one.", "triton-no-active-driver"),
         # https://github.com/facebookresearch/xformers/issues/671
@@ -847,3 +849,27 @@ def test_flash_attn_installed_without_its_extension_raised_by_real_flash_attn(
         found.findings[0].record.id if found else None,
         _command(found),
     )
+
+
+#: https://github.com/facebookresearch/xformers/issues/729 (on an H100)
+CUTLASS = "cutlassF: no kernel found to launch!"
+
+
+def _xformers_env(xformers: str) -> object:
+    installed = stack(("torch", "2.5.1+cu121"), ("xformers", xformers))
+    return environment(torch=torch_build("2.5.1+cu121", cuda="12.1"), installed=installed)
+
+
+def test_cutlass_without_a_kernel_on_an_h100_under_xformers_0_0_18_gets_the_release_for_torch():
+    """0.0.17-0.0.19 choose no CUTLASS kernel at sm_90: the newest release pinning torch 2.5.1."""
+    found = _raised(RuntimeError(CUTLASS), _options(_xformers_env("0.0.18")))
+    assert ("xformers-too-old-for-gpu", 'pip install "xformers==0.0.29.post1"') == (
+        _verdict(found),
+        _command(found),
+    )
+
+
+def test_cutlass_without_a_kernel_under_a_newer_xformers_names_the_inputs():
+    """xformers 0.0.28 chooses kernels on an H100: the inputs are the cause, no command."""
+    found = _raised(RuntimeError(CUTLASS), _options(_xformers_env("0.0.28")))
+    assert (None, True) == _noted(found, "none takes these inputs")

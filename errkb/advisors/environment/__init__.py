@@ -86,13 +86,14 @@ _RECORD_KINDS = {
     "vllm-pynccl-error": "nccl",
     "flash-attn-compiled-module-missing": "module-missing",
     "bitsandbytes-native-library-file-missing": "bnb",
+    "xformers-cutlass-no-kernel": "cutlass",
 }
 
 #: The kinds no check of the doctor judges: the advisor reads the message, the traceback and
 #: the probes itself (:mod:`errkb.advisors.environment._situations`, ``_launch``).
 _OWN_KINDS = frozenset(
     {"port", "shm", "nccl", "numpy", "vllm-c", "bnb", "mmap", "nvrtc", "cublas", "cufft",
-     "module-missing"}
+     "module-missing", "cutlass"}
 )  # fmt: skip
 
 #: The libraries of torch's C++ code, by the namespace a mangled symbol starts with.
@@ -423,6 +424,8 @@ def _situation(kind: str, caps: Captures, evidence: Evidence, *, live: bool) -> 
         judged = _situations.mapped_path(_mapped(evidence) if live else None)
     elif kind in _situations.CUDA_WHEELS:
         judged = _situations.cuda_wheel(kind, text, env)
+    elif kind == "cutlass":
+        judged = _situations.cutlass_kernel(env)
     elif kind == "module-missing":
         files = [f.file for f in frames]
         judged = _situations.extension_not_built(env, caps.text("module"), files)

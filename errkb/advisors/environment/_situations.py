@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from errkb.advisors import Captures
+    from errkb.advisors.environment._tables import ExtensionBuildRow
     from errkb.probes.environment import Environment
     from errkb.probes.launch import LaunchReading
     from errkb.probes.stack import Distribution
@@ -40,6 +41,7 @@ __all__ = [
     "Judged",
     "compiled_module",
     "cuda_wheel",
+    "cutlass_kernel",
     "extension_not_built",
     "mapped_path",
     "native_library",
@@ -736,3 +738,74 @@ def _site_owner(env: Environment, files: Sequence[str]) -> Distribution | None:
             if dist.name.lower().replace("-", "_") == top:
                 return dist
     return None
+
+
+# -- xformers' CUTLASS kernels and the GPU ---------------------------------------------------
+
+#: xformers releases whose CUTLASS attention kernels are chosen only below compute capability
+#: 9.0 (``80 <= cc && cc < 90`` in xformers/csrc/attention/cuda/fmha/autogen/cutlassF.h at the
+#: tags v0.0.17 to v0.0.19; ``cc < 100`` from v0.0.20).
+_CUTLASS_BELOW_SM90 = ("0.0.17", "0.0.18", "0.0.19")
+
+
+def cutlass_kernel(env: Environment | None) -> Judged:
+    """``cutlassF: no kernel found to launch!``: an xformers too old for this GPU, or the inputs.
+
+    xformers 0.0.17 to 0.0.19 choose no CUTLASS kernel on a GPU of compute capability 9.0 or
+    newer (an H100): the release built for the installed torch is the fix, from errkb's xformers
+    table (each release's wheel pins one torch). Otherwise no kernel takes these inputs (their
+    head dimension, alignment or dtype) on this GPU, and no command is computed.
+    """
+    facts: list[Fact] = []
+    if env is None:
+        return None, facts, []
+    xformers = next((d for d in env.stack.distributions if d.name.lower() == "xformers"), None)
+    device = env.nvml.devices[0] if env.nvml is not None and env.nvml.devices else None
+    if xformers is None or device is None or device.capability is None:
+        return None, facts, ["environment: the installed xformers or the GPU is not known."]
+    cap = device.capability
+    facts.append(
+        Fact(name="xformers", value=xformers.version, source="probe", note=xformers.folder)
+    )
+    facts.append(Fact(name="gpu", value=f"{device.name} (sm_{cap[0]}{cap[1]})", source="probe",
+                      note="NVML"))  # fmt: skip
+    if xformers.version not in _CUTLASS_BELOW_SM90 or cap < (9, 0):
+        inputs = (
+            "environment: this xformers chooses CUTLASS kernels for this GPU: none takes these "
+            "inputs (their head dimension, alignment or dtype)."
+        )
+        return None, facts, [inputs]
+    row = _xformers_for(env)
+    verdict = Verdict(
+        code="xformers-too-old-for-gpu",
+        severity="broken",
+        title=f"xformers {xformers.version} has no CUTLASS kernel for {device.name} "
+        f"(sm_{cap[0]}{cap[1]})",
+        why=f"xformers {xformers.version} chooses its CUTLASS attention kernels only below compute "
+        "capability 9.0; releases from 0.0.20 choose them up to 9.x.",
+        fix=(
+            f"Install xformers {row.version}, built for the installed torch {row.torch.lstrip('=')}."
+            if row is not None
+            else "Install an xformers release from 0.0.20 on, built for the installed torch."
+        ),
+        commands=(f'pip install "xformers=={row.version}"',) if row is not None else (),
+        sources=(row.source,) if row is not None else (),
+    )
+    return verdict, facts, []
+
+
+def _xformers_for(env: Environment) -> ExtensionBuildRow | None:
+    """The newest xformers release in errkb's table whose wheel pins the installed torch."""
+    from errkb.advisors.environment._tables import tables
+
+    torch = (env.torch.version or "").split("+", 1)[0]
+    rows = [
+        r
+        for r in tables().extension_builds
+        if r.distribution == "xformers" and r.torch == f"=={torch}"
+    ]
+    return max(rows, key=lambda r: _release_key(r.version)) if rows else None
+
+
+def _release_key(version: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in re.findall(r"\d+", version))
