@@ -17,6 +17,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from helpers import top_match
 
+import errkb
+
 pytest.importorskip("torch")
 pytest.importorskip("transformers")
 pytest.importorskip("tokenizers")
@@ -148,8 +150,6 @@ def test_pipeline_without_task_or_model():
     https://github.com/huggingface/transformers/issues/16905."""
     from transformers import pipeline
 
-    import errkb
-
     with pytest.raises(RuntimeError) as info:
         pipeline()
     assert "transformers-pipeline-without-task-or-model" == top_match(info.value).record.id
@@ -164,8 +164,6 @@ def test_pipeline_without_task_or_model():
 def test_tokenizer_not_in_model_name_list_of_transformers_3():
     """2.1.1-3.4.0's wording, as pasted (cut) in
     https://github.com/huggingface/transformers/issues/4576."""
-    import errkb
-
     text = (
         "OSError: Model name 'transfo-xl-wt103' was not found in tokenizers model name list "
         "(transfo-xl-wt103). We assumed 'transfo-xl-wt103' was a path, a model identifier, or "
@@ -245,6 +243,37 @@ def test_model_type_not_recognized(tmp_path):
     top = top_match(info.value)
     assert "transformers-model-type-not-recognized" == top.record.id
     assert top.captures["model_type"] == "zorblax"
+
+
+def test_config_mapping_keyerror_does_not_displace_the_valueerror_of_4_37_on(tmp_path):
+    """4.37 and later raise a ValueError over the table's KeyError: its record stays first."""
+    from transformers import AutoConfig
+
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "zorblax"}))
+    with pytest.raises(ValueError) as info:
+        AutoConfig.from_pretrained(str(tmp_path))
+    assert isinstance(info.value.__context__, KeyError)
+    diagnosis = errkb.diagnose(info.value, options=errkb.Options(probes=False))
+    assert diagnosis.top.record.id == "transformers-model-type-not-recognized"
+
+
+@pytest.mark.parametrize(
+    ("url", "text"),
+    [
+        # A rich traceback cut to its last box: the model type alone tells it.
+        (
+            "https://github.com/bitsandbytes-foundation/bitsandbytes/issues/413",
+            "\u2502 > 579 \u2502   \u2502   \u2502   raise KeyError(key)"
+            "                                       \u2502\n"
+            "\u2514" + "\u2500" * 77 + "\u2518\n"
+            "KeyError: 'llama'",
+        ),
+        ("https://github.com/bigcode-project/starcoder/issues/18", "KeyError: 'gpt_bigcode'"),
+    ],
+)
+def test_config_mapping_keyerror_reported(url, text):
+    diagnosis = errkb.explain(text, options=errkb.Options(probes=False))
+    assert diagnosis.top.record.id == "transformers-config-mapping-keyerror-model-type"
 
 
 def test_generation_config_invalid_strict():
