@@ -728,6 +728,8 @@ def test_pasted_nvrtc_names_the_torch_releases_of_its_cuda():
         ("OSError: <home>/.local/lib/python3.8/site-packages/bitsandbytes/libbitsandbytes.so: cannot open shared object file: No such file or directory", "bitsandbytes-native-library-file-missing"),
         # https://github.com/facebookresearch/xformers/issues/729
         ("RuntimeError: cutlassF: no kernel found to launch! with H100GPU", "xformers-cutlass-no-kernel"),
+        # https://github.com/pytorch/pytorch/issues/149984
+        ("ncclSystemError: System call (e.g. socket, malloc) or external library call failed or device error", "torch-nccl-error-detail"),
         # https://github.com/triton-lang/triton/issues/5570
         ("RuntimeError: 0 active drivers ([]). There should only be one.", "triton-no-active-driver"),
         # https://github.com/facebookresearch/xformers/issues/671
@@ -873,3 +875,14 @@ def test_cutlass_without_a_kernel_under_a_newer_xformers_names_the_inputs():
     """xformers 0.0.28 chooses kernels on an H100: the inputs are the cause, no command."""
     found = _raised(RuntimeError(CUTLASS), _options(_xformers_env("0.0.28")))
     assert (None, True) == _noted(found, "none takes these inputs")
+
+
+def test_nccl_system_error_detail_line_in_a_small_shm_container_gets_the_shm_size():
+    """Only the second line of torch's NCCL error, raised live in a 64 MiB /dev/shm container."""
+    env = environment(container="docker", shm_bytes=64 << 20, memory_bytes=64 * GIB)
+    detail = NCCL_SHM.split("\n", 1)[1]  # from "ncclSystemError: ..." on
+    found = _raised(RuntimeError(detail), _options(env))
+    assert ("torch-nccl-error-detail", "docker run --shm-size=32g ...") == (
+        found.findings[0].record.id if found else None,
+        _command(found),
+    )

@@ -87,6 +87,7 @@ _RECORD_KINDS = {
     "flash-attn-compiled-module-missing": "module-missing",
     "bitsandbytes-native-library-file-missing": "bnb",
     "xformers-cutlass-no-kernel": "cutlass",
+    "torch-nccl-error-detail": "nccl",
 }
 
 #: The kinds no check of the doctor judges: the advisor reads the message, the traceback and

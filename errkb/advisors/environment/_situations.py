@@ -95,10 +95,11 @@ def port(
 def shared_memory(kind: str, text: str, env: Environment | None) -> Judged | None:
     """A bus error in a DataLoader worker, or NCCL's system error: is ``/dev/shm`` the cause?
 
-    NCCL's error is answered only when it is the system error ("unhandled system error"); its
-    other errors (a CUDA error, invalid usage) are not the environment's.
+    NCCL's error is answered only when it is the system error ("unhandled system error", or its
+    detail line "ncclSystemError: ..."); its other errors (a CUDA error, invalid usage) are not
+    the environment's.
     """
-    if kind == "nccl" and "unhandled system error" not in text:
+    if kind == "nccl" and "unhandled system error" not in text and "ncclSystemError" not in text:
         return None
     named = _SHM_WORDS.search(text) is not None if kind == "nccl" else True
     facts: list[Fact] = []
