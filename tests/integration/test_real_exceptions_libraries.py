@@ -347,6 +347,34 @@ def test_torch_dataloader_worker_wrapper(error, ranked):
             "ray-actor-failed-to-import",
         ),
         (
+            "https://github.com/ray-project/tutorial/issues/171",
+            (
+                "    raise value.as_instanceof_cause()\n"
+                "ray.exceptions.RayTaskError(TuneError): ray_WrappedTrackFunc:train() (pid=1561, "
+                "ip=172.28.0.2)\n"
+                '  File "/usr/local/lib/python3.6/dist-packages/ray/tune/trainable.py", '
+                "line 176, in train\n"
+                "    result = self._train()"
+            ),
+            "ray-task-error-wrapper",
+        ),
+        # The task's own error has no record: the wrapper's says where to read it.
+        (
+            "https://github.com/intel/analytics-zoo/issues/498",
+            (
+                "RayTaskError(AssertionError): ray::IDLE (pid=188804, ip=192.168.1.1)\n"
+                '  File "python/ray/_raylet.pyx", line 414, in ray._raylet.execute_task\n'
+                '  File "python/ray/_raylet.pyx", line 417, in ray._raylet.execute_task\n'
+                '  File "python/ray/_raylet.pyx", line 440, in ray._raylet.execute_task\n'
+                '  File "/hadoop/yarn/local/usercache/hdfs/appcache/application_1608014057528_0031/'
+                "container_e15_1608014057528_0031_01_000005/python_env/lib/python3.6/site-packages/"
+                'ray/signature.py", line 139, in recover_args\n'
+                '    "Flattened arguments need to be even-numbered. See `flatten_args`.")\n'
+                "AssertionError: Flattened arguments need to be even-numbered. See `flatten_args`."
+            ),
+            "ray-task-error-wrapper",
+        ),
+        (
             "https://github.com/huggingface/accelerate/issues/3536",
             "RuntimeError: Expected to mark a variable ready only once.",
             "torch-ddp-variable-marked-ready-twice",
