@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from errkb._patterns import fill_template
+from errkb._patterns import fill_template, template_names
 from errkb._traceback import (
     MAX_EXCEPTIONS,
     class_name,
@@ -353,7 +353,7 @@ def _assemble(
             if m.record.id in seen:
                 continue
             seen.add(m.record.id)
-            base = tuple(Solution(text=fill_template(s, m.captures)) for s in m.record.solutions)
+            base = _solutions(m.record.solutions, m.captures)
             fix = (
                 ExampleFix.from_record_text(m.record.example_fix) if m.record.example_fix else None
             )
@@ -373,6 +373,21 @@ def _assemble(
 
     notes.extend(n for n in (*evidence.notes, *_plugins.problems()) if n not in notes)
     return Diagnosis(exceptions=tuple(infos), findings=tuple(findings), notes=tuple(notes))
+
+
+def _solutions(texts: Sequence[str], captures: Mapping[str | int, object]) -> tuple[Solution, ...]:
+    """A record's solutions with the captures put in; those the message fills whole first.
+
+    A message cut before a figure a solution names (an issue title, ``CUDA out of memory``
+    alone) leaves a placeholder, ``<free>``, in it: such a solution goes after the ones the
+    message fills, in the record's order otherwise, so that the Fix line states no figure it
+    does not have when another solution needs none.
+    """
+    filled = [
+        (not template_names(text)[0] <= {k for k, v in captures.items() if v is not None}, n)
+        for n, text in enumerate(texts)
+    ]
+    return tuple(Solution(text=fill_template(texts[n], captures)) for _, n in sorted(filled))
 
 
 def _first_screen(

@@ -24,3 +24,36 @@ def test_a_pattern_timeout_is_noted_only_in_the_diagnosis_it_happened_in():
     assert second is not None
     assert not any("timeout" in n for n in second.notes)
     assert {"evil"} == registry.matcher.skipped.timed_out
+
+
+def test_a_solution_the_message_cannot_fill_comes_after_those_it_can():
+    """A message cut before the figures a solution names (an issue title that ends after the
+    request, as torch's own message begins) puts the solutions it fills whole first: the Fix
+    line shows no placeholder. The whole message fills it, placeholders nowhere."""
+    from errkb.diagnosis import explain
+
+    record = errkb.lookup("CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a")[0].record
+    first = record.solutions[0]
+    assert "{free}" in first  # the record's first solution names the free memory
+
+    cut = explain(
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB",
+        options=Options(probes=False),
+    )
+    solutions = [s.text for s in cut.top.solutions]
+    assert "<" not in solutions[0]
+    assert solutions[-1].startswith("Compare the request, 20 MiB, with what is free, <free>")
+
+    whole = explain(
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB. GPU 0 has a "
+        "total capacity of 7.79 GiB of which 3.56 MiB is free. Including non-PyTorch memory, "
+        "this process has 7.78 GiB memory in use. Of the allocated memory 7.59 GiB is allocated "
+        "by PyTorch, and 45.84 MiB is reserved by PyTorch but unallocated.",
+        options=Options(probes=False),
+    )
+    texts = [s.text for s in whole.top.solutions]
+    assert not any("<" in text for text in texts)
+    assert any(
+        t.startswith("Compare the request, 20 MiB, with what is free, 3.56 MiB of 7.79 GiB")
+        for t in texts
+    )
