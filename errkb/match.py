@@ -501,6 +501,7 @@ class Matcher:
         # match (see _fold) is only a place in that match's text, so its captures, its text and
         # its Match are made only if it does not fold.
         found: list[Match | _Held] = []
+        searched: dict[str, tuple[regex.Match[str] | None, float]] = {}  # see _search
         for entry in self.candidates(message):
             record = entry.ref
             level = (
@@ -512,7 +513,7 @@ class Matcher:
             if mined and entry.skeleton and not _through(record.library, paths):
                 continue  # any library's copy of the macro words it so: its frames must vouch
             try:
-                hit, form = self._search(entry, message)
+                hit, form = self._search(entry, message, searched)
             except PatternTimeoutError:
                 self._skip("timed_out", record.id, skipped)
                 continue
@@ -552,22 +553,35 @@ class Matcher:
                 found.append(Match(record=whole, captures=captures, score=score, site=bonus))
         return _fold(found, self._by_site(raised_at, spec, found))
 
-    def _search(self, entry: _Entry, message: str) -> tuple[regex.Match[str] | None, float]:
+    def _search(
+        self,
+        entry: _Entry,
+        message: str,
+        searched: dict[str, tuple[regex.Match[str] | None, float]] | None = None,
+    ) -> tuple[regex.Match[str] | None, float]:
         """The entry's match in ``message`` and its form: whole (0), cut short (-1), or none.
 
         Raises as :func:`errkb._patterns.search` does. A whole search is made only when the
         message holds the literals it needs (see :func:`_rest`), except by the naive matcher
-        (``indexed=False``), the reference, which searches every pattern whole.
+        (``indexed=False``), the reference, which searches every pattern whole. ``searched``
+        keeps the results of one message by pattern: records of one message in several packs
+        (vLLM's, ChatTTS's copy) share a pattern, searched once.
         """
+        pattern = entry.ref.message_pattern
+        if searched is not None and pattern in searched:
+            return searched[pattern]
         hit = (
             search(entry.compiled, message, self.timeout)
             if self._index is None or entry.whole_may_match(message)
             else None
         )
+        form = 0.0
         if hit is None and entry.head is not None:
             hit = search_prefix(entry.compiled, entry.head, message, self.timeout)
-            return hit, _CUT if hit is not None else 0.0
-        return hit, 0.0
+            form = _CUT if hit is not None else 0.0
+        if searched is not None:
+            searched[pattern] = (hit, form)
+        return hit, form
 
     def _by_site(
         self,
