@@ -287,3 +287,63 @@ def test_bnb_library_file_missing_raised_by_real_bitsandbytes_gets_the_cuda_torc
         data["record"],
         data["command"],
     )
+
+
+TORCHAUDIO_WHEEL = "torchaudio-2.5.1-cp311-cp311-manylinux1_x86_64.whl"
+
+TORCHAUDIO_SCRIPT = """
+import json
+import errkb
+from environments import environment, stack
+from errkb.options import Options
+from errkb.probes import Measurements
+from errkb.probes.stack import Broken
+
+# The machine: torch 2.13.0 installed, torchaudio 2.5.1 requiring torch==2.5.1 (its wheel's pin).
+pin = Broken(distribution="torchaudio", version="2.5.1", requirement="torch==2.5.1",
+             required="torch", installed="2.13.0+cu126")
+env = environment(installed=stack(("torch", "2.13.0+cu126"), ("torchaudio", "2.5.1"), broken=(pin,)))
+try:
+    import torchaudio
+except OSError as exc:
+    options = Options(measurements=Measurements(readings={"environment": env}), timeout=60.0)
+    finding = errkb.diagnose(exc, options=options).findings[0]
+    print(json.dumps({
+        "cause": str(exc.__cause__),
+        "record": finding.record.id,
+        "command": finding.solutions[0].settings.get("command"),
+    }))
+"""
+
+
+def test_torchaudio_built_for_another_torch_raised_by_the_real_loader(tmp_path):
+    """torchaudio 2.5.1's own library (its wheel) under this torch: a real undefined symbol of
+    torch's C++ library (its CUDA libraries stood in by empty ones); the pinned torch is the fix."""
+    import zipfile
+
+    from environments import compile_library
+
+    pytest.importorskip("torch")
+    wheel = MINE_CACHE / TORCHAUDIO_WHEEL
+    if sys.version_info[:2] != (3, 11) or not wheel.exists():
+        pytest.skip(f"needs CPython 3.11 and {TORCHAUDIO_WHEEL} in .mine-cache")
+    site = tmp_path / "site-packages"
+    with zipfile.ZipFile(wheel) as archive:
+        archive.extractall(site)
+    stubs = tmp_path / "stubs"
+    for name in ("libtorch_cuda.so", "libc10_cuda.so", "libcudart.so.12"):
+        compile_library("", stubs / name)
+    script = tmp_path / "load.py"
+    script.write_text(TORCHAUDIO_SCRIPT, encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, timeout=300, check=False,
+        env=_child_env({"PYTHONPATH": f"{site}{os.pathsep}{DATA.parent}",
+                        "LD_LIBRARY_PATH": str(stubs)}),
+    )  # fmt: skip
+    assert 0 == done.returncode, done.stderr.decode()[-2000:]
+    data = json.loads(done.stdout)
+    assert (True, "torchaudio-extension-built-for-other-torch", 'pip install "torch==2.5.1"') == (
+        "libtorchaudio.so: undefined symbol: _ZN" in data["cause"],
+        data["record"],
+        data["command"],
+    )

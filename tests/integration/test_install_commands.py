@@ -47,7 +47,7 @@ ENVS = DATA / "environments"
 #: What PyPI's stand-in holds: the releases the commands ask PyPI for, and older ones beside
 #: them so that a wrong specifier would pick another.
 PYPI = {
-    "torch": ("2.4.0", "2.13.0"),
+    "torch": ("2.4.0", "2.5.1", "2.13.0"),
     "tokenizers": ("0.20.3", "0.21.4", "0.22.1"),
     "numpy": ("1.26.4", "2.4.6"),
     "scipy": ("1.11.4", "1.14.1"),
@@ -334,6 +334,17 @@ def _xformers_0_0_18_on_an_h100():
     return verdict.commands if verdict else ()
 
 
+def _torchaudio_built_for_torch_2_5_1():
+    broken = (_broken("torchaudio", "2.5.1", "torch==2.5.1", "2.13.0+cu126"),)
+    installed = stack(("torch", "2.13.0+cu126"), ("torchaudio", "2.5.1"), broken=broken)
+    ext = Extension(
+        distribution="torchaudio", version="2.5.1", kind="module", name="libtorchaudio",
+        path="/site/torchaudio/lib/libtorchaudio.so",
+        error="/site/torchaudio/lib/libtorchaudio.so: undefined symbol: _ZNK5torch8autograd4Node4nameEv",
+    )  # fmt: skip
+    return extension_verdict(environment(installed=installed), tables(), ext).commands
+
+
 SITUATIONS = {
     "doctor: RTX 5090 under torch 2.13.0+cu126 (with torchvision, torchaudio)": _rtx_5090_on_cu126,
     "doctor: CPU torch on an RTX 4090, driver 550": _cpu_torch_on_rtx_4090_driver_550,
@@ -356,6 +367,7 @@ SITUATIONS = {
     "advisor: NVRTC's builtins missing from torch 2.5.1's pinned wheel": _nvrtc_wheel_without_its_builtins,
     "advisor: flash-attn 2.7.4.post1 installed without flash_attn_2_cuda": _flash_attn_without_its_extension,
     "advisor: cutlassF without a kernel, xformers 0.0.18 on an H100": _xformers_0_0_18_on_an_h100,
+    "doctor: torchaudio 2.5.1's library under torch 2.13.0": _torchaudio_built_for_torch_2_5_1,
 }
 
 

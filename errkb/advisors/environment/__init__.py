@@ -379,11 +379,20 @@ def _failed_extension(
 
 
 def _owner(path: str, env: Environment) -> tuple[str, str] | None:
-    """The installed distribution a file in site-packages belongs to: by its top folder."""
+    """The installed distribution a file in site-packages belongs to: by its top folder.
+
+    A path relative to site-packages (``torchaudio/lib/libtorchaudio.so``, as a record's
+    pattern captures it) is read from its first folder.
+    """
     site = _SITE.search(path)
-    if site is None:
+    relative = path.replace("\\", "/")
+    if site is not None:
+        first = site[1]
+    elif "/" in relative and not relative.startswith(("/", ".", "~")):
+        first = relative.split("/", 1)[0]
+    else:
         return None
-    top = site[1].split(".", 1)[0].lower()
+    top = first.split(".", 1)[0].lower()
     best: tuple[str, str] | None = None
     for dist in env.stack.distributions:
         name = dist.name.lower().replace("-", "_")
