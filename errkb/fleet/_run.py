@@ -219,7 +219,7 @@ def _execute(
 
     import dask
 
-    workers = options.workers or os.cpu_count() or 1
+    workers = options.workers or cores()
     method = {"distributed.worker.multiprocessing-method": "forkserver"} if forkserver else {}
     with (
         dask.config.set(method),
@@ -269,7 +269,7 @@ def _on_processes(
         context = {"multiprocessing.context": "forkserver"}
     else:
         context = {}
-    workers = options.workers or os.cpu_count() or 1
+    workers = options.workers or cores()
     todo = dict(enumerate(batches))
     storage = dict(options.storage_options)
 
@@ -296,6 +296,17 @@ def _on_processes(
                 raise
         else:
             return
+
+
+def cores() -> int:
+    """The cores this process may run on: the default number of local workers.
+
+    The CPU affinity where the platform has one (a container or ``taskset`` limits it), not
+    the machine's count, which a 2-core job on a 64-core host would take for 64.
+    """
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return os.cpu_count() or 1
 
 
 def _forkable() -> bool:
@@ -386,7 +397,7 @@ def run(
     listed then).
     """
     the_plan = planned or plan(specs, options)
-    workers = options.workers or os.cpu_count() or 1
+    workers = options.workers or cores()
     batches = _batches(the_plan.pieces, workers)
     total_bytes = sum(_size(p) for p in the_plan.pieces)
     so_far = _Done()

@@ -399,3 +399,15 @@ def test_one_compressed_file_alone_is_read_through_its_codec(tmp_path):
         result["path"],
         [(g["id"], g["count"]) for g in result["groups"]],
     )
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no CPU affinity here")
+def test_local_workers_default_to_the_cores_the_process_may_run_on():
+    """A process limited to one core (taskset, a container's cpuset) starts one worker, not one
+    per core of the machine."""
+    done = run_python(
+        "import os; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))}); "
+        "from errkb.fleet._run import cores; print(cores())"
+    )
+    assert done.returncode == 0, done.stderr
+    assert b"1" == done.stdout.strip()
