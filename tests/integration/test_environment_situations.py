@@ -347,3 +347,55 @@ def test_torchaudio_built_for_another_torch_raised_by_the_real_loader(tmp_path):
         data["record"],
         data["command"],
     )
+
+
+GPU_BUILD_SCRIPT = """
+import json
+import errkb
+from environments import environment, stack, torch_build
+from errkb.advisors.environment.verdicts import judge
+from errkb.options import Options
+from errkb.probes import Measurements
+
+# The machine: this interpreter's CPU torch on an H100, PyPI's torchaudio 2.5.1 (a CUDA build).
+installed = stack(("torch", "2.13.0+cpu"), ("torchaudio", "2.5.1"))
+env = environment(torch=torch_build("2.13.0+cpu", cuda=None), installed=installed)
+try:
+    import torchaudio
+except OSError as exc:
+    options = Options(measurements=Measurements(readings={"environment": env}), timeout=60.0)
+    finding = errkb.diagnose(exc, options=options).findings[0]
+    print(json.dumps({
+        "cause": str(exc.__cause__),
+        "record": finding.record.id,
+        "command": finding.solutions[0].settings.get("command"),
+        "expected": next(v.commands[0] for v in judge(env) if v.code == "cpu-torch-with-gpu"),
+    }))
+"""
+
+
+def test_a_cuda_build_of_torchaudio_under_the_cpu_torch_gets_the_cuda_torch(tmp_path):
+    """PyPI's torchaudio 2.5.1 links libtorch_cuda.so, which the CPU torch lacks: the real
+    loader's error; on an H100 the fix is the doctor's CUDA torch."""
+    import zipfile
+
+    pytest.importorskip("torch")
+    wheel = MINE_CACHE / TORCHAUDIO_WHEEL
+    if sys.version_info[:2] != (3, 11) or not wheel.exists():
+        pytest.skip(f"needs CPython 3.11 and {TORCHAUDIO_WHEEL} in .mine-cache")
+    site = tmp_path / "site-packages"
+    with zipfile.ZipFile(wheel) as archive:
+        archive.extractall(site)
+    script = tmp_path / "load.py"
+    script.write_text(GPU_BUILD_SCRIPT, encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, timeout=300, check=False,
+        env=_child_env({"PYTHONPATH": f"{site}{os.pathsep}{DATA.parent}"}),
+    )  # fmt: skip
+    assert 0 == done.returncode, done.stderr.decode()[-2000:]
+    data = json.loads(done.stdout)
+    assert (
+        "libtorch_cuda.so: cannot open shared object file: No such file or directory",
+        "torch-extension-needs-gpu-build-of-torch",
+        data["expected"],
+    ) == (data["cause"], data["record"], data["command"])

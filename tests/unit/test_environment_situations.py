@@ -732,6 +732,8 @@ def test_pasted_nvrtc_names_the_torch_releases_of_its_cuda():
         ("ncclSystemError: System call (e.g. socket, malloc) or external library call failed or device error", "torch-nccl-error-detail"),
         # https://github.com/pytorch/audio/issues/2020 (the report's line, cut where it was cut)
         ("OSError: /home/nvidia/.local/lib/python3.8/site-packages/torchaudio/_torchaudio.so: u", "torchaudio-extension-built-for-other-torch"),
+        # https://github.com/pytorch/audio/issues/1749
+        ("ImportError: libtorch_hip.so: cannot open shared object file: No such file or directory", "torch-extension-needs-gpu-build-of-torch"),
         # https://github.com/triton-lang/triton/issues/5570
         ("RuntimeError: 0 active drivers ([]). There should only be one.", "triton-no-active-driver"),
         # https://github.com/facebookresearch/xformers/issues/671

@@ -88,6 +88,7 @@ _RECORD_KINDS = {
     "bitsandbytes-native-library-file-missing": "bnb",
     "xformers-cutlass-no-kernel": "cutlass",
     "torch-nccl-error-detail": "nccl",
+    "torch-extension-needs-gpu-build-of-torch": "cpu-torch",
 }
 
 #: The kinds no check of the doctor judges: the advisor reads the message, the traceback and
