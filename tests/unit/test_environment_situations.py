@@ -781,15 +781,16 @@ def test_vllm_pynccl_system_error_in_a_small_shm_container_gets_the_shm_size():
 
 
 def test_vllm_0_4_custom_ops_without_c_raised_by_real_vllm(tmp_path, monkeypatch):
-    """vLLM 0.4.3's own _custom_ops.py (from its wheel) without a built _C: the real NameError."""
-    import zipfile
+    """vLLM 0.4.3's own _custom_ops.py (its sdist) without a built _C: the real NameError."""
+    import tarfile
 
-    wheel = next(iter(sorted(MINE_CACHE.glob("vllm-0.4.3-*.whl"))), None)
-    if wheel is None:
-        pytest.skip("needs vLLM 0.4.3's wheel in .mine-cache")
-    tree = tmp_path / "src"
-    with zipfile.ZipFile(wheel) as archive:
-        archive.extract("vllm/_custom_ops.py", tree)
+    sdist = MINE_CACHE / "vllm-0.4.3.tar.gz"
+    if not sdist.exists():
+        pytest.skip("needs vLLM 0.4.3's sdist in .mine-cache")
+    with tarfile.open(sdist) as archive:
+        member = archive.getmember("vllm-0.4.3/vllm/_custom_ops.py")
+        archive.extractall(tmp_path, members=[member], filter="data")
+    tree = tmp_path / "vllm-0.4.3"
     (tree / "vllm" / "__init__.py").write_text("", encoding="utf-8")
     monkeypatch.syspath_prepend(str(tree))
     for name in [n for n in sys.modules if n == "vllm" or n.startswith("vllm.")]:
