@@ -891,3 +891,31 @@ def test_nccl_system_error_detail_line_in_a_small_shm_container_gets_the_shm_siz
         found.findings[0].record.id if found else None,
         _command(found),
     )
+
+
+#: vLLM's collect_env of https://github.com/vllm-project/vllm/issues/21028 (its [pip3] list).
+COLLECT_ENV_21028 = (
+    Path(__file__).resolve().parents[1]
+    / "data"
+    / "environments"
+    / "vllm-21028-collect-env-tail.txt"
+)
+
+
+def test_pasted_cufft_error_beside_a_collect_env_of_another_cuda_build_gets_no_pin():
+    """torch 2.7.0+cu128 is not PyPI's build of 2.7.0 (CUDA 12.6): the table's pins do not apply."""
+    text = "RuntimeError: cuFFT error: CUFFT_INTERNAL_ERROR\n\n" + COLLECT_ENV_21028.read_text()
+    assert (None, True) == _noted(explain(text), "no nvidia-cufft-cuNN pin for the pasted torch")
+
+
+def test_pasted_cufft_error_beside_a_pip_list_with_another_cufft_installs_the_pin():
+    """The same paste edited to PyPI's torch 2.6.0 (CUDA 12.4) and a cuFFT wheel it does not pin:
+    the table's pin for torch 2.6.0."""
+    paste = COLLECT_ENV_21028.read_text().replace(
+        "[pip3] torch==2.7.0+cu128", "[pip3] nvidia-cufft-cu12==11.3.0.4\n[pip3] torch==2.6.0+cu124"
+    )
+    found = explain("RuntimeError: cuFFT error: CUFFT_INTERNAL_ERROR\n\n" + paste)
+    assert ("cuda-wheel-mismatch", 'pip install "nvidia-cufft-cu12==11.2.1.3"') == (
+        _verdict(found),
+        _command(found),
+    )

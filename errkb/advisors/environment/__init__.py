@@ -434,7 +434,8 @@ def _situation(kind: str, caps: Captures, evidence: Evidence, *, live: bool) -> 
     elif kind == "mmap":
         judged = _situations.mapped_path(_mapped(evidence) if live else None)
     elif kind in _situations.CUDA_WHEELS:
-        judged = _situations.cuda_wheel(kind, text, env)
+        pasted = None if live else _pasted_machine(evidence)
+        judged = _situations.cuda_wheel(kind, text, pasted or env, pasted=pasted is not None)
     elif kind == "cutlass":
         judged = _situations.cutlass_kernel(env)
     elif kind == "module-missing":
@@ -450,6 +451,14 @@ def _situation(kind: str, caps: Captures, evidence: Evidence, *, live: bool) -> 
     if verdict is None:
         return Advice(facts=tuple(facts), notes=tuple(notes)) if facts or notes else None
     return _advice(verdict, list(facts), list(notes))
+
+
+def _pasted_machine(evidence: Evidence) -> Environment | None:
+    """The machine a paste's report tools describe, completed from the tables; ``None``: none."""
+    from errkb.advisors.environment._pasted import completed
+
+    reading = evidence.probe("pasted-environment")
+    return completed(reading, _known()) if reading is not None else None
 
 
 def _mapped(evidence: Evidence) -> str | None:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 from pathlib import PurePath
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from errkb.advisors.environment._model import Verdict
 from errkb.findings import Fact
@@ -550,7 +550,7 @@ CUDA_WHEELS = {"nvrtc": "nvidia-cuda-nvrtc", "cublas": "nvidia-cublas", "cufft":
 _BUILTINS = re.compile(r"libnvrtc-builtins\.so\.(\d+)\.(\d+)")
 
 
-def cuda_wheel(library: str, text: str, env: Environment | None) -> Judged:
+def cuda_wheel(library: str, text: str, env: Environment | None, *, pasted: bool = False) -> Judged:
     """A CUDA library of torch's failing: is the installed wheel the one torch pins?
 
     torch's Linux wheels pin each CUDA library's wheel exactly (``Requires-Dist:
@@ -559,8 +559,11 @@ def cuda_wheel(library: str, text: str, env: Environment | None) -> Judged:
     fix (install the pin). For NVRTC, the builtins library its log names says which CUDA
     release's libnvrtc was loaded: another release than the pin's is a libnvrtc from elsewhere
     (a CUDA toolkit on ``LD_LIBRARY_PATH``); the pinned one whose builtins file is missing is a
-    damaged install, reinstalled. A pasted message names the torch releases that pin the CUDA
-    release it names (``cuda_wheel_pins.json``), and no command: the machine is not known.
+    damaged install, reinstalled. A pasted message alone names the torch releases that pin the
+    CUDA release it names (``cuda_wheel_pins.json``), and no command: the machine is not known.
+    Beside a pasted environment (``pasted``: ``collect_env``'s ``[pip3]`` list), the pin is the
+    table's for the pasted torch when the paste's torch is PyPI's build of that release, and the
+    wheel's version is the one the paste lists.
     """
     facts: list[Fact] = []
     builtins = _BUILTINS.search(text) if library == "nvrtc" else None
@@ -569,25 +572,36 @@ def cuda_wheel(library: str, text: str, env: Environment | None) -> Judged:
                           source="message", note="the builtins library NVRTC tried to open"))  # fmt: skip
     if env is None:
         return None, facts, _pinned_by(library, builtins)
-    pin = _torch_pin(env, CUDA_WHEELS[library])
+    source: Literal["probe", "paste"] = "paste" if pasted else "probe"
+    pin = _table_pin(env, CUDA_WHEELS[library]) if pasted else _torch_pin(env, CUDA_WHEELS[library])
     if pin is None:
         unpinned = (
-            f"environment: the installed torch pins no {CUDA_WHEELS[library]}-cuNN wheel "
+            f"environment: errkb's pins table has no {CUDA_WHEELS[library]}-cuNN pin for the "
+            "pasted torch (another release, or not PyPI's CUDA build of it)."
+            if pasted
+            else f"environment: the installed torch pins no {CUDA_WHEELS[library]}-cuNN wheel "
             "(a conda or source build, or not a Linux wheel): its CUDA libraries are the "
             "toolkit's."
         )
         return None, facts, [unpinned]
     name, pinned = pin
-    facts.append(Fact(name="torch_pins", value=f"{name}=={pinned}", source="probe",
-                      note="the installed torch's Requires-Dist"))  # fmt: skip
+    facts.append(Fact(name="torch_pins", value=f"{name}=={pinned}", source=source,
+                      note="cuda_wheel_pins.json" if pasted else "the installed torch's Requires-Dist"))  # fmt: skip
     broken = next(
         (b for b in env.stack.broken if b.distribution.lower() == "torch" and b.required == name),
         None,
     )
-    torch_version = env.torch.version or "installed"
+    listed = next((d for d in env.stack.distributions if d.name.lower() == name), None)
+    present: str | None = None
     if broken is not None:
         present = broken.installed or "not installed"
-        facts.append(Fact(name="installed_wheel", value=f"{name} {present}", source="probe"))
+    elif pasted and listed is not None and listed.version != pinned:
+        present = listed.version
+    elif pasted and listed is None:
+        return None, facts, [f"environment: the paste does not list {name}'s version."]
+    torch_version = env.torch.version or "installed"
+    if present is not None:
+        facts.append(Fact(name="installed_wheel", value=f"{name} {present}", source=source))
         verdict = Verdict(
             code="cuda-wheel-mismatch",
             severity="broken",
@@ -810,3 +824,20 @@ def _xformers_for(env: Environment) -> ExtensionBuildRow | None:
 
 def _release_key(version: str) -> tuple[int, ...]:
     return tuple(int(p) for p in re.findall(r"\d+", version))
+
+
+def _table_pin(env: Environment, prefix: str) -> tuple[str, str] | None:
+    """The pin of ``prefix``'s wheel for the pasted torch, from ``cuda_wheel_pins.json``.
+
+    Only when the pasted torch is PyPI's build of its release: the CUDA release of that build's
+    NVRTC pin (``12.4.127`` is CUDA 12.4) is the pasted ``torch.version.cuda``.
+    """
+    from errkb.advisors.environment._tables import tables
+
+    release = (env.torch.version or "").split("+", 1)[0]
+    rows = [p for p in tables().cuda_wheel_pins if p.torch == release]
+    nvrtc = next((p for p in rows if p.distribution.startswith(CUDA_WHEELS["nvrtc"])), None)
+    if nvrtc is None or ".".join(nvrtc.version.split(".")[:2]) != env.torch.cuda:
+        return None
+    row = next((p for p in rows if p.distribution.startswith(prefix + "-cu")), None)
+    return (row.distribution, row.version) if row is not None else None
