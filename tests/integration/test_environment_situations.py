@@ -14,9 +14,13 @@ import re
 import socket
 import subprocess
 import sys
+from typing import TYPE_CHECKING
 
 import pytest
 from helpers import DATA, _child_env
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 SCRIPT = """
 import json, os, socket
@@ -64,6 +68,38 @@ def test_a_script_s_busy_master_port_gets_its_own_command_line_on_a_free_port(tm
 MINE_CACHE = DATA.parents[1] / ".mine-cache"
 NVRTC_WHEEL = "nvidia_cuda_nvrtc_cu12-12.4.127-py3-none-manylinux2014_x86_64.whl"
 
+
+def _unpacked(archive_name: str, into: Path) -> Path:
+    """The released archive ``archive_name`` of .mine-cache unpacked into ``into``; skips the test
+    where it was not downloaded (``nox -s tests`` downloads tests/archives.toml)."""
+    import tarfile
+    import zipfile
+
+    archive = MINE_CACHE / archive_name
+    if not archive.exists():
+        pytest.skip(f"needs {archive_name} in .mine-cache")
+    if archive_name.endswith(".whl"):
+        with zipfile.ZipFile(archive) as wheel:
+            wheel.extractall(into)
+    else:
+        with tarfile.open(archive) as sdist:
+            sdist.extractall(into, filter="data")
+    return into
+
+
+def _child_json(tmp_path: Path, script: str, *args: str, **env: str) -> dict[str, str]:
+    """Run ``script`` in a child interpreter (its argv ``args``, ``env`` added); its JSON line."""
+    path = tmp_path / "child.py"
+    path.write_text(script, encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, str(path), *args], capture_output=True, timeout=300, check=False,
+        env=_child_env(env),
+    )  # fmt: skip
+    assert 0 == done.returncode, done.stderr.decode()[-2000:]
+    data: dict[str, str] = json.loads(done.stdout)
+    return data
+
+
 NVRTC_SCRIPT = """
 import json, sys
 import torch, torch.version
@@ -96,32 +132,17 @@ except RuntimeError as exc:
 def test_nvrtc_without_its_builtins_raised_by_real_torch_gets_the_pinned_wheel(tmp_path):
     """torch 2.13.0's _nvrtc_compile with the real libnvrtc of nvidia-cuda-nvrtc-cu12 12.4.127,
     whose builtins library is gone: NVRTC's real log, and the pinned wheel reinstalled."""
-    import zipfile
-
-    pytest.importorskip("torch.cuda._utils")
-    wheel = MINE_CACHE / NVRTC_WHEEL
-    if not wheel.exists():
-        pytest.skip(f"needs {NVRTC_WHEEL} in .mine-cache")
-    site = tmp_path / "site-packages"
-    with zipfile.ZipFile(wheel) as archive:
-        archive.extractall(site)
-    lib = site / "nvidia" / "cuda_nvrtc" / "lib"
-    (lib / "libnvrtc-builtins.so.12.4").unlink()
     from environments import write_dist
 
+    pytest.importorskip("torch.cuda._utils")
+    site = _unpacked(NVRTC_WHEEL, tmp_path / "site-packages")
+    lib = site / "nvidia" / "cuda_nvrtc" / "lib"
+    (lib / "libnvrtc-builtins.so.12.4").unlink()
     pins = ('nvidia-cuda-nvrtc-cu12==12.4.127; platform_system == "Linux"',)  # torch 2.5.1's
     write_dist(site, "torch", "2.5.1", requires=pins)
     (tmp_path / "cuda" / "include").mkdir(parents=True)
-    script = tmp_path / "compile.py"
-    script.write_text(NVRTC_SCRIPT, encoding="utf-8")
-    tests = str(DATA.parent)
-    done = subprocess.run(
-        [sys.executable, str(script), str(site), str(tmp_path / "cuda")],
-        capture_output=True, timeout=300, check=False,
-        env=_child_env({"LD_LIBRARY_PATH": str(lib), "PYTHONPATH": tests}),
-    )  # fmt: skip
-    assert 0 == done.returncode, done.stderr.decode()[-2000:]
-    data = json.loads(done.stdout)
+    data = _child_json(tmp_path, NVRTC_SCRIPT, str(site), str(tmp_path / "cuda"),
+                       LD_LIBRARY_PATH=str(lib), PYTHONPATH=str(DATA.parent))  # fmt: skip
     assert (
         True,
         "torch-nvrtc-builtins-missing",
@@ -164,23 +185,11 @@ except RuntimeError as exc:
 def test_triton_without_an_active_driver_raised_by_real_triton_gets_the_cuda_torch(tmp_path):
     """Triton 3.1.0 beside a CPU torch finds no active driver; on an H100 the fix is the doctor's
     cpu-torch-with-gpu command (triton's NVIDIA backend is active when torch has CUDA)."""
-    import zipfile
-
     pytest.importorskip("torch")
-    wheel = MINE_CACHE / TRITON_WHEEL
-    if sys.version_info[:2] != (3, 11) or not wheel.exists():
-        pytest.skip(f"needs CPython 3.11 and {TRITON_WHEEL} in .mine-cache")
-    site = tmp_path / "site-packages"
-    with zipfile.ZipFile(wheel) as archive:
-        archive.extractall(site)
-    script = tmp_path / "kernel.py"
-    script.write_text(TRITON_SCRIPT, encoding="utf-8")
-    done = subprocess.run(
-        [sys.executable, str(script)], capture_output=True, timeout=300, check=False,
-        env=_child_env({"PYTHONPATH": f"{site}{os.pathsep}{DATA.parent}"}),
-    )  # fmt: skip
-    assert 0 == done.returncode, done.stderr.decode()[-2000:]
-    data = json.loads(done.stdout)
+    if sys.version_info[:2] != (3, 11):
+        pytest.skip("the triton wheel read is CPython 3.11's")
+    site = _unpacked(TRITON_WHEEL, tmp_path / "site-packages")
+    data = _child_json(tmp_path, TRITON_SCRIPT, PYTHONPATH=f"{site}{os.pathsep}{DATA.parent}")
     assert (
         "0 active drivers ([]). There should only be one.",
         "triton-no-active-driver",
@@ -208,22 +217,9 @@ except NotImplementedError as exc:
 
 def test_xformers_without_kernels_for_the_inputs_raised_by_real_xformers(tmp_path):
     """xformers 0.0.20's own dispatcher (its Python code, no compiled library) on CPU tensors."""
-    import tarfile
-
     pytest.importorskip("torch")
-    sdist = MINE_CACHE / XFORMERS_SDIST
-    if not sdist.exists():
-        pytest.skip(f"needs {XFORMERS_SDIST} in .mine-cache")
-    with tarfile.open(sdist) as archive:
-        archive.extractall(tmp_path, filter="data")
-    script = tmp_path / "attend.py"
-    script.write_text(XFORMERS_SCRIPT, encoding="utf-8")
-    done = subprocess.run(
-        [sys.executable, str(script)], capture_output=True, timeout=300, check=False,
-        env=_child_env({"PYTHONPATH": str(tmp_path / "xformers-0.0.20")}),
-    )  # fmt: skip
-    assert 0 == done.returncode, done.stderr.decode()[-2000:]
-    data = json.loads(done.stdout)
+    tree = _unpacked(XFORMERS_SDIST, tmp_path) / "xformers-0.0.20"
+    data = _child_json(tmp_path, XFORMERS_SCRIPT, PYTHONPATH=str(tree))
     assert (True, "xformers-no-operator-for-inputs") == (
         data["message"].startswith("No operator found for `memory_efficient_attention_forward`"),
         data["record"],
@@ -261,24 +257,10 @@ except OSError as exc:
 def test_bnb_library_file_missing_raised_by_real_bitsandbytes_gets_the_cuda_torch(tmp_path):
     """bitsandbytes 0.45.5 (its wheel, less libbitsandbytes_cpu.so) beside a CPU torch looks for
     its CPU library; on an H100 the fix is the doctor's CUDA torch."""
-    import zipfile
-
     pytest.importorskip("torch")
-    wheel = MINE_CACHE / BNB_WHEEL
-    if not wheel.exists():
-        pytest.skip(f"needs {BNB_WHEEL} in .mine-cache")
-    site = tmp_path / "site-packages"
-    with zipfile.ZipFile(wheel) as archive:
-        archive.extractall(site)
+    site = _unpacked(BNB_WHEEL, tmp_path / "site-packages")
     (site / "bitsandbytes" / "libbitsandbytes_cpu.so").unlink()
-    script = tmp_path / "quantize.py"
-    script.write_text(BNB_SCRIPT, encoding="utf-8")
-    done = subprocess.run(
-        [sys.executable, str(script)], capture_output=True, timeout=300, check=False,
-        env=_child_env({"PYTHONPATH": f"{site}{os.pathsep}{DATA.parent}"}),
-    )  # fmt: skip
-    assert 0 == done.returncode, done.stderr.decode()[-2000:]
-    data = json.loads(done.stdout)
+    data = _child_json(tmp_path, BNB_SCRIPT, PYTHONPATH=f"{site}{os.pathsep}{DATA.parent}")
     assert (True, "bitsandbytes-native-library-file-missing", data["expected"]) == (
         data["message"].endswith(
             "bitsandbytes/libbitsandbytes_cpu.so: cannot open shared object file: No such file or "
@@ -319,29 +301,17 @@ except OSError as exc:
 def test_torchaudio_built_for_another_torch_raised_by_the_real_loader(tmp_path):
     """torchaudio 2.5.1's own library (its wheel) under this torch: a real undefined symbol of
     torch's C++ library (its CUDA libraries stood in by empty ones); the pinned torch is the fix."""
-    import zipfile
-
     from environments import compile_library
 
     pytest.importorskip("torch")
-    wheel = MINE_CACHE / TORCHAUDIO_WHEEL
-    if sys.version_info[:2] != (3, 11) or not wheel.exists():
-        pytest.skip(f"needs CPython 3.11 and {TORCHAUDIO_WHEEL} in .mine-cache")
-    site = tmp_path / "site-packages"
-    with zipfile.ZipFile(wheel) as archive:
-        archive.extractall(site)
+    if sys.version_info[:2] != (3, 11):
+        pytest.skip("the torchaudio wheel read is CPython 3.11's")
+    site = _unpacked(TORCHAUDIO_WHEEL, tmp_path / "site-packages")
     stubs = tmp_path / "stubs"
     for name in ("libtorch_cuda.so", "libc10_cuda.so", "libcudart.so.12"):
         compile_library("", stubs / name)
-    script = tmp_path / "load.py"
-    script.write_text(TORCHAUDIO_SCRIPT, encoding="utf-8")
-    done = subprocess.run(
-        [sys.executable, str(script)], capture_output=True, timeout=300, check=False,
-        env=_child_env({"PYTHONPATH": f"{site}{os.pathsep}{DATA.parent}",
-                        "LD_LIBRARY_PATH": str(stubs)}),
-    )  # fmt: skip
-    assert 0 == done.returncode, done.stderr.decode()[-2000:]
-    data = json.loads(done.stdout)
+    data = _child_json(tmp_path, TORCHAUDIO_SCRIPT, LD_LIBRARY_PATH=str(stubs),
+                       PYTHONPATH=f"{site}{os.pathsep}{DATA.parent}")  # fmt: skip
     assert (True, "torchaudio-extension-built-for-other-torch", 'pip install "torch==2.5.1"') == (
         "libtorchaudio.so: undefined symbol: _ZN" in data["cause"],
         data["record"],
@@ -377,23 +347,11 @@ except OSError as exc:
 def test_a_cuda_build_of_torchaudio_under_the_cpu_torch_gets_the_cuda_torch(tmp_path):
     """PyPI's torchaudio 2.5.1 links libtorch_cuda.so, which the CPU torch lacks: the real
     loader's error; on an H100 the fix is the doctor's CUDA torch."""
-    import zipfile
-
     pytest.importorskip("torch")
-    wheel = MINE_CACHE / TORCHAUDIO_WHEEL
-    if sys.version_info[:2] != (3, 11) or not wheel.exists():
-        pytest.skip(f"needs CPython 3.11 and {TORCHAUDIO_WHEEL} in .mine-cache")
-    site = tmp_path / "site-packages"
-    with zipfile.ZipFile(wheel) as archive:
-        archive.extractall(site)
-    script = tmp_path / "load.py"
-    script.write_text(GPU_BUILD_SCRIPT, encoding="utf-8")
-    done = subprocess.run(
-        [sys.executable, str(script)], capture_output=True, timeout=300, check=False,
-        env=_child_env({"PYTHONPATH": f"{site}{os.pathsep}{DATA.parent}"}),
-    )  # fmt: skip
-    assert 0 == done.returncode, done.stderr.decode()[-2000:]
-    data = json.loads(done.stdout)
+    if sys.version_info[:2] != (3, 11):
+        pytest.skip("the torchaudio wheel read is CPython 3.11's")
+    site = _unpacked(TORCHAUDIO_WHEEL, tmp_path / "site-packages")
+    data = _child_json(tmp_path, GPU_BUILD_SCRIPT, PYTHONPATH=f"{site}{os.pathsep}{DATA.parent}")
     assert (
         "libtorch_cuda.so: cannot open shared object file: No such file or directory",
         "torch-extension-needs-gpu-build-of-torch",
