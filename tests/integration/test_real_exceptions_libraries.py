@@ -375,6 +375,11 @@ def test_torch_dataloader_worker_wrapper(error, ranked):
             "ray-task-error-wrapper",
         ),
         (
+            "https://github.com/google/sentencepiece/issues/726",
+            "AttributeError: 'SentencePieceProcessor' object has no attribute 'Encode'",
+            "sentencepiece-processor-encode-added-0-1-91",
+        ),
+        (
             "https://github.com/huggingface/accelerate/issues/3536",
             "RuntimeError: Expected to mark a variable ready only once.",
             "torch-ddp-variable-marked-ready-twice",
