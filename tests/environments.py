@@ -187,3 +187,25 @@ def environment(
         stack=installed or stack(("torch", "2.13.0+cu126")),
         extensions=extensions,
     )
+
+
+def print_diagnosis(exc: BaseException, env: Environment, **fields: object) -> None:
+    """Print as JSON, for the test that ran this child, ``fields`` and the top finding of
+    ``exc`` diagnosed on the machine ``env``: its record and its computed command."""
+    import json
+
+    import errkb
+    from errkb.options import Options
+    from errkb.probes import Measurements
+
+    options = Options(measurements=Measurements(readings={"environment": env}), timeout=60.0)
+    finding = errkb.diagnose(exc, options=options).findings[0]
+    command = finding.solutions[0].settings.get("command")
+    print(json.dumps({**fields, "record": finding.record.id, "command": command}))
+
+
+def doctor_command(env: Environment, code: str) -> str:
+    """The first command of the doctor's verdict ``code`` on the machine ``env``."""
+    from errkb.advisors.environment.verdicts import judge
+
+    return next(v.commands[0] for v in judge(env) if v.code == code)

@@ -101,13 +101,10 @@ def _child_json(tmp_path: Path, script: str, *args: str, **env: str) -> dict[str
 
 
 NVRTC_SCRIPT = """
-import json, sys
+import sys
 import torch, torch.version
 import torch.utils.cpp_extension as cpp_extension
-import errkb
-from environments import environment, torch_build
-from errkb.options import Options
-from errkb.probes import Measurements
+from environments import environment, print_diagnosis, torch_build
 from errkb.probes.stack import read_stack
 
 site, cuda_home = sys.argv[1], sys.argv[2]
@@ -119,13 +116,7 @@ env = environment(torch=torch_build("2.5.1+cu124", cuda="12.4"), installed=read_
 try:
     _nvrtc_compile('extern "C" __global__ void k(float* x) { x[0] = 1.0f; }', "k", "80")
 except RuntimeError as exc:
-    options = Options(measurements=Measurements(readings={"environment": env}), timeout=60.0)
-    finding = errkb.diagnose(exc, options=options).findings[0]
-    print(json.dumps({
-        "message": str(exc),
-        "record": finding.record.id,
-        "command": finding.solutions[0].settings.get("command"),
-    }))
+    print_diagnosis(exc, env, message=str(exc))
 """
 
 
@@ -157,39 +148,31 @@ def test_nvrtc_without_its_builtins_raised_by_real_torch_gets_the_pinned_wheel(t
 TRITON_WHEEL = "triton-3.1.0-cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64.whl"
 
 TRITON_SCRIPT = """
-import json
-import os
 import triton
-import errkb
-from environments import environment, stack, torch_build
-from errkb.advisors.environment.verdicts import judge
-from errkb.options import Options
-from errkb.probes import Measurements
+from environments import doctor_command, environment, print_diagnosis, stack, torch_build
 
 # The machine: torch's CPU build (this interpreter's) on an H100.
 env = environment(torch=torch_build("2.13.0+cpu", cuda=None), installed=stack(("torch", "2.13.0+cpu")))
 try:
     triton.runtime.driver.active.get_current_device()
 except RuntimeError as exc:
-    options = Options(measurements=Measurements(readings={"environment": env}), timeout=60.0)
-    finding = errkb.diagnose(exc, options=options).findings[0]
-    print(json.dumps({
-        "message": str(exc),
-        "record": finding.record.id,
-        "command": finding.solutions[0].settings.get("command"),
-        "expected": next(v.commands[0] for v in judge(env) if v.code == "cpu-torch-with-gpu"),
-    }))
+    print_diagnosis(exc, env, message=str(exc), expected=doctor_command(env, "cpu-torch-with-gpu"))
 """
+
+
+def _beside_cpython311_wheel(tmp_path, wheel, script):
+    """What ``script`` prints, run with the files of a CPython 3.11 ``wheel`` (and torch)."""
+    pytest.importorskip("torch")
+    if sys.version_info[:2] != (3, 11):
+        pytest.skip(f"{wheel} is CPython 3.11's")
+    site = _unpacked(wheel, tmp_path / "site-packages")
+    return _child_json(tmp_path, script, PYTHONPATH=f"{site}{os.pathsep}{DATA.parent}")
 
 
 def test_triton_without_an_active_driver_raised_by_real_triton_gets_the_cuda_torch(tmp_path):
     """Triton 3.1.0 beside a CPU torch finds no active driver; on an H100 the fix is the doctor's
     cpu-torch-with-gpu command (triton's NVIDIA backend is active when torch has CUDA)."""
-    pytest.importorskip("torch")
-    if sys.version_info[:2] != (3, 11):
-        pytest.skip("the triton wheel read is CPython 3.11's")
-    site = _unpacked(TRITON_WHEEL, tmp_path / "site-packages")
-    data = _child_json(tmp_path, TRITON_SCRIPT, PYTHONPATH=f"{site}{os.pathsep}{DATA.parent}")
+    data = _beside_cpython311_wheel(tmp_path, TRITON_WHEEL, TRITON_SCRIPT)
     assert (
         "0 active drivers ([]). There should only be one.",
         "triton-no-active-driver",
@@ -229,13 +212,8 @@ def test_xformers_without_kernels_for_the_inputs_raised_by_real_xformers(tmp_pat
 BNB_WHEEL = "bitsandbytes-0.45.5-py3-none-manylinux_2_24_x86_64.whl"
 
 BNB_SCRIPT = """
-import json
 import bitsandbytes.cextension as cextension
-import errkb
-from environments import environment, stack, torch_build
-from errkb.advisors.environment.verdicts import judge
-from errkb.options import Options
-from errkb.probes import Measurements
+from environments import doctor_command, environment, print_diagnosis, stack, torch_build
 
 # The machine: torch's CPU build (this interpreter's) on an H100, bitsandbytes 0.45.5.
 installed = stack(("torch", "2.13.0+cpu"), ("bitsandbytes", "0.45.5"))
@@ -243,14 +221,7 @@ env = environment(torch=torch_build("2.13.0+cpu", cuda=None), installed=installe
 try:
     cextension.get_native_library()
 except OSError as exc:
-    options = Options(measurements=Measurements(readings={"environment": env}), timeout=60.0)
-    finding = errkb.diagnose(exc, options=options).findings[0]
-    print(json.dumps({
-        "message": str(exc),
-        "record": finding.record.id,
-        "command": finding.solutions[0].settings.get("command"),
-        "expected": next(v.commands[0] for v in judge(env) if v.code == "cpu-torch-with-gpu"),
-    }))
+    print_diagnosis(exc, env, message=str(exc), expected=doctor_command(env, "cpu-torch-with-gpu"))
 """
 
 
@@ -274,11 +245,7 @@ def test_bnb_library_file_missing_raised_by_real_bitsandbytes_gets_the_cuda_torc
 TORCHAUDIO_WHEEL = "torchaudio-2.5.1-cp311-cp311-manylinux1_x86_64.whl"
 
 TORCHAUDIO_SCRIPT = """
-import json
-import errkb
-from environments import environment, stack
-from errkb.options import Options
-from errkb.probes import Measurements
+from environments import environment, print_diagnosis, stack
 from errkb.probes.stack import Broken
 
 # The machine: torch 2.13.0 installed, torchaudio 2.5.1 requiring torch==2.5.1 (its wheel's pin).
@@ -288,13 +255,7 @@ env = environment(installed=stack(("torch", "2.13.0+cu126"), ("torchaudio", "2.5
 try:
     import torchaudio
 except OSError as exc:
-    options = Options(measurements=Measurements(readings={"environment": env}), timeout=60.0)
-    finding = errkb.diagnose(exc, options=options).findings[0]
-    print(json.dumps({
-        "cause": str(exc.__cause__),
-        "record": finding.record.id,
-        "command": finding.solutions[0].settings.get("command"),
-    }))
+    print_diagnosis(exc, env, cause=str(exc.__cause__))
 """
 
 
@@ -320,12 +281,7 @@ def test_torchaudio_built_for_another_torch_raised_by_the_real_loader(tmp_path):
 
 
 GPU_BUILD_SCRIPT = """
-import json
-import errkb
-from environments import environment, stack, torch_build
-from errkb.advisors.environment.verdicts import judge
-from errkb.options import Options
-from errkb.probes import Measurements
+from environments import doctor_command, environment, print_diagnosis, stack, torch_build
 
 # The machine: this interpreter's CPU torch on an H100, PyPI's torchaudio 2.5.1 (a CUDA build).
 installed = stack(("torch", "2.13.0+cpu"), ("torchaudio", "2.5.1"))
@@ -333,25 +289,14 @@ env = environment(torch=torch_build("2.13.0+cpu", cuda=None), installed=installe
 try:
     import torchaudio
 except OSError as exc:
-    options = Options(measurements=Measurements(readings={"environment": env}), timeout=60.0)
-    finding = errkb.diagnose(exc, options=options).findings[0]
-    print(json.dumps({
-        "cause": str(exc.__cause__),
-        "record": finding.record.id,
-        "command": finding.solutions[0].settings.get("command"),
-        "expected": next(v.commands[0] for v in judge(env) if v.code == "cpu-torch-with-gpu"),
-    }))
+    print_diagnosis(exc, env, cause=str(exc.__cause__), expected=doctor_command(env, "cpu-torch-with-gpu"))
 """
 
 
 def test_a_cuda_build_of_torchaudio_under_the_cpu_torch_gets_the_cuda_torch(tmp_path):
     """PyPI's torchaudio 2.5.1 links libtorch_cuda.so, which the CPU torch lacks: the real
     loader's error; on an H100 the fix is the doctor's CUDA torch."""
-    pytest.importorskip("torch")
-    if sys.version_info[:2] != (3, 11):
-        pytest.skip("the torchaudio wheel read is CPython 3.11's")
-    site = _unpacked(TORCHAUDIO_WHEEL, tmp_path / "site-packages")
-    data = _child_json(tmp_path, GPU_BUILD_SCRIPT, PYTHONPATH=f"{site}{os.pathsep}{DATA.parent}")
+    data = _beside_cpython311_wheel(tmp_path, TORCHAUDIO_WHEEL, GPU_BUILD_SCRIPT)
     assert (
         "libtorch_cuda.so: cannot open shared object file: No such file or directory",
         "torch-extension-needs-gpu-build-of-torch",
