@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import errkb
 from errkb.options import Options
 from errkb.testing import record_dict, registry_from_dicts
@@ -57,3 +59,33 @@ def test_a_solution_the_message_cannot_fill_comes_after_those_it_can():
         t.startswith("Compare the request, 20 MiB, with what is free, 3.56 MiB of 7.79 GiB")
         for t in texts
     )
+
+
+# Issue titles that end where torch's first sentence does (the report's URL beside each).
+_OOM_TITLES = [
+    # https://github.com/vllm-project/vllm/issues/17835
+    "[Bug]: torch.OutOfMemoryError: CUDA out of memory",
+    # https://github.com/vllm-project/vllm/issues/11560
+    "[Usage]: torch.OutOfMemoryError: CUDA out of memory.",
+    # https://github.com/datalab-to/chandra/issues/35
+    "error torch.OutOfMemoryError: CUDA out of memory.",
+]
+
+
+@pytest.mark.parametrize("title", _OOM_TITLES)
+def test_an_out_of_memory_title_cut_after_its_first_sentence_is_torchs(title):
+    """torch's message always goes on ('Tried to allocate ...'); a title keeps its first
+    sentence only. It is still torch's CUDA out-of-memory error, and the Fix line names no
+    figure the title does not have."""
+    from errkb.diagnosis import explain
+
+    found = explain(title, options=Options(probes=False))
+    assert "torch-cuda-out-of-memory" == found.top.record.id
+    assert "<" not in found.top.solutions[0].text
+
+
+def test_out_of_memory_words_that_go_on_otherwise_are_not_claimed():
+    """'CUDA out of memory' followed by other words than torch's is not its message cut short
+    (a title that goes on in the reporter's words: WeChatCV/Stand-In#42)."""
+    found = errkb.lookup("CUDA out of memory with 48G GPU")
+    assert "torch-cuda-out-of-memory" not in [m.record.id for m in found]
