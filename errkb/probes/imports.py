@@ -15,11 +15,12 @@ reading is ``None``.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import attrs
+
+from errkb.probes._on_demand import OnDemand
 
 if TYPE_CHECKING:
     from errkb.evidence import Evidence
@@ -88,25 +89,15 @@ def find(name: str) -> Origin:
     return Origin(name=name, kind=kind, path=origin, folders=folders, executable=exe)
 
 
-class ImportOrigins(Mapping[str, Origin]):
+class ImportOrigins(OnDemand[Origin]):
     """Top-level module name -> :class:`Origin`, found when first asked for.
 
     Tests inject a plain mapping instead: ``readings={"imports": {"vllm": Origin(...)}}``.
     """
 
-    def __init__(self) -> None:
-        self._seen: dict[str, Origin] = {}
-
-    def __getitem__(self, name: str) -> Origin:
-        if name not in self._seen:
-            self._seen[name] = find(name)
-        return self._seen[name]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._seen)
-
-    def __len__(self) -> int:
-        return len(self._seen)
+    def read(self, name: str) -> Origin:
+        """Where ``name`` leads in this Python (:func:`find`)."""
+        return find(name)
 
     @staticmethod
     def submodule(parent: str, name: str) -> str | None:

@@ -8,8 +8,9 @@ and kept for the rest of the diagnosis.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING
+
+from errkb.probes._on_demand import OnDemand
 
 if TYPE_CHECKING:
     from errkb.evidence import Evidence
@@ -17,28 +18,18 @@ if TYPE_CHECKING:
 __all__ = ["InstalledVersions", "compare_versions", "probe"]
 
 
-class InstalledVersions(Mapping[str, "str | None"]):
+class InstalledVersions(OnDemand["str | None"]):
     """Distribution name -> installed version, ``None`` when it is not installed.
 
     Any name can be asked for (``versions["transformers"]``); only names asked for are listed.
     Tests inject a plain mapping instead: ``readings={"installed": {"transformers": "4.53.0"}}``.
     """
 
-    def __init__(self) -> None:
-        self._seen: dict[str, str | None] = {}
+    def read(self, name: str) -> str | None:
+        """The installed version of the distribution ``name``, from its metadata."""
+        from errkb._dists import version
 
-    def __getitem__(self, name: str) -> str | None:
-        if name not in self._seen:
-            from errkb._dists import version
-
-            self._seen[name] = version(name)
-        return self._seen[name]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._seen)
-
-    def __len__(self) -> int:
-        return len(self._seen)
+        return version(name)
 
 
 def probe(evidence: Evidence, timeout: float) -> InstalledVersions | None:  # noqa: ARG001 - the probe protocol

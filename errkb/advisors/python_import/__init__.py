@@ -76,21 +76,21 @@ def advise(match: Match, evidence: Evidence) -> Advice | None:
     return attrs.evolve(advice, withhold_example=True)
 
 
+@attrs.frozen
 class _Error:
     """What the message says: the module, the name it lacks, the location, a circular import."""
 
-    def __init__(
-        self,
-        kind: str,
-        module: str,
-        name: str | None = None,
-        location: str | None = None,
-        circular: bool = False,
-        not_package: str | None = None,
-    ) -> None:
-        self.kind, self.module, self.name = kind, module, name
-        self.location, self.circular, self.not_package = location, circular, not_package
-        self.top = module.split(".", 1)[0]
+    kind: str
+    module: str
+    name: str | None = None
+    location: str | None = None
+    circular: bool = False
+    not_package: str | None = None
+
+    @property
+    def top(self) -> str:
+        """The top-level module of :attr:`module`: ``vllm`` of ``vllm.engine``."""
+        return self.module.split(".", 1)[0]
 
     @classmethod
     def read(cls, variant: str, caps: Captures) -> _Error:
