@@ -135,7 +135,6 @@ def entry_points(group: str) -> list[EntryPoint]:
     if known is not None:
         return list(known)
     found: list[EntryPoint] = []
-    section = f"[{group}]"
     for folder in list(folders.values()):
         try:
             # A plain open, not pathlib: this runs for each distribution installed.
@@ -143,7 +142,7 @@ def entry_points(group: str) -> list[EntryPoint]:
                 text = file.read()
         except OSError:
             continue
-        if section in text:  # most declare none of errkb's groups: not parsed
+        if group in text:  # most never name errkb's groups: not parsed
             found.extend(_parse(text, group))
     with _lock:
         _groups[group] = found

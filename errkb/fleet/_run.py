@@ -205,12 +205,7 @@ def _execute(
     try:
         distributed = _distributed()
     except ImportError:
-        from errkb.exceptions import UsageError
-
-        raise UsageError(
-            "scanning on a Dask cluster needs the fleet extra: pip install 'errkb[fleet]' "
-            "(or --workers 0 to scan in this process)"
-        ) from None
+        raise _no_fleet_extra("on a Dask cluster") from None
     if options.remote:
         with distributed.Client(options.scheduler) as remote:
             _gather(remote, batches, options, done)
@@ -256,12 +251,7 @@ def _on_processes(
         import dask
         import dask.multiprocessing
     except ImportError:
-        from errkb.exceptions import UsageError
-
-        raise UsageError(
-            "scanning on several processes needs the fleet extra: pip install 'errkb[fleet]' "
-            "(or --workers 0 to scan in this process)"
-        ) from None
+        raise _no_fleet_extra("on several processes") from None
     if _forkable():
         _registry(options.records)  # loaded before the fork: each worker has it
         context = {"multiprocessing.context": "fork"}
@@ -364,6 +354,16 @@ def _gather(
     }
     for future in _distributed().as_completed(futures):
         done(futures[future], future.result())
+
+
+def _no_fleet_extra(where: str) -> Exception:
+    """The error for a scan ``where`` Dask is needed and not installed."""
+    from errkb.exceptions import UsageError
+
+    return UsageError(
+        f"scanning {where} needs the fleet extra: pip install 'errkb[fleet]' "
+        "(or --workers 0 to scan in this process)"
+    )
 
 
 def _distributed() -> Any:
