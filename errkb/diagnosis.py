@@ -235,17 +235,18 @@ def _best_line(
     A paste is never recognised worse than its best single line: a traceback cut before its
     exception line, a log record above it (ChatTTS's ``model load failed``), a warning. Each
     line is read alone (:func:`errkb.parse.parse_lines`); the best is the one whose top match
-    ranks first (hand-written before mined before a fallback, then by score), the later line on
-    a tie.
+    ranks first (hand-written before mined before a fallback before an interpreter record, then
+    by score), the later line on a tie.
     """
     from errkb.parse import parse_lines
 
     matcher = _registry(options, registry).matcher
-    best: tuple[tuple[bool, bool, float, int], Any] | None = None
+    best: tuple[tuple[bool, bool, bool, float, int], Any] | None = None
     for index, p in enumerate(parse_lines(text)):
         matches = matcher.match(p.message, p.class_name)
         if matches:
-            key = (matches[0].fallback, matches[0].mined, -matches[0].score, -index)
+            top = matches[0]
+            key = (top.interpreter, top.fallback, top.mined, -top.score, -index)
             if best is None or key < best[0]:
                 best = (key, p)
     if best is None:
@@ -445,6 +446,15 @@ def _most_recent_first(infos: list[ExceptionInfo], found: list[list[Match]]) -> 
     """The exceptions failure by failure, the most recent first.
 
     Within a failure they come in print order, wrappers last, so the root cause of the most
-    recent failure comes first.
+    recent failure comes first; except that an exception only an interpreter record explains
+    (``records/python/``: ``name 'x' is not defined`` inside transformers' "Failed to import
+    transformers.pipelines because of the following error") comes after those a library's record
+    explains, as it ranks below them among the matches of one message.
     """
-    return sorted(infos, key=lambda i: (-i.failure, _is_wrapper(found[i.index]), i.index))
+
+    def key(i: ExceptionInfo) -> tuple[int, bool, bool, int]:
+        matches = found[i.index]
+        generic = bool(matches) and matches[0].interpreter
+        return (-i.failure, generic, _is_wrapper(matches), i.index)
+
+    return sorted(infos, key=key)

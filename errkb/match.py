@@ -18,7 +18,12 @@ by, in turn:
    'vllm'``), which any record naming the module, name or change itself outranks; no mined
    match folds into one, and one matches only under a class errkb can place (not
    **unresolved** below: a library's ``CompilationError`` quoting an ``AttributeError`` is
-   that library's error, not Python's);
+   that library's error, not Python's). Lowest of all, the **interpreter** records (tag
+   ``interpreter``, library ``python``, also tagged ``fallback``): errors Python raises for any
+   code (``name 'x' is not defined``, ``'NoneType' object has no attribute 'x'``, ``[Errno 2]
+   No such file or directory``), which name no library at all; they answer only when no
+   library's record does, by its message or by its raise site (a match of the raise site alone
+   ranks above them);
 2. **class**: how the exception's class relates to the record's ``errorClass`` (and the other
    acceptable classes it lists in ``errorClasses``):
 
@@ -116,6 +121,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FALLBACK_TAG",
+    "INTERPRETER_TAG",
     "LITERAL_RUN",
     "MINED_TAG",
     "ClassSpec",
@@ -136,6 +142,9 @@ _CUT, _RUN = -1.0, -2.0
 MINED_TAG = "mined"
 #: The tag of a family's records that name only a library: they rank below every other record.
 FALLBACK_TAG = "fallback"
+#: The tag of records of errors the interpreter raises for any code (``records/python/``): they
+#: rank below every other record, fallbacks and matches of a raise site included.
+INTERPRETER_TAG = "interpreter"
 #: The shortest literal run that identifies a mined record's message on its own.
 LITERAL_RUN = 32
 
@@ -173,6 +182,11 @@ class Match:
     def fallback(self) -> bool:
         """Whether the record is a fallback, naming only a library (it ranks below every other)."""
         return FALLBACK_TAG in self.record.tags
+
+    @property
+    def interpreter(self) -> bool:
+        """Whether the record is of an error Python raises for any code (it ranks lowest of all)."""
+        return INTERPRETER_TAG in self.record.tags
 
 
 @attrs.define
@@ -691,8 +705,15 @@ def ranked(found: Iterable[Match]) -> list[Match]:
     """
     joins = _joiner(found := list(found))
 
-    def key(m: Match) -> tuple[bool, bool, bool, float, bool, bool]:
-        return (m.by_site, m.fallback, m.mined and not joins(m), -m.score, *_lesser(m.record))
+    def key(m: Match) -> tuple[bool, bool, bool, bool, float, bool, bool]:
+        return (
+            m.interpreter,
+            m.by_site,
+            m.fallback,
+            m.mined and not joins(m),
+            -m.score,
+            *_lesser(m.record),
+        )
 
     return sorted(found, key=key)
 

@@ -91,3 +91,39 @@ def test_a_short_literal_run_is_not_enough():
     short = "x" * (LITERAL_RUN - 2)  # the run is these and the space after them
     m = _matcher(_mined(id="mined-x", messagePattern=short + r" (?P<n>\d+) y"))
     assert [] == m.match(short + " many y")
+
+
+def test_an_interpreter_record_ranks_below_a_fallback_and_a_raise_site_match() -> None:
+    """Tier: a site-only match and a library fallback both come before the interpreter's record."""
+    registry = registry_from_dicts(
+        [
+            record_dict(
+                id="python-x",
+                messagePattern=r"'(?P<t>\w+)' object has no attribute 'load'",
+                errorClass="AttributeError",
+                tags=["interpreter", "fallback"],
+                solutions=["s"],
+            ),
+            record_dict(
+                id="lib-fallback",
+                messagePattern=r"'Chat' object has no attribute",
+                errorClass="AttributeError",
+                tags=["fallback"],
+            ),
+            record_dict(
+                id="lib-site",
+                messagePattern="never in the message",
+                errorClass="AttributeError",
+                sitePatterns=[{"file": "lib/chat.py", "function": "infer"}],
+                tags=["site-pattern"],
+            ),
+        ]
+    )
+    found = Matcher(registry.records).match(
+        "'Chat' object has no attribute 'load'",
+        AttributeError,
+        files=["/site-packages/lib/chat.py"],
+        raised_at=("/site-packages/lib/chat.py", "infer"),
+    )
+    assert ["lib-fallback", "lib-site", "python-x"] == [m.record.id for m in found]
+    assert [False, False, True] == [m.interpreter for m in found]
