@@ -62,6 +62,7 @@ BUILTIN: dict[str, str] = {
     "nccl-timeout": "errkb.advisors.nccl_timeout:advise",
     "out-of-memory": "errkb.advisors.out_of_memory:advise",
     "python-import": "errkb.advisors.python_import:advise",
+    "python-raised": "errkb.advisors.python_raised:advise",
 }
 
 
