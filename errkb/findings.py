@@ -46,7 +46,8 @@ SCHEMA = "errkb.diagnosis/1"
 #: GPU, the model's configuration, a value the user gave, another probe's reading (a plugin's,
 #: or a built-in one beyond the GPU), errkb's arithmetic, an assumption, or the installed
 #: distributions' metadata (a release, and how it compares with a record's version facts), or a
-#: report tool's output pasted beside the error (collect_env, nvidia-smi: another machine's).
+#: report tool's output pasted beside the error (collect_env, nvidia-smi: another machine's), or
+#: the traceback's file paths (whose code a frame is in: the user's, a package's, Python's).
 Source = Literal[
     "message",
     "frame",
@@ -58,6 +59,7 @@ Source = Literal[
     "default",
     "installed",
     "paste",
+    "traceback",
 ]
 SOURCES: tuple[Source, ...] = get_args(Source)
 
@@ -69,7 +71,8 @@ class Fact:
     ``source`` is one of :data:`SOURCES`: ``message``, ``frame``, ``gpu``, ``model-config``,
     ``flag``, ``probe``, ``computed``, ``default`` (a value assumed, with the reason in
     ``note``), ``installed`` (a distribution's installed release, from its metadata) or
-    ``paste`` (a report tool's output pasted beside the error; ``note`` names the tool).
+    ``paste`` (a report tool's output pasted beside the error; ``note`` names the tool) or
+    ``traceback`` (read from the paths of the traceback's frames: whose code raised it).
     """
 
     name: str

@@ -87,22 +87,19 @@ def advise(match: Match, evidence: Evidence) -> Advice | None:
         return None
     raised = info.frames[-1]
     owner = owner_of(raised)
-    where = f"{raised.file}:{raised.line}, in {raised.function or '?'}"
+    where = _at(raised)
     if owner.kind == "user":
-        fact = Fact(name="raised in", value="your code", source="frame", note=where)
-        return Advice(facts=(fact,), placement="after")
+        return Advice(facts=(_fact("raised in", f"{where} (your code)"),), placement="after")
     if owner.kind == "stdlib":
         what = "Python's standard library"
     else:
         release = _release(owner.package, evidence)
-        what = f"the installed package {owner.package}" + (f" {release}" if release else "")
-    facts = [Fact(name="raised in", value=what, source="frame", note=where)]
+        what = f"installed package {owner.package}" + (f" {release}" if release else "")
+    facts = [_fact("raised in", f"{where} ({what})")]
     user = _user_frame(info.frames)
-    solutions: tuple[Solution, ...] = ()
     if user is not None:
-        called = f"{user.file}:{user.line}, in {user.function or '?'}"
-        facts.append(Fact(name="your call", value=called, source="frame",
-                          note="the innermost frame of your code on the way there"))  # fmt: skip
+        facts.append(_fact("your call", _at(user)))
+    solutions: tuple[Solution, ...] = ()
     if owner.kind == "package":
         solutions = (
             Solution(
@@ -113,6 +110,14 @@ def advise(match: Match, evidence: Evidence) -> Advice | None:
             ),
         )
     return Advice(solutions=solutions, facts=tuple(facts), placement="after")
+
+
+def _at(frame: FrameInfo) -> str:
+    return f"{frame.file}:{frame.line}, in {frame.function or '?'}"
+
+
+def _fact(name: str, value: str) -> Fact:
+    return Fact(name=name, value=value, source="traceback")
 
 
 def _exception_of(match: Match, evidence: Evidence) -> ExceptionInfo | None:

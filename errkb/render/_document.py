@@ -315,6 +315,7 @@ _SOURCE_LABELS = {
     "default": "assumed",
     "installed": "installed",
     "paste": "the paste",
+    "traceback": "traceback",
 }
 
 
