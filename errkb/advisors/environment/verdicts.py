@@ -472,7 +472,11 @@ def _check_requirements(env: Environment, known: Tables) -> Iterable[Verdict]:
             severity="broken",
             title=f"{name} {first.version} requires what is not installed: "
             + ", ".join(b.requirement for b in items),
-            why=f"{name}'s metadata (Requires-Dist) asks for {wants}, as pip check would say.",
+            why=(
+                f"pip check ({env.stack.source}) says {name} {first.version} requires {wants}."
+                if env.stack.source.startswith("the paste")
+                else f"{name}'s metadata (Requires-Dist) asks for {wants}, as pip check would say."
+            ),
             fix=f"Install what {name} {first.version} requires, or a release of {name} made "
             "for what is installed.",
             commands=tuple(commands),
@@ -510,7 +514,8 @@ def extension_verdict(env: Environment, known: Tables, ext: Extension, count: in
     """The verdict on compiled extension ``ext`` that fails to load (``count`` of its files)."""
     torch = env.torch
     more = f" ({count - 1} more of its files fail too)" if count > 1 else ""
-    title = f"{ext.distribution} {ext.version}: {ext.name} does not load{more}"
+    named = f"{ext.distribution} {ext.version}" if ext.version else ext.distribution
+    title = f"{named}: {ext.name} does not load{more}"
     error = ext.error or ""
     pinned = _torch_pin_broken(env, ext.distribution)
     symbol = _TORCH_SYMBOL.search(error)
