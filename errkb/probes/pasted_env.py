@@ -2,8 +2,11 @@
 
 People who report an error paste, beside the traceback, what a report tool printed about their
 machine: ``python -m torch.utils.collect_env``, ``vllm collect-env`` (torch's fields, then
-vLLM's), ``accelerate env``, ``transformers env`` (``transformers-cli env``) and ``nvidia-smi``
-(its table or ``-q``). :func:`read_pasted` finds those outputs in a text and reads their versions,
+vLLM's), ``accelerate env``, ``transformers env`` (``transformers-cli env``), ``nvidia-smi``
+(its table or ``-q``), DeepSpeed's ``ds_report`` (torch's build, nvcc, DeepSpeed's version and
+which ops are installed and compatible), ``python -m bitsandbytes`` (its version, the CUDA it
+set up for, the native library it loaded or failed to) and ``pip check`` (the requirements the
+installed set breaks, which become the stack's broken requirements). :func:`read_pasted` finds those outputs in a text and reads their versions,
 GPUs, driver and CUDA into an :class:`~errkb.probes.environment.Environment`, the same type the
 doctor reads from this machine, so that the same verdicts judge the reporter's machine. Nothing
 of this machine is mixed in: what the paste does not say stays unknown (``None``, or an
@@ -30,15 +33,25 @@ from errkb._patterns import lazy_compile
 if TYPE_CHECKING:
     from errkb.evidence import Evidence
     from errkb.probes.environment import Environment
+    from errkb.probes.extensions import Extension
     from errkb.probes.gpu import NvmlReading
-    from errkb.probes.stack import StackReading
+    from errkb.probes.stack import Broken, StackReading
     from errkb.probes.system import SystemReading
     from errkb.probes.torch_build import TorchBuild
 
 __all__ = ["TOOLS", "PastedEnvironment", "PastedFact", "probe", "read_pasted"]
 
 #: The report tools whose output is read, as they are named in facts and notes.
-TOOLS = ("collect_env", "vllm collect-env", "accelerate env", "transformers env", "nvidia-smi")
+TOOLS = (
+    "collect_env",
+    "vllm collect-env",
+    "accelerate env",
+    "transformers env",
+    "nvidia-smi",
+    "ds_report",
+    "python -m bitsandbytes",
+    "pip check",
+)
 
 #: The longest line read; report tools print short lines, a longer one is not theirs.
 _MAX_LINE = 2000
@@ -122,6 +135,64 @@ _VLLM = lazy_compile(
 # collect_env's first field, as it prints it (a hand-written "PyTorch Version:" is not it).
 _COLLECT_ENV = lazy_compile(r"^PyTorch version\s*:")
 _RAM = lazy_compile(r"^(?P<amount>\d+(?:\.\d+)?)\s*GB$")
+# pip check: "vllm 0.6.3 has requirement torch==2.4.0, but you have torch 2.5.1." and
+# "transformers 4.46.0 requires tokenizers, which is not installed." (pip names only the project).
+_PIP_CHECK_OTHER = lazy_compile(
+    r"^(?P<dist>[A-Za-z0-9][\w.\-]*) (?P<version>\S+) has requirement (?P<req>\S.*?), but you "
+    r"have (?P<name>[A-Za-z0-9][\w.\-]*) (?P<installed>\S+?)\.?$"
+)
+_PIP_CHECK_MISSING = lazy_compile(
+    r"^(?P<dist>[A-Za-z0-9][\w.\-]*) (?P<version>\S+) requires (?P<req>\S.*?), which is not "
+    r"installed\.?$"
+)
+_PIP_CHECK_CLEAN = lazy_compile(r"^No broken requirements found\.$")
+_REQUIRED_NAME = lazy_compile(r"^[A-Za-z0-9][\w.\-]*")
+# ds_report: its banners, "key ..... value" fields and "op ..... [YES] ..... [OKAY]" rows.
+_DS_BANNER = lazy_compile(
+    r"DeepSpeed C\+\+/CUDA extension op report|DeepSpeed general environment info:"
+)
+_DS_FIELD = lazy_compile(r"^(?P<key>[a-z][a-z .]*?[a-z.]) \.{3,} (?P<value>\S.*)$")
+_DS_OP = lazy_compile(
+    r"^(?P<op>[a-z][a-z0-9_]*) [ .]*\[(?P<installed>YES|NO)\] [ .]*\[(?P<compatible>OKAY|NO)\]"
+)
+#: ds_report's fields -> fact names.
+_DS_KEYS = {
+    "torch version": "torch",
+    "torch cuda version": "torch cuda",
+    "torch hip version": "torch rocm",
+    "nvcc version": "nvcc",
+    "deepspeed info": "deepspeed",
+    "deepspeed wheel compiled w.": "deepspeed built with",
+}
+# python -m bitsandbytes: its banners and CUDA SETUP lines, old (0.3x-0.41) and new forms.
+_BNB = lazy_compile(
+    r"Welcome to bitsandbytes|CUDA SETUP:|bitsandbytes library load error|Could not (?:load|find) "
+    r"the bitsandbytes|Could not load bitsandbytes native library|=+ bitsandbytes v\d"
+    r"|BNB_CUDA_VERSION=\d+ environment variable detected"
+)
+_BNB_BINARY = lazy_compile(
+    r"(?:^bin |CUDA SETUP: Loading binary |^binary_path: )"
+    r"(?P<path>\S*?libbitsandbytes[\w.\-]*?\.(?:so|dll|dylib))"
+)
+_BNB_CUDA = lazy_compile(
+    r"CUDA SETUP: Detected CUDA version (?P<cuda>\d{2,3})\b"
+    r"|PyTorch settings found: CUDA_VERSION=(?P<setting>\d{2,3})\b"
+)
+_BNB_OVERRIDE = lazy_compile(r"\bBNB_CUDA_VERSION=(?P<cuda>\d{2,3}) environment variable detected")
+_BNB_MISSING = lazy_compile(
+    r"Could not find the bitsandbytes CUDA binary at (?:\w+Path\(')?(?P<path>[^\s')]+)"
+)
+_BNB_CAPABILITY = lazy_compile(
+    r"Highest compute capability among GPUs detected: (?P<cc>\d+\.\d+)"
+    r"|Highest Compute Capability: \((?P<major>\d+), (?P<minor>\d+)\)"
+)
+_BNB_VERSION = lazy_compile(r"bitsandbytes(?:-| v)(?P<version>\d+\.\d+\.\d+[\w.]*?)(?:-py|[\s/]|$)")
+_BNB_FAILED = lazy_compile(
+    r"Could not load bitsandbytes native library: (?P<error>\S.*)"
+    r"|bitsandbytes library load error: (?P<detail>\S.*)"
+    r"|CUDA SETUP: (?P<setup>Setup Failed!|CUDA detection failed!)"
+)
+_BNB_CPU = lazy_compile(r"compiled without GPU support")
 
 #: Keys of the report tools, normalised (lower case, no backticks, single spaces) -> fact name.
 _KEYS = {
@@ -162,6 +233,7 @@ _DISTS = {
     "safetensors": "safetensors",
     "deepspeed": "deepspeed",
     "vllm": "vllm",
+    "bitsandbytes": "bitsandbytes",
 }
 
 #: Values that say the tool could not tell.
@@ -226,7 +298,14 @@ class _Reader:
         tool: str | None = None
         for index, line in enumerate(self.lines):
             tool = self._tool_of(line, tool)
-            if self._smi(line, index) or self._warning(line, index) or tool is None:
+            if self._smi(line, index) or self._warning(line, index) or self._pip_check(line, index):
+                continue
+            if tool == "ds_report" and self._ds_report(line, index):
+                continue
+            if tool == "python -m bitsandbytes":
+                self._bitsandbytes(line, index)
+                continue
+            if tool is None:
                 continue
             pip = _PIP.match(line) or _CONDA.match(line)
             if pip is not None:
@@ -260,6 +339,10 @@ class _Reader:
             return self._torch_tool()
         if "NVSMI LOG" in line or _SMI_HEADER.search(line):
             return "nvidia-smi"
+        if _DS_BANNER.search(line) or (tool is None and _DS_OP.match(line)):  # a cut ds_report
+            return "ds_report"
+        if _BNB.search(line):
+            return "python -m bitsandbytes"
         if tool is None and (_PIP.match(line) or _VLLM.search(line)):  # a cut collect-env
             return self._torch_tool()
         return tool
@@ -304,6 +387,66 @@ class _Reader:
             self.add(f"process {index + 1}", shown, "nvidia-smi", index)
             return True
         return False
+
+    def _pip_check(self, line: str, index: int) -> bool:
+        """One line of ``pip check``: a broken requirement (kept whole), or none broken."""
+        other, missing = _PIP_CHECK_OTHER.match(line), _PIP_CHECK_MISSING.match(line)
+        if other is not None:
+            self.add(f"dist {other['dist']}", other["version"], "pip check", index)
+            self.add(f"dist {other['name']}", other["installed"], "pip check", index)
+        elif missing is not None:
+            self.add(f"dist {missing['dist']}", missing["version"], "pip check", index)
+        elif _PIP_CHECK_CLEAN.match(line):
+            self.add("pip check", "no broken requirements", "pip check", index)
+            return True
+        else:
+            return False
+        self.add(f"broken {index + 1}", line.strip(), "pip check", index)
+        return True
+
+    def _ds_report(self, line: str, index: int) -> bool:
+        """A field of ``ds_report``'s environment info, or a row of its op table."""
+        op = _DS_OP.match(line)
+        if op is not None:
+            shown = f"[{op['installed']}] [{op['compatible']}]"  # installed, compatible
+            self.add(f"ds op {op['op']}", shown, "ds_report", index)
+            return True
+        field = _DS_FIELD.match(line)
+        name = _DS_KEYS.get(field["key"]) if field is not None else None
+        if field is None or name is None:
+            return False
+        value = field["value"].split(",", 1)[0] if name == "deepspeed" else field["value"]
+        self.add(name, value, "ds_report", index)
+        return True
+
+    def _bitsandbytes(self, line: str, index: int) -> None:
+        """What ``python -m bitsandbytes`` says of its version, CUDA and native library."""
+        tool = "python -m bitsandbytes"
+        binary, cuda = _BNB_BINARY.search(line), _BNB_CUDA.search(line)
+        capability, version = _BNB_CAPABILITY.search(line), _BNB_VERSION.search(line)
+        failed = _BNB_FAILED.search(line)
+        if binary is not None:
+            self.add("bnb library", binary["path"], tool, index)
+        if cuda is not None:
+            digits = cuda["cuda"] or cuda["setting"]
+            self.add("bnb cuda", f"{digits} (CUDA {digits[:-1]}.{digits[-1]})", tool, index)
+        if capability is not None:
+            shown = capability["cc"] or f"{capability['major']}.{capability['minor']}"
+            self.add("bnb capability", shown, tool, index)
+        if version is not None:
+            self.add("bitsandbytes", version["version"], tool, index)
+        if failed is not None:
+            said = failed["error"] or failed["detail"] or f"CUDA SETUP: {failed['setup']}"
+            self.add("bnb load error", said, tool, index)
+        override, missing = _BNB_OVERRIDE.search(line), _BNB_MISSING.search(line)
+        if override is not None:
+            self.add("bnb cuda override", f"BNB_CUDA_VERSION={override['cuda']}", tool, index)
+        if missing is not None:
+            self.add("bnb missing binary", missing["path"], tool, index)
+        if _BNB_CPU.search(line) and "warn(" not in line:
+            self.add("bnb cpu library", "compiled without GPU support", tool, index)
+        if line.strip() == "SUCCESS!":
+            self.add("bnb loaded", "its check printed SUCCESS!", tool, index)
 
     def _warning(self, line: str, index: int) -> bool:
         """The warning torch gives for a GPU its build has no code for: the GPU, the archs."""
@@ -377,6 +520,7 @@ def _environment(facts: dict[str, PastedFact], tools: tuple[str, ...]) -> Enviro
         nvml_error=reason,
         torch=_torch(facts, source),
         stack=_stack(facts, source),
+        extensions=_bitsandbytes_library(facts, source),
     )
 
 
@@ -535,12 +679,68 @@ def _stack(facts: dict[str, PastedFact], source: str) -> StackReading:
             continue
         found.setdefault(name.lower().replace("_", "-"), Distribution(
             name=name, version=version, folder=f"{fact.tool}, line {fact.line}"))  # fmt: skip
+    broken = _broken(facts)
+    checked = bool(broken) or "pip check" in facts
     return StackReading(
         distributions=tuple(found.values()),
-        checked=0,
-        broken=(),
-        note="not checked: a paste lists versions, not what each distribution requires",
+        checked=len(found) if checked else 0,
+        broken=broken,
+        note=None
+        if checked
+        else "not checked: a paste lists versions, not what each distribution requires",
         source=source,
+    )
+
+
+def _broken(facts: dict[str, PastedFact]) -> tuple[Broken, ...]:
+    """The requirements ``pip check`` said the installed set breaks, as the stack probe's."""
+    from errkb.probes.stack import Broken
+
+    found = []
+    for fact in facts.values():
+        if not fact.name.startswith("broken "):
+            continue
+        other, missing = _PIP_CHECK_OTHER.match(fact.value), _PIP_CHECK_MISSING.match(fact.value)
+        if other is not None:
+            found.append(
+                Broken(distribution=other["dist"], version=other["version"],
+                       requirement=other["req"], required=other["name"],
+                       installed=other["installed"])
+            )  # fmt: skip
+        elif missing is not None:
+            named = _REQUIRED_NAME.match(missing["req"])
+            found.append(
+                Broken(distribution=missing["dist"], version=missing["version"],
+                       requirement=missing["req"],
+                       required=named[0] if named else missing["req"], installed=None)
+            )  # fmt: skip
+    return tuple(found)
+
+
+def _bitsandbytes_library(facts: dict[str, PastedFact], source: str) -> tuple[Extension, ...]:
+    """The native library of bitsandbytes, as the extension probe reports one: loaded or not.
+
+    Only what ``python -m bitsandbytes`` said: an error loading it, or its check's success;
+    ``()`` when it said neither (a cut paste).
+    """
+    from errkb.probes.extensions import Extension
+
+    error, loaded = _value(facts, "bnb load error"), _value(facts, "bnb loaded")
+    if error is None and loaded is None:
+        return ()
+    path = _value(facts, "bnb library") or ""
+    named = _BNB_BINARY.search(f"bin {error}") if error else None
+    path = named["path"] if named is not None and not path else path
+    return (
+        Extension(
+            distribution="bitsandbytes",
+            version=_value(facts, "bitsandbytes") or "",
+            kind="library",
+            name=path.replace("\\", "/").rsplit("/", 1)[-1] or "the native library",
+            path=path,
+            error=error if loaded is None else None,
+            source=source,
+        ),
     )
 
 

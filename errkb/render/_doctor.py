@@ -44,6 +44,17 @@ _PASTED_NAMES = {
     "python": "Python",
     "glibc": "libc",
     "memory": "system memory",
+    "nvcc": "nvcc",
+    "deepspeed built with": "DeepSpeed's wheel built with",
+    "bnb library": "bitsandbytes' native library",
+    "bnb cuda": "CUDA bitsandbytes set up for",
+    "bnb cuda override": "bitsandbytes' CUDA override",
+    "bnb capability": "highest compute capability bitsandbytes saw",
+    "bnb load error": "bitsandbytes' native library did not load",
+    "bnb missing binary": "bitsandbytes' CUDA library not found",
+    "bnb cpu library": "bitsandbytes' CPU library",
+    "bnb loaded": "bitsandbytes' native library loaded",
+    "pip check": "pip check",
 }
 
 
@@ -164,6 +175,10 @@ def pasted_facts(pasted: PastedEnvironment) -> list[tuple[str, list[tuple[str, s
         name = fact.name
         if name.startswith("dist "):
             name = name[5:]
+        elif name.startswith("broken "):
+            name = "broken requirement"
+        elif name.startswith("ds op "):
+            name = f"op {name[6:]} (installed, compatible)"
         elif name.startswith("gpu ") and name.endswith((" memory", " used")):
             gpu, _, what = name[4:].partition(" ")
             name = f"GPU {gpu} memory {'total' if what == 'memory' else 'used'}"

@@ -121,3 +121,28 @@ def test_markdown_for_an_issue_masks_secrets_and_the_user(machine):
 def test_usage_error_is_status_2():
     """An unknown format is a usage error."""
     assert 2 == run_cli("doctor", "--format", "yaml").returncode
+
+
+def test_a_driver_under_cuda_13_s_minimum_through_the_stand_in_nvml(tmp_path):
+    """Driver 575.57.08 (CUDA 12.9) read through NVML, a torch built for CUDA 13.0: the driver
+    needed on Linux (>= 580.65.06) and the torch build this driver runs in full (cu129)."""
+    site = tmp_path / "site"
+    write_fake_torch(site, "2.13.0+cu130", cuda="13.0", archs="sm_75 sm_80 sm_86 sm_90 sm_100")
+    env = {
+        "PYTHONPATH": str(site),
+        "LD_LIBRARY_PATH": str(fake_nvml_folder(tmp_path / "nvml")),
+        "FAKE_NVML_GPUS": "NVIDIA H100 80GB HBM3|9.0|85520809984|80000000000",
+        "FAKE_NVML_DRIVER": "575.57.08",
+        "FAKE_NVML_CUDA": "12090",
+    }
+    data = json.loads(run_cli("doctor", "--json", env=env, timeout=300).stdout)
+    (verdict,) = [v for v in data["verdicts"] if v["code"] == "driver-too-old"]
+    assert (
+        [f"pip install --force-reinstall torch==2.13.0 --index-url {WHL}/cu129"],
+        True,
+        True,
+    ) == (
+        verdict["commands"],
+        ">= 580.65.06 (Linux)" in verdict["fix"],
+        "the driver is 575.57.08" in verdict["why"],
+    )

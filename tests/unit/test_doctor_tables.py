@@ -59,6 +59,30 @@ def test_driver_rows_give_a_minimum_or_both_systems():
     assert [] == bad
 
 
+@pytest.mark.parametrize("system", ["linux", "windows"])
+def test_every_cuda_of_a_torch_build_has_a_driver_minimum_on_each_system(system):
+    """The driver verdict can always say what a build needs on Linux and on Windows."""
+    known = tables()
+    missing = {b.cuda for b in known.torch_builds if not known.driver_row(b.cuda).needed(system)}
+    assert set() == missing
+
+
+def test_an_exact_minimum_is_of_the_row_s_branch():
+    """525.60.13 is of branch 525: the exact versions and the branch were read apart and agree."""
+    rows = [r for r in tables().drivers if r.minimum]
+    assert [] == [
+        (r.cuda, v)
+        for r in rows
+        for v in (r.linux, r.windows)
+        if v and int(v.split(".")[0]) < int(r.minimum or 0)
+    ]
+
+
+def test_every_driver_row_was_read_at_nvidia():
+    """The driver minimums cite NVIDIA's own pages, one URL or more per row."""
+    assert [] == [r.cuda for r in tables().drivers if "https://docs.nvidia.com/" not in r.source]
+
+
 def test_gpu_names_are_unique():
     """One capability per model name."""
     names = [row.name.lower() for row in tables().gpus]

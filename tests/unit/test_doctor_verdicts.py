@@ -19,6 +19,7 @@ from errkb.probes.torch_build import TorchBuild
 WHL = "https://download.pytorch.org/whl"
 CU126_ARCHS = "sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 sm_90"
 CU129_ARCHS = "sm_75 sm_80 sm_86 sm_90 sm_100 sm_120"
+WINDOWS = "Windows-10-10.0.19045-SP0"
 
 
 def _ext(dist: str, version: str, error: str, name: str = "_C") -> Extension:
@@ -315,6 +316,72 @@ SITUATIONS = {
         ),
         [("torch-import-fails", "broken", ()), ("no-gpu", "note", ())],
     ),
+    "linux-driver-520-for-cuda-12.6": (
+        environment(nvml=gpus(("NVIDIA A10", (8, 6)), driver="520.61.05", cuda=11080)),
+        [
+            (
+                "driver-too-old",
+                "broken",
+                (f"pip install --force-reinstall torch==2.4.1 --index-url {WHL}/cu118",),
+            )
+        ],
+    ),
+    "windows-driver-526-of-branch-525-is-under-527.41": (
+        environment(
+            nvml=gpus(("NVIDIA GeForce RTX 3090", (8, 6)), driver="526.98", cuda=12000),
+            torch=torch_build("2.5.1+cu124", cuda="12.4", archs=CU126_ARCHS),
+            os=WINDOWS,
+        ),
+        [
+            (
+                "driver-too-old",
+                "broken",
+                (f"pip install --force-reinstall torch==2.4.1 --index-url {WHL}/cu118",),
+            )
+        ],
+    ),
+    "windows-driver-528-runs-cuda-12.4-with-a-limited-feature-set": (
+        environment(
+            nvml=gpus(("NVIDIA GeForce RTX 3090", (8, 6)), driver="528.02", cuda=12000),
+            torch=torch_build("2.5.1+cu124", cuda="12.4", archs=CU126_ARCHS),
+            os=WINDOWS,
+        ),
+        [("driver-minor-compat", "warning", ())],
+    ),
+    "wsl-reads-the-windows-driver": (
+        environment(
+            nvml=gpus(("NVIDIA GeForce RTX 3090", (8, 6)), driver="526.98", cuda=12000),
+            torch=torch_build("2.5.1+cu124", cuda="12.4", archs=CU126_ARCHS),
+            os="Linux-5.15.153.1-microsoft-standard-WSL2-x86_64-with-glibc2.35",
+        ),
+        [
+            (
+                "driver-too-old",
+                "broken",
+                (f"pip install --force-reinstall torch==2.4.1 --index-url {WHL}/cu118",),
+            )
+        ],
+    ),
+    "linux-driver-575-for-cuda-13": (
+        environment(
+            nvml=gpus(("NVIDIA H100 80GB HBM3", (9, 0)), driver="575.57.08", cuda=12090),
+            torch=torch_build("2.13.0+cu130", cuda="13.0", archs=CU129_ARCHS),
+        ),
+        [
+            (
+                "driver-too-old",
+                "broken",
+                (f"pip install --force-reinstall torch==2.13.0 --index-url {WHL}/cu129",),
+            )
+        ],
+    ),
+    "linux-driver-580.65.06-runs-cuda-13": (
+        environment(
+            nvml=gpus(("NVIDIA H100 80GB HBM3", (9, 0)), driver="580.65.06", cuda=13000),
+            torch=torch_build("2.13.0+cu130", cuda="13.0", archs=CU129_ARCHS),
+        ),
+        [],
+    ),
     "the-driver-shows-no-gpu": (
         environment(nvml=gpus(), variables=(("CUDA_VISIBLE_DEVICES", ""),)),
         [("no-gpu", "note", ())],
@@ -346,14 +413,58 @@ def test_an_unsupported_gpu_cites_the_table_rows():
 
 
 def test_the_driver_verdict_names_the_driver_needed():
-    """CUDA 12 needs a driver of branch 525 (NVIDIA's minor version compatibility table); the
-    newest torch build listed for a CUDA this driver runs is the other way (2.4.1 for 11.8)."""
+    """CUDA 12 needs 525.60.13 on Linux (NVIDIA's minimum under minor version compatibility);
+    the newest torch build listed for a CUDA this driver runs is the other way (2.4.1 for 11.8)."""
     env = SITUATIONS["driver-470-for-cuda-12"][0]
     (verdict,) = judge(env)
     assert (
-        "Install an NVIDIA driver of branch 525 or newer, or torch 2.4.1 built for CUDA 11.8,"
-        " which this driver runs." == verdict.fix
+        "Upgrade the NVIDIA driver to one >= 525.60.13 (Linux); or install torch 2.4.1 built for"
+        " CUDA 11.8, which it runs under minor version compatibility." == verdict.fix
     )
+
+
+def test_the_driver_verdict_says_the_build_the_minimum_and_the_driver():
+    """torch's CUDA (and where it was read), the minimum on this OS, the driver NVML gives."""
+    env = SITUATIONS["windows-driver-526-of-branch-525-is-under-527.41"][0]
+    (verdict,) = judge(env)
+    said = (
+        "torch 2.5.1+cu124 is built for CUDA 12.4 (test)",
+        "CUDA 12.x needs an NVIDIA driver >= 527.41 (Windows)",
+        "the driver is 526.98 (libnvidia-ml.so.1), which runs CUDA 12.0 at most",
+    )
+    assert [True, True, True] == [part in verdict.why for part in said]
+
+
+def test_a_driver_of_the_right_branch_under_the_exact_minimum_is_too_old_on_linux():
+    """525.53 is of branch 525, but Linux needs 525.60.13: the exact version is compared."""
+    env = environment(
+        nvml=gpus(("NVIDIA A10", (8, 6)), driver="525.53", cuda=12000),
+        torch=torch_build("2.5.1+cu124", cuda="12.4", archs=CU126_ARCHS),
+    )
+    assert ["driver-too-old"] == [v.code for v in judge(env)]
+
+
+def test_cuda_13_on_windows_needs_the_branch_the_guide_gives():
+    """No NVIDIA page read gives CUDA 13's Windows minimum apart: its branch, 580, is said."""
+    env = environment(
+        nvml=gpus(("NVIDIA GeForce RTX 5090", (12, 0)), driver="576.88", cuda=12090),
+        torch=torch_build("2.13.0+cu130", cuda="13.0", archs=CU129_ARCHS),
+        os=WINDOWS,
+    )
+    (verdict,) = judge(env)
+    assert "Upgrade the NVIDIA driver to one of branch 580 or newer (Windows)" in verdict.fix
+
+
+def test_the_build_offered_runs_on_the_driver_under_its_own_minimum():
+    """Every build the driver verdict offers is one whose CUDA the driver runs on that OS."""
+    from errkb.advisors.environment._tables import tables
+    from errkb.advisors.environment.verdicts import best_build, driver_runs
+
+    for key in ("linux-driver-520-for-cuda-12.6", "windows-driver-526-of-branch-525-is-under-527.41",
+                "linux-driver-575-for-cuda-13"):  # fmt: skip
+        env = SITUATIONS[key][0]
+        build = best_build(tables(), env, (8, 6), None)
+        assert (key, True) == (key, driver_runs(tables(), build.cuda, env))
 
 
 def test_nothing_broken_and_something_broken():

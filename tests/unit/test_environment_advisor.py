@@ -358,3 +358,73 @@ def test_probes_off_judges_only_the_message():
         _command(found),
         any("probes are off" in n for n in found.notes),
     )
+
+
+# -- the driver too old for torch's CUDA, in its reported wordings --------------------------
+
+#: lllyasviel/Fooocus#1313: torch's message, beside the head of nvidia-smi's table (driver 470.86,
+#: CUDA 11.4) on Ubuntu.
+FOOOCUS_1313 = """RuntimeError: The NVIDIA driver on your system is too old (found version 11040). \
+Please update your GPU driver by downloading and installing a new version from the URL: \
+http://www.nvidia.com/Download/index.aspx Alternatively, go to: https://pytorch.org to install a \
+PyTorch version that has been compiled with your version of the CUDA driver.
+
+Ubuntu 21.04
+Nvidia GeForce RTX 3050 laptop GPU
+
+-nvidia-smi
+
++-----------------------------------------------------------------------------+
+| NVIDIA-SMI 470.86       Driver Version: 470.86       CUDA Version: 11.4
+|-------------------------------+----------------------+----------------------+
+"""
+#: nagadomi/nunif#702: the CUDA runtime's wording, under a CUDA 13 torch.
+NUNIF_702 = "CUDA error: CUDA driver version is insufficient for CUDA runtime version"
+#: microsoft/human-pose-estimation.pytorch#23: the same condition in torch's older THC wording.
+POSE_23 = (
+    "cuda runtime error (35) : CUDA driver version is insufficient for CUDA runtime version at "
+    "/pytorch/aten/src/THC/THCGeneral.cpp:74"
+)
+
+
+def test_pasted_driver_too_old_beside_nvidia_smi_gets_a_build_that_driver_runs():
+    """Fooocus#1313: driver 470.86 runs CUDA 11.x (>= 450.80.02): torch 2.4.1's cu118 build."""
+    found = explain(FOOOCUS_1313)
+    finding = found.findings[0]
+    facts = {(f.source, f.name): f.value for f in finding.facts}
+    assert (
+        "torch-nvidia-driver-too-old",
+        f"pip install --force-reinstall torch==2.4.1 --index-url {WHL}/cu118",
+        "470.86",
+    ) == (finding.record.id, _command(found), facts[("paste", "driver")])
+    assert ">= 525.60.13 (Linux) / >= 527.41 (Windows)" in finding.solutions[0].text
+
+
+@pytest.mark.parametrize("message", [NUNIF_702, POSE_23])
+def test_insufficient_driver_raised_on_a_linux_driver_575_under_cuda_13(message):
+    """A CUDA 13 torch on driver 575 (CUDA 12.9): under 580.65.06, so the cu129 build it runs in
+    full is the command, the doctor's; the verdict names the build, the minimum and the driver."""
+    env = environment(
+        nvml=gpus(("NVIDIA H100 80GB HBM3", (9, 0)), driver="575.57.08", cuda=12090),
+        torch=torch_build("2.13.0+cu130", cuda="13.0", archs="sm_75 sm_80 sm_86 sm_90 sm_100"),
+    )
+    found = _raised(RuntimeError, message, env)
+    why = next(f.note for f in found.findings[0].facts if f.name == "verdict")
+    command = f"pip install --force-reinstall torch==2.13.0 --index-url {WHL}/cu129"
+    assert (command, command) == (_command(found), _doctor(env, "driver-too-old"))
+    said = ("built for CUDA 13.0", ">= 580.65.06 (Linux)", "the driver is 575.57.08")
+    assert [True, True, True] == [part in why for part in said]
+
+
+def test_driver_too_old_raised_on_windows_names_the_windows_minimum():
+    """Driver 526.98 on Windows is of branch 525, under CUDA 12's 527.41 there."""
+    env = environment(
+        nvml=gpus(("NVIDIA GeForce RTX 3090", (8, 6)), driver="526.98", cuda=12000),
+        torch=torch_build("2.5.1+cu124", cuda="12.4", archs="sm_50 sm_60 sm_70 sm_75 sm_80 sm_86"),
+        os="Windows-10-10.0.19045-SP0",
+    )
+    found = _raised(RuntimeError, TOO_OLD.removeprefix("RuntimeError: "), env)
+    assert (
+        f"pip install --force-reinstall torch==2.4.1 --index-url {WHL}/cu118",
+        True,
+    ) == (_command(found), ">= 527.41 (Windows)" in found.findings[0].solutions[0].text)

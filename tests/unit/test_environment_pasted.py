@@ -208,3 +208,44 @@ def test_an_error_without_a_report_is_judged_by_its_message_as_before(text):
     data = _explained(text)
     assert {} == _facts(data, "paste")
     assert not any("the paste (" in n for n in data["notes"])
+
+
+# -- pip check, ds_report, python -m bitsandbytes in the paste -------------------------------
+
+
+def test_pasted_pip_check_gets_the_installed_set_verdicts_with_their_commands():
+    """Our own pip check: the doctor's requirement-broken verdicts, one per distribution."""
+    assert [
+        ("requirement-broken", ('pip install "tokenizers"',)),
+        ("requirement-broken", ('pip install "torch==2.4.0"',)),
+    ] == [v for v in _verdicts("local-pip-check.txt") if v[0] == "requirement-broken"]
+
+
+def test_pasted_pip_check_keeps_the_pasted_torch_s_cuda_build():
+    """Beside collect_env's torch 2.5.1+cu124, the torch pin comes from the cu124 index, as the
+    doctor does for the live machine; the verdict says pip check in the paste said it."""
+    checkup = examine_paste(
+        "PyTorch version: 2.5.1+cu124\n"
+        "vllm 0.6.3 has requirement torch==2.4.0, but you have torch 2.5.1+cu124.\n"
+    )
+    assert checkup is not None
+    (verdict,) = [v for v in checkup.verdicts if v.code == "requirement-broken"]
+    assert (
+        ('pip install "torch==2.4.0" --index-url https://download.pytorch.org/whl/cu124',),
+        True,
+    ) == (
+        verdict.commands,
+        verdict.why.startswith("pip check (the paste (collect_env, pip check))"),
+    )
+
+
+def test_pasted_bitsandbytes_library_that_did_not_load_is_a_broken_extension():
+    """bitsandbytes#1559: the doctor's extension verdict for the library the paste names."""
+    assert ("extension-fails", ()) in _verdicts("bitsandbytes-1559-native-library-missing.txt")
+
+
+def test_an_extension_error_beside_pasted_pip_check_gets_the_torch_it_pins():
+    """vLLM's _C missing a c10 symbol, and pip check saying vllm 0.6.3 pins torch 2.4.0 while
+    2.5.1 is installed: the torch vLLM was built for is the fix, not a rebuild."""
+    data = _explained(VLLM_C_SYMBOL + _env("local-pip-check.txt"))
+    assert 'pip install "torch==2.4.0"' == data["solutions"][0]["settings"]["command"]

@@ -195,3 +195,81 @@ def test_framing_lines_around_a_report_do_not_change_it(frames):
     assert expected is not None
     assert actual is not None
     assert _unplaced(expected.environment) == _unplaced(actual.environment)
+
+
+# -- pip check, ds_report, python -m bitsandbytes ------------------------------------------
+
+
+def test_pip_check_s_lines_are_the_stack_s_broken_requirements():
+    """Our own `pip check` on a broken set: a pin another version satisfies, a missing one."""
+    from errkb.probes.stack import Broken
+
+    stack = _read("local-pip-check.txt").environment.stack
+    assert (
+        Broken(distribution="transformers", version="4.46.0", requirement="tokenizers",
+               required="tokenizers", installed=None),
+        Broken(distribution="vllm", version="0.6.3", requirement="torch==2.4.0",
+               required="torch", installed="2.5.1"),
+    ) == stack.broken  # fmt: skip
+    assert (None, {"transformers": "4.46.0", "vllm": "0.6.3", "torch": "2.5.1"}) == (
+        stack.note,
+        {d.name: d.version for d in stack.distributions},
+    )
+
+
+def test_pip_check_with_nothing_broken_says_the_set_was_checked():
+    """pip's own line for a clean set: checked, nothing broken (not 'not checked')."""
+    stack = read_pasted("No broken requirements found.\n").environment.stack
+    assert ((), None) == (stack.broken, stack.note)
+
+
+def test_ds_report_gives_torch_s_build_nvcc_and_deepspeed():
+    """deepspeed#2503: torch 1.12.0+cu113, nvcc 11.3, DeepSpeed 0.7.5 and its op rows."""
+    pasted = _read("deepspeed-2503-ds-report-tail.txt")
+    env = pasted.environment
+    facts = {f.name: f.value for f in pasted.facts}
+    assert (("ds_report",), "1.12.0+cu113", "11.3", "0.7.5+unknown", "11.3") == (
+        pasted.tools,
+        env.torch.version,
+        env.torch.cuda,
+        _versions(pasted)["deepspeed"],
+        facts["nvcc"],
+    )
+
+
+def test_ds_report_s_op_table_says_which_ops_are_installed_and_compatible():
+    """deepspeed#5195: async_io not compatible (no libaio), fused_adam installed."""
+    facts = {f.name: f.value for f in _read("deepspeed-5195-ds-report-ops.txt").facts}
+    assert ("[NO] [NO]", "[YES] [OKAY]") == (facts["ds op async_io"], facts["ds op fused_adam"])
+
+
+def test_bitsandbytes_report_gives_its_version_cuda_and_library():
+    """bitsandbytes#361: 0.38.1 (from its egg's path), CUDA 12.1, capability 7.5."""
+    pasted = _read("bitsandbytes-361-cuda121.txt")
+    facts = {f.name: f.value for f in pasted.facts}
+    assert ("0.38.1", "121 (CUDA 12.1)", "7.5", "libbitsandbytes_cuda121.so") == (
+        _versions(pasted)["bitsandbytes"],
+        facts["bnb cuda"],
+        facts["bnb capability"],
+        facts["bnb library"].rsplit("/", 1)[-1],
+    )
+    assert () == pasted.environment.extensions  # the paste is cut before it says the result
+
+
+def test_bitsandbytes_cpu_library_is_said():
+    """bitsandbytes#779: the CPU library, compiled without GPU support."""
+    facts = {f.name: f.value for f in _read("bitsandbytes-779-cpu-library.txt").facts}
+    assert ("compiled without GPU support", True) == (
+        facts["bnb cpu library"],
+        facts["bnb library"].endswith("libbitsandbytes_cpu.so"),
+    )
+
+
+def test_bitsandbytes_native_library_that_did_not_load_is_a_failed_extension():
+    """bitsandbytes#1559: the CPU library cannot be opened: the extension probe's failure."""
+    (ext,) = _read("bitsandbytes-1559-native-library-missing.txt").environment.extensions
+    assert ("bitsandbytes", "libbitsandbytes_cpu.so", True) == (
+        ext.distribution,
+        ext.name,
+        "cannot open shared object file" in (ext.error or ""),
+    )

@@ -247,15 +247,32 @@ def _pasted_arch(caps: Captures, known: Tables) -> tuple[Verdict | None, list[st
     return verdict, notes + _driver_note(verdict, known)
 
 
-def _pasted_driver(found: int, known: Tables) -> tuple[Verdict | None, list[str]]:
+def _pasted_driver(
+    found: int, known: Tables, pasted: Environment | None = None
+) -> tuple[Verdict | None, list[str]]:
+    """'found version N' alone: the build this driver runs, and the driver the next CUDA needs.
+
+    ``pasted``: the machine a paste's report tools describe, when they say the driver's version
+    and the OS but not enough for the doctor's check (no GPU listed, or torch not named).
+    """
+    import attrs
+
     from errkb.advisors.environment._model import Verdict
-    from errkb.advisors.environment.verdicts import best_build, install_torch_command
+    from errkb.advisors.environment.verdicts import (
+        best_build,
+        install_torch_command,
+        needed_driver,
+        system_of,
+    )
     from errkb.probes.gpu import NvmlReading
 
+    driver = pasted.nvml.driver_version if pasted is not None and pasted.nvml else None
     nvml = NvmlReading(
-        library="the message", driver_version=None, cuda_driver_version=found, devices=()
+        library="the message", driver_version=driver, cuda_driver_version=found, devices=()
     )
     env = _quoted(nvml)
+    if pasted is not None:
+        env = attrs.evolve(env, system=pasted.system)
     row = best_build(known, env, None, None)
     cuda = f"{found // 1000}.{found % 1000 // 10}"
     notes = [
@@ -266,15 +283,25 @@ def _pasted_driver(found: int, known: Tables) -> tuple[Verdict | None, list[str]
     ]
     if row is None:
         return None, notes
+    newer = known.driver_row(str(found // 1000 + 1))
+    needed = needed_driver(newer, system_of(env))
+    beyond = (
+        f"; a torch built for CUDA {found // 1000 + 1} needs a driver {needed} (NVIDIA's minimum "
+        "under minor version compatibility)"
+        if needed
+        else ""
+    )
     verdict = Verdict(
         code="driver-too-old",
         severity="broken",
         title=f"The NVIDIA driver runs CUDA {cuda} at most, older than torch's CUDA runtime",
-        why=f"cudaDriverGetVersion() gave {found}: the driver runs CUDA {cuda} and older.",
+        why=f"cudaDriverGetVersion() gave {found}: the driver{' ' + driver if driver else ''} "
+        f"runs CUDA {cuda} and older in "
+        f"full, and the rest of CUDA {found // 1000}.x under minor version compatibility{beyond}.",
         fix=f"Install torch {row.torch} built for CUDA {row.cuda}, which this driver runs, or "
-        "a newer NVIDIA driver.",
+        f"upgrade the NVIDIA driver{' to one ' + needed if needed else ''}.",
         commands=(install_torch_command(env, row),),
-        sources=(row.source,),
+        sources=(row.source, *((newer.source,) if newer is not None and needed else ())),
     )
     return verdict, notes
 
@@ -504,6 +531,11 @@ def _from_paste(kind: str, caps: Captures, facts: list[Fact], evidence: Evidence
     files = [f.file for info in evidence.infos for f in reversed(info.frames)]
     files += [m[0] for info in evidence.infos for m in _SITE_PATH.finditer(info.message)]
     advice = _from_machine(kind, caps, env, facts, files, source="paste")
+    found = caps.integer("driver_cuda")
+    if (advice is None or not advice.solutions) and kind == "driver" and found:
+        verdict, _ = _pasted_driver(found, known, env)
+        if verdict is not None:
+            advice = _advice(verdict, facts + _machine_facts(env, "paste"), [])
     if (advice is None or not advice.solutions) and kind == "gpu-arch" and not env.torch.archs:
         verdict = no_kernel_verdict(env, known)
         if verdict is not None:

@@ -115,6 +115,15 @@ class DriverRow:
     windows: str | None
     source: str
 
+    def needed(self, system: str | None) -> str | None:
+        """The oldest driver on ``system`` (``linux``, ``windows``; ``None``: not known).
+
+        The exact version where the table gives one for that system, else the branch that
+        holds for every system (``580``); ``None`` when the row says neither.
+        """
+        exact = {"linux": self.linux, "windows": self.windows}.get(system or "")
+        return exact or self.minimum
+
 
 @attrs.frozen(kw_only=True)
 class GpuRow:

@@ -28,12 +28,14 @@ __all__ = [
     "CHECKS",
     "SHM_MINIMUM",
     "best_build",
+    "driver_runs",
     "extension_verdict",
     "install_torch_command",
     "judge",
     "machine_of",
     "needed_driver",
     "rebuild_command",
+    "system_of",
 ]
 
 #: Below this, ``/dev/shm`` in a container is too small for DataLoader workers and NCCL's
@@ -73,19 +75,49 @@ def _driver_cuda(nvml: NvmlReading | None) -> tuple[int, int] | None:
     return nvml.cuda_driver_version // 1000, nvml.cuda_driver_version % 1000 // 10
 
 
-def _branch(nvml: NvmlReading | None) -> int | None:
-    if nvml is None or not nvml.driver_version:
+def system_of(env: Environment) -> str | None:
+    """``linux`` or ``windows``: whose driver minimums apply here; ``None`` when not known.
+
+    Under WSL the driver is the Windows one (NVML reports the Windows driver's version), so a
+    Linux whose platform names Microsoft's kernel counts as Windows.
+    """
+    name = env.system.os.lower()
+    if "windows" in name or "microsoft" in name or "wsl" in name:
+        return "windows"
+    linux = ("linux", "ubuntu", "debian", "centos", "red hat", "rocky", "fedora", "suse", "arch")
+    return "linux" if any(word in name for word in linux) else None
+
+
+def _version(text: str) -> tuple[int, ...]:
+    """``"535.183.01"`` -> ``(535, 183, 1)``; ``()`` for no version."""
+    parts = []
+    for part in text.strip().split("."):
+        if not part.isdigit():
+            break
+        parts.append(int(part))
+    return tuple(parts)
+
+
+def driver_runs(known: Tables, cuda: str, env: Environment) -> bool | None:
+    """True when this machine's driver runs CUDA runtime ``cuda``; ``None``: not known.
+
+    The driver's version against the table's minimum for this operating system (the exact
+    version where an NVIDIA page gives one, else the branch): the minimum under minor version
+    compatibility, below which the runtime cannot start at all. Without the driver's version,
+    the newest CUDA it reports: from CUDA 11 on, the same major suffices.
+    """
+    row, nvml = known.driver_row(cuda), env.nvml
+    if nvml is None:
         return None
-    head = nvml.driver_version.split(".")[0]
-    return int(head) if head.isdigit() else None
-
-
-def _runs_on_driver(known: Tables, cuda: str, branch: int | None) -> bool:
-    """True when a driver of ``branch`` runs CUDA runtime ``cuda`` (unknown: assumed so)."""
-    row = known.driver_row(cuda)
-    if branch is None or row is None or row.minimum is None:
-        return True
-    return branch >= int(row.minimum)
+    version = _version(nvml.driver_version or "")
+    needed = row.needed(system_of(env)) if row is not None else None
+    if version and needed:
+        return version >= _version(needed)
+    driver_cuda = _driver_cuda(nvml)
+    if driver_cuda is None:
+        return None
+    runtime = _cuda_tuple(cuda)
+    return driver_cuda[0] >= runtime[0] if runtime[0] >= 11 else driver_cuda >= runtime[:2]
 
 
 def _support(archs: Sequence[str], device: Capability, known: Tables) -> str:
@@ -129,12 +161,12 @@ def best_build(
     Among the builds the driver runs, the newest CUDA the driver fully supports; else the
     oldest CUDA it runs through minor version compatibility.
     """
-    branch, driver_cuda = _branch(env.nvml), _driver_cuda(env.nvml)
+    driver_cuda = _driver_cuda(env.nvml)
     for wanted in (version, None) if version is not None else (None,):
         rows = [
             r
             for r in _builds_for(known, machine_of(env), device, wanted)
-            if _runs_on_driver(known, r.cuda, branch)
+            if driver_runs(known, r.cuda, env) is not False
         ]
         if wanted is None and rows:
             newest = max(_release(r.torch) for r in rows)
@@ -293,45 +325,28 @@ def _check_arch(env: Environment, known: Tables) -> Iterable[Verdict]:
 
 
 def _check_driver(env: Environment, known: Tables) -> Iterable[Verdict]:
+    """The driver against torch's CUDA runtime: too old (broken), or only minor compatible.
+
+    Broken below NVIDIA's minimum for the runtime's major on this OS (minor version
+    compatibility): CUDA cannot start at all. A warning between that minimum and the driver of
+    the runtime's own release (the driver reports the newest CUDA it supports in full): most
+    of CUDA works, PTX of a newer toolkit cannot be compiled.
+    """
     torch, nvml = env.torch, env.nvml
     if nvml is None or not nvml.devices or not torch.cuda:
         return
-    branch, driver_cuda = _branch(nvml), _driver_cuda(nvml)
+    driver_cuda = _driver_cuda(nvml)
     runtime = _cuda_tuple(torch.cuda)
     row = known.driver_row(torch.cuda)
-    needed = needed_driver(row)
-    too_old = (
-        row is not None
-        and row.minimum is not None
-        and branch is not None
-        and branch < int(row.minimum)
-    ) or (driver_cuda is not None and driver_cuda[0] < runtime[0])
     device = nvml.devices[0]
-    build = (
-        best_build(known, env, device.capability, _base(torch.version or ""))
-        if (device.capability)
-        else None
-    )
+    cap = device.capability
+    if cap is None:
+        named = known.gpu_capability(device.name)
+        cap = named.capability if named else None
+    build = best_build(known, env, cap, _base(torch.version or "")) if cap else None
     shown = f"{driver_cuda[0]}.{driver_cuda[1]}" if driver_cuda else "unknown"
-    if too_old:
-        fix = f"Install an NVIDIA driver {needed}" if needed else "Install a newer NVIDIA driver"
-        commands: tuple[str, ...] = ()
-        if build is not None and _cuda_tuple(build.cuda)[0] < runtime[0]:
-            fix += f", or torch {build.torch} built for CUDA {build.cuda}, which this driver runs"
-            commands = (install_torch_command(env, build),)
-        yield Verdict(
-            code="driver-too-old",
-            severity="broken",
-            title=f"The NVIDIA driver {nvml.driver_version} is too old for torch's CUDA "
-            f"{torch.cuda}",
-            why=f"torch {torch.version} brings the CUDA {torch.cuda} runtime; the driver supports "
-            f"CUDA {shown} at most, and CUDA {runtime[0]}.x needs a driver {needed or 'newer'}: "
-            "torch.cuda.is_available() is False ('The NVIDIA driver on your system is too old', "
-            "'CUDA driver version is insufficient for CUDA runtime version').",
-            fix=fix + ".",
-            commands=commands,
-            sources=(row.source,) if row else (),
-        )
+    if driver_runs(known, torch.cuda, env) is False:
+        yield _too_old(env, nvml, known, build)
     elif driver_cuda is not None and driver_cuda < runtime[:2]:
         full = build if build and _cuda_tuple(build.cuda) <= driver_cuda else None
         yield Verdict(
@@ -352,14 +367,64 @@ def _check_driver(env: Environment, known: Tables) -> Iterable[Verdict]:
         )
 
 
-def needed_driver(row: object) -> str:
-    """The driver a CUDA runtime's table row asks for, in words (``""`` when it says none)."""
+def _too_old(
+    env: Environment, nvml: NvmlReading, known: Tables, build: TorchBuildRow | None
+) -> Verdict:
+    """The verdict: CUDA X needs driver >= Y on this OS, the driver is Z; upgrade, or another torch."""
+    torch = env.torch
+    cuda = torch.cuda or ""
+    row = known.driver_row(cuda)
+    system = system_of(env)
+    needed = needed_driver(row, system)
+    driver_cuda = _driver_cuda(nvml)
+    driver = nvml.driver_version or "of a version not known"
+    runs = f", which runs CUDA {driver_cuda[0]}.{driver_cuda[1]} at most" if driver_cuda else ""
+    major = cuda.split(".", 1)[0]
+    fix = f"Upgrade the NVIDIA driver to one {needed}" if needed else "Install a newer driver"
+    commands: tuple[str, ...] = ()
+    if build is not None and build.cuda != cuda:
+        full = driver_cuda is not None and _cuda_tuple(build.cuda) <= driver_cuda
+        how = "in full" if full else "under minor version compatibility"
+        fix += f"; or install torch {build.torch} built for CUDA {build.cuda}, which it runs {how}"
+        commands = (install_torch_command(env, build),)
+    named = f"torch {torch.version}" if torch.version else "torch"
+    return Verdict(
+        code="driver-too-old",
+        severity="broken",
+        title=f"The NVIDIA driver {nvml.driver_version or ''}".rstrip()
+        + f" is too old for torch's CUDA {cuda}",
+        why=f"{named} is built for CUDA {cuda} ({torch.source or 'torch.version.cuda'}); "
+        f"CUDA {major}.x needs an NVIDIA driver {needed or 'newer than this one'} (NVIDIA's "
+        f"minimum under minor version compatibility); the driver is {driver} "
+        f"({nvml.library}){runs}: torch.cuda.is_available() is False ('The NVIDIA driver on "
+        "your system is too old', 'CUDA driver version is insufficient for CUDA runtime "
+        "version').",
+        fix=fix + ".",
+        commands=commands,
+        sources=tuple(r.source for r in (row, build if commands else None) if r is not None),
+    )
+
+
+def needed_driver(row: object, system: str | None = None) -> str:
+    """The driver a CUDA runtime's table row asks for, in words (``""`` when it says none).
+
+    For ``system`` (``linux``, ``windows``) its own minimum; for an unknown one, each
+    system's that the row gives.
+    """
     from errkb.advisors.environment._tables import DriverRow
 
     if not isinstance(row, DriverRow):
         return ""
+    names = {"linux": "Linux", "windows": "Windows"}
+    if system in names:
+        exact = row.linux if system == "linux" else row.windows
+        if exact:
+            return f">= {exact} ({names[system]})"
+        return f"of branch {row.minimum} or newer ({names[system]})" if row.minimum else ""
     if row.linux and row.windows:
         return f">= {row.linux} (Linux) / >= {row.windows} (Windows)"
+    if row.linux and row.minimum:
+        return f">= {row.linux} (Linux), of branch {row.minimum} or newer elsewhere"
     if row.minimum:
         return f"of branch {row.minimum} or newer"
     return ""
@@ -407,7 +472,11 @@ def _check_requirements(env: Environment, known: Tables) -> Iterable[Verdict]:
             severity="broken",
             title=f"{name} {first.version} requires what is not installed: "
             + ", ".join(b.requirement for b in items),
-            why=f"{name}'s metadata (Requires-Dist) asks for {wants}, as pip check would say.",
+            why=(
+                f"pip check ({env.stack.source}) says {name} {first.version} requires {wants}."
+                if env.stack.source.startswith("the paste")
+                else f"{name}'s metadata (Requires-Dist) asks for {wants}, as pip check would say."
+            ),
             fix=f"Install what {name} {first.version} requires, or a release of {name} made "
             "for what is installed.",
             commands=tuple(commands),
@@ -445,7 +514,8 @@ def extension_verdict(env: Environment, known: Tables, ext: Extension, count: in
     """The verdict on compiled extension ``ext`` that fails to load (``count`` of its files)."""
     torch = env.torch
     more = f" ({count - 1} more of its files fail too)" if count > 1 else ""
-    title = f"{ext.distribution} {ext.version}: {ext.name} does not load{more}"
+    named = f"{ext.distribution} {ext.version}" if ext.version else ext.distribution
+    title = f"{named}: {ext.name} does not load{more}"
     error = ext.error or ""
     pinned = _torch_pin_broken(env, ext.distribution)
     symbol = _TORCH_SYMBOL.search(error)
