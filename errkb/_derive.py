@@ -22,9 +22,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import attrs
 import regex
 
+from errkb._attrs import attrs
 from errkb._patterns import PatternTimeoutError, compile_pattern, search
 
 if TYPE_CHECKING:

@@ -13,8 +13,7 @@ import sys
 import threading
 from typing import TYPE_CHECKING, Generic, TypeVar
 
-import attrs
-
+from errkb._attrs import attrs
 from errkb._env import flag
 from errkb._gc import paused
 from errkb._sanitize import clean

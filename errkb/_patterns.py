@@ -11,9 +11,11 @@ import pickle
 import re
 import sys
 import threading
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING
 
 import regex
+
+from errkb._lazy_regex import lazy_compile
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
@@ -141,43 +143,6 @@ def _ticks(text: str, *, quantified: bool) -> str:
     if quantified and text.endswith("`"):
         return text[:-1].replace("`", _TICK_LOOSE) + "`"
     return text.replace("`", _TICK_LOOSE)
-
-
-def lazy_compile(pattern: str, flags: int = 0) -> regex.Pattern[str]:
-    """A pattern of errkb's code, compiled when first used (a module's import compiles none).
-
-    ``regex`` compiles in Python: a module that compiles thirty patterns at import costs a
-    command that needs two of them twenty milliseconds. The object stands for the compiled
-    pattern (its methods and attributes are the pattern's, bound on first use).
-    """
-    return cast("regex.Pattern[str]", _Lazy(pattern, flags))
-
-
-class _Lazy:
-    """See :func:`lazy_compile`."""
-
-    def __init__(self, pattern: str, flags: int) -> None:
-        self._args = (pattern, flags)
-
-    def __getattr__(self, name: str) -> Any:
-        # Only what the instance does not hold comes here: after the first use, the pattern's
-        # methods are the instance's own, and a call costs what it costs on the pattern.
-        if name.startswith("__"):  # copy, pickle and the like ask for what is not there
-            raise AttributeError(name)
-        compiled = self.__dict__.get("_compiled")
-        if compiled is None:
-            compiled = self._compiled = regex.compile(*self._args)
-            for method in _PATTERN_METHODS:
-                setattr(self, method, getattr(compiled, method))
-        return getattr(compiled, name)
-
-    def __repr__(self) -> str:
-        return f"lazy_compile({self._args[0]!r})"
-
-
-_PATTERN_METHODS = (
-    "search", "match", "fullmatch", "finditer", "findall", "sub", "subn", "split", "scanner",
-)  # fmt: skip
 
 
 #: The format of a file of compiled patterns (:func:`write_compiled`).

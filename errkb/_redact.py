@@ -15,25 +15,33 @@ __all__ = ["MASK", "redact", "redact_all"]
 
 MASK = "***"
 
-_RULES: tuple[tuple[regex.Pattern[str], str], ...] = (
+# Each rule: the words every match holds (a rule runs only on text that holds one of them;
+# casefolded when the rule ignores case), the pattern, and what replaces a match. A pattern is
+# compiled when some text first holds its words: most texts hold none, and compiling them all
+# costs a first diagnosis milliseconds.
+_RULES: tuple[tuple[tuple[str, ...], bool, str, str], ...] = (
     # Hugging Face user and org tokens.
-    (regex.compile(r"\bhf_[A-Za-z0-9]{16,}"), "hf_" + MASK),
+    (("hf_",), False, r"\bhf_[A-Za-z0-9]{16,}", "hf_" + MASK),
     # OpenAI-style and other "sk-" secret keys (sk-..., sk-proj-..., sk-ant-...).
-    (regex.compile(r"\bsk-[A-Za-z0-9_-]{16,}"), "sk-" + MASK),
+    (("sk-",), False, r"\bsk-[A-Za-z0-9_-]{16,}", "sk-" + MASK),
     # Authorization headers and bearer tokens.
     (
-        regex.compile(r"(?i)\b(authorization\s*[:=]\s*)(?:bearer|basic|token)?\s*[^\s'\",;]{6,}"),
+        ("authorization",),
+        True,
+        r"(?i)\b(authorization\s*[:=]\s*)(?:bearer|basic|token)?\s*[^\s'\",;]{6,}",
         r"\1" + MASK,
     ),
-    (regex.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=-]{8,}"), r"\1" + MASK),
+    (("bearer",), True, r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=-]{8,}", r"\1" + MASK),
     # user:password@ in URLs (the user name stays, it helps to know whose it was).
-    (regex.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^\s:/@]+:)[^\s@/]+@"), r"\1" + MASK + "@"),
+    (("://",), False, r"(?i)\b([a-z][a-z0-9+.-]*://[^\s:/@]+:)[^\s@/]+@", r"\1" + MASK + "@"),
     # "name = value" and "name: value" where the name says secret, as a word or at the end of a
     # longer name such as the variables OPENAI_API_KEY, HUGGING_FACE_HUB_TOKEN or
     # aws_secret_access_key. A value that is code reading a secret by name (a subscript of
     # os.environ, an attribute, a call, a snake_case variable) is not a secret and stays.
     (
-        regex.compile(
+        ("key", "token", "passw", "secret"),
+        True,
+        (
             r"(?i)(?<![A-Za-z0-9])((?:[A-Za-z0-9]+[_-])*"
             r"(?:api[_-]?key|access[_-]?key|access[_-]?token|auth[_-]?token|token|password|passwd"
             r"|secret(?:[_-]?key)?)"
@@ -47,14 +55,20 @@ _RULES: tuple[tuple[regex.Pattern[str], str], ...] = (
         r"\1" + MASK,
     ),
     # AWS access key ids.
-    (regex.compile(r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b"), "AKIA" + MASK),
+    (("AKIA", "ASIA"), False, r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b", "AKIA" + MASK),
 )
+_compiled: dict[str, regex.Pattern[str]] = {}
 
 
 def redact(text: str) -> str:
     """``text`` with every secret it recognises replaced by ``***``."""
-    for pattern, replacement in _RULES:
-        text = pattern.sub(replacement, text)
+    for words, fold, pattern, replacement in _RULES:
+        seen = text.casefold() if fold else text  # as (?i) matches: "TOKEN", "Key"
+        if any(word in seen for word in words):
+            compiled = _compiled.get(pattern)
+            if compiled is None:
+                compiled = _compiled.setdefault(pattern, regex.compile(pattern))
+            text = compiled.sub(replacement, text)
     return text
 
 

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import attrs
 import regex
 
+from errkb._attrs import attrs
 from errkb.records import release_key
 
 if TYPE_CHECKING:

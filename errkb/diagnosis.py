@@ -13,8 +13,7 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-import attrs
-
+from errkb._attrs import attrs
 from errkb._patterns import fill_template, template_names
 from errkb._traceback import (
     MAX_EXCEPTIONS,

@@ -13,8 +13,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Literal, get_args
 
-import attrs
-
+from errkb._attrs import attrs
 from errkb._redact import redact_all
 
 if TYPE_CHECKING:

@@ -426,7 +426,7 @@ def _diagnose(exc: BaseException, options: Options) -> Diagnosis | None:
     diagnosis = diagnose(exc, options=options)
     if diagnosis is None or not any("probes are off" in n for n in diagnosis.notes):
         return diagnosis
-    import attrs
+    from errkb._attrs import attrs
 
     # The probes' note names the CLI's flag; under the hook the switch is install()'s.
     notes = tuple(re.sub(_PROBES_OFF, _PROBES_OFF_HERE, n) for n in diagnosis.notes)

@@ -115,7 +115,7 @@ def _worded_for_logs(diagnosis: Diagnosis) -> Diagnosis:
     """``diagnosis`` with the probes' note naming the filter's options, not the CLI's flag."""
     if not any("probes are off" in n for n in diagnosis.notes):
         return diagnosis
-    import attrs
+    from errkb._attrs import attrs
 
     here = "probes are off (a log record is diagnosed without measuring; see DiagnosisFilter)"
     notes = tuple(re.sub(r"probes are off(?: \([^)]*\))?", here, n) for n in diagnosis.notes)

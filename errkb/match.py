@@ -94,9 +94,9 @@ import sys
 import threading
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
-import attrs
 import regex
 
+from errkb._attrs import attrs
 from errkb._index import LiteralIndex, message_keys, requirements
 from errkb._patterns import (
     DEFAULT_TIMEOUT,

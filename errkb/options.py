@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Literal
 
-import attrs
-
+from errkb._attrs import attrs
 from errkb._env import number
 
 if TYPE_CHECKING:

@@ -33,9 +33,9 @@ import itertools
 import textwrap
 from typing import TYPE_CHECKING
 
-import attrs
 import regex
 
+from errkb._attrs import attrs
 from errkb._patterns import lazy_compile
 
 if TYPE_CHECKING:

@@ -53,9 +53,9 @@ from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-import attrs
 import regex
 
+from errkb._attrs import attrs
 from errkb._env import text as env_text
 from errkb._patterns import (
     PatternTimeoutError,

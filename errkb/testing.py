@@ -12,8 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-import attrs
-
+from errkb._attrs import attrs
 from errkb.exceptions import RecordError
 from errkb.probes import GpuDevice, GpuReading, Measurements
 from errkb.records import SCHEMA_VERSION, record_from_dict

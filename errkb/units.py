@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import regex
-
+from errkb._lazy_regex import lazy_compile
 from errkb.exceptions import UsageError
 
 __all__ = ["GIB", "MAX_SIZE", "MIB", "SizeTooLargeError", "format_bytes", "parse_size", "to_bytes"]
@@ -35,7 +34,7 @@ class SizeTooLargeError(UsageError):
     """A size written as one, but past :data:`MAX_SIZE`: the caller may say its own range."""
 
 
-_SIZE = regex.compile(r"^\s*(?P<num>\d+(?:\.\d+)?)\s*(?P<unit>[a-zA-Z]*)\s*$")
+_SIZE = lazy_compile(r"^\s*(?P<num>\d+(?:\.\d+)?)\s*(?P<unit>[a-zA-Z]*)\s*$")
 
 
 def to_bytes(value: float, unit: str) -> int:

@@ -24,9 +24,8 @@ import traceback
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
-import attrs
-
 from errkb import _plugins
+from errkb._attrs import attrs
 from errkb._env import flag
 from errkb.advisors._versions import elsewhere_fix, version_facts
 from errkb.findings import ExampleFix, Fact, Finding, Solution

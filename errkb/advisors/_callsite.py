@@ -34,7 +34,7 @@ import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, TypeVar, cast
 
-import attrs
+from errkb._attrs import attrs
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping, Sequence

@@ -65,6 +65,8 @@ def _patterns(key: str) -> list[regex.Pattern[str]]:
 def _put(text: str, key: str, value: object) -> tuple[str, bool]:
     """``text`` with every value written for ``key`` replaced by ``value``; whether any was."""
     found = False
+    if key not in text and "--" + key.replace("_", "-") not in text:
+        return text, found  # every pattern writes one or the other: none is compiled
     for pattern in _patterns(key):
 
         def swap(m: regex.Match[str]) -> str:

@@ -13,8 +13,7 @@ import itertools
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-import attrs
-
+from errkb._attrs import attrs
 from errkb.findings import Fact
 from errkb.probes.installed import compare_versions
 

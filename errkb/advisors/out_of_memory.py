@@ -38,9 +38,9 @@ import math
 import sys
 from typing import TYPE_CHECKING, Any, Literal
 
-import attrs
 import regex
 
+from errkb._attrs import attrs
 from errkb._patterns import lazy_compile, loosen
 from errkb.advisors import Advice, Captures, Contract, Variant, advisor
 from errkb.findings import ExampleFix, Fact, Solution

@@ -27,8 +27,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-import attrs
-
+from errkb._attrs import attrs
 from errkb._patterns import compile_pattern, search
 from errkb.advisors import Advice, Contract, Variant, advisor
 from errkb.findings import Fact, Solution

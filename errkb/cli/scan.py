@@ -98,8 +98,7 @@ def _scan(args: argparse.Namespace) -> dict[str, Any] | None:
 
 
 def _run_fleet(args: argparse.Namespace, options: FleetOptions, run_fleet: Any) -> dict[str, Any]:
-    import attrs
-
+    from errkb._attrs import attrs
     from errkb.fleet._run import Progress, plan
 
     planned = plan(args.paths, options)

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import attrs
-
+from errkb._attrs import attrs
 from errkb.advisors.environment._model import SEVERITY_ORDER, Severity, Verdict
 from errkb.probes.environment import Environment
 

@@ -23,8 +23,7 @@ import zlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import attrs
-
+from errkb._attrs import attrs
 from errkb._scanreport import fix_line, report
 from errkb.fleet import _sources, _state
 from errkb.scan import ScanPart, failed_part, merge, scan_part, scan_range

@@ -15,7 +15,7 @@ import glob
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-import attrs
+from errkb._attrs import attrs
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping

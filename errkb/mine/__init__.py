@@ -17,8 +17,7 @@ import time
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
-import attrs
-
+from errkb._attrs import attrs
 from errkb.mine._bounds import Bound, involved, messages_of, presence, refine, release_list
 from errkb.mine._site import Hole, Site, Template
 from errkb.mine._sources import Source, open_source

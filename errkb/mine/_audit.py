@@ -42,10 +42,11 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import attrs
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
+
+from errkb._attrs import attrs
 
 # The one rule of what path a record names (a Python file's after its last src/, py_src/ or lib/): the
 # audit compares the archive's files with the records' paths, so it must map them the same way.

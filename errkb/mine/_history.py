@@ -44,8 +44,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import attrs
-
+from errkb._attrs import attrs
 from errkb.mine._presence import exports, has_change, has_name
 
 if TYPE_CHECKING:

@@ -31,8 +31,7 @@ import re
 from collections.abc import Iterable, Iterator
 from typing import Final
 
-import attrs
-
+from errkb._attrs import attrs
 from errkb.mine._site import Hole, Site, Template
 from errkb.mine._sources import passed_over
 

@@ -15,8 +15,7 @@ from collections import Counter
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
 
-import attrs
-
+from errkb._attrs import attrs
 from errkb.mine._site import Hole, Kind, Site, Template
 
 if TYPE_CHECKING:

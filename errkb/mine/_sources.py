@@ -20,8 +20,7 @@ import zipfile
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
-import attrs
-
+from errkb._attrs import attrs
 from errkb.exceptions import UsageError
 from errkb.records._repos import REPOS
 

@@ -24,7 +24,7 @@ import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import attrs
+from errkb._attrs import attrs
 
 if TYPE_CHECKING:
     from collections.abc import Callable

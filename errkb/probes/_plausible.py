@@ -17,8 +17,7 @@ import json
 import math
 from typing import Any
 
-import attrs
-
+from errkb._attrs import attrs
 from errkb.exceptions import UsageError
 
 __all__ = [

@@ -16,8 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import attrs
-
+from errkb._attrs import attrs
 from errkb._traceback import safe_getattr
 
 if TYPE_CHECKING:

@@ -22,8 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import attrs
-
+from errkb._attrs import attrs
 from errkb._dists import normalize
 from errkb.probes.stack import EXTENSION_DISTRIBUTIONS
 

@@ -17,8 +17,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-import attrs
-
+from errkb._attrs import attrs
 from errkb.probes import GpuDevice, GpuReading, run_bounded
 
 if TYPE_CHECKING:

@@ -18,8 +18,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import attrs
-
+from errkb._attrs import attrs
 from errkb.probes._on_demand import OnDemand
 
 if TYPE_CHECKING:

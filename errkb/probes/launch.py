@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING
 
-import attrs
+from errkb._attrs import attrs
 
 if TYPE_CHECKING:
     from errkb.evidence import Evidence

@@ -19,8 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import attrs
-
+from errkb._attrs import attrs
 from errkb._traceback import safe_getattr
 from errkb.exceptions import UsageError
 from errkb.probes._plausible import RANGES

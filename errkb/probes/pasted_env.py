@@ -26,8 +26,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import attrs
-
+from errkb._attrs import attrs
 from errkb._patterns import lazy_compile
 
 if TYPE_CHECKING:

@@ -15,8 +15,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import attrs
-
+from errkb._attrs import attrs
 from errkb._dists import metadata_folders, normalize
 
 if TYPE_CHECKING:

@@ -13,7 +13,7 @@ import sys
 import sysconfig
 from pathlib import Path
 
-import attrs
+from errkb._attrs import attrs
 
 __all__ = ["VARIABLES", "SystemReading", "hf_cache_folder", "read_system"]
 

@@ -15,7 +15,7 @@ import sys
 import time
 from typing import TYPE_CHECKING
 
-import attrs
+from errkb._attrs import attrs
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

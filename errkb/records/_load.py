@@ -11,8 +11,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-import attrs
-
+from errkb._attrs import attrs
 from errkb.exceptions import RecordError
 from errkb.records._files import json_items, record_files
 from errkb.records._refs import RecordRef

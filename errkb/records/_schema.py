@@ -12,8 +12,8 @@ import fnmatch
 import functools
 from typing import TYPE_CHECKING, Any
 
-import attrs
-import regex
+from errkb._attrs import attrs
+from errkb._lazy_regex import lazy_compile
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 #: The one schema version this release reads.
 SCHEMA_VERSION = 2
 
-_PLACE_SUFFIX = regex.compile(r"(?::\d+|\[\d+\])$")
+_PLACE_SUFFIX = lazy_compile(r"(?::\d+|\[\d+\])$")
 
 
 def camel(name: str) -> str:
@@ -106,7 +106,7 @@ class Versions:
         return out
 
 
-_RELEASE = regex.compile(r"(\d+(?:\.\d+)*)(?:(a|b|rc|\.?dev|\.?post)(\d*))?")
+_RELEASE = lazy_compile(r"(\d+(?:\.\d+)*)(?:(a|b|rc|\.?dev|\.?post)(\d*))?")
 _PHASE = {"dev": -3, ".dev": -3, "a": -2, "b": -1, "rc": 0, None: 1, "post": 2, ".post": 2}
 
 
@@ -254,8 +254,8 @@ class Record:
     error_classes: tuple[str, ...] = _field("strs", extension=True)
     history: str | None = _field("str", extension=True)
     # ruff cannot tell that _field returns an attrs field (RUF009), as with the others above.
-    versions: Versions | None = _field("versions", extension=True)  # noqa: RUF009
-    skew: Skew | None = _field("skew", extension=True)  # noqa: RUF009
+    versions: Versions | None = _field("versions", extension=True)
+    skew: Skew | None = _field("skew", extension=True)
     site_patterns: tuple[SitePattern, ...] = _field("sites", extension=True)
     #: Where the record was read from (a path, or ``<dict>``); not part of the JSON.
     source: str = attrs.field(default="<dict>", eq=False, metadata={"kind": None})

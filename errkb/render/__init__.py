@@ -13,8 +13,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
-import attrs
-
+from errkb._attrs import attrs
 from errkb.render._document import (
     Block,
     Section,

@@ -28,8 +28,7 @@ import re
 import textwrap
 from typing import TYPE_CHECKING, Literal
 
-import attrs
-
+from errkb._attrs import attrs
 from errkb._sanitize import clean
 from errkb.units import format_bytes
 

@@ -379,8 +379,7 @@ class _Server:
         )
 
         def work(deadline: Deadline) -> Response:
-            import attrs
-
+            from errkb._attrs import attrs
             from errkb.diagnosis import explain_lines
             from errkb.findings import empty_dict
             from errkb.options import Options

@@ -4,10 +4,12 @@ import io
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import errkb
 from errkb import Options
-from errkb._redact import redact
+from errkb._redact import _RULES, redact
 from errkb.render import render
 from errkb.testing import record_dict, registry_from_dicts
 
@@ -112,3 +114,27 @@ def test_code_that_reads_a_secret_by_name_is_not_a_secret(code):
 
     assert code == redact(code)
     ast.parse(redact(code))
+
+
+_SECRETISH = st.lists(
+    st.sampled_from(
+        [*"aAkKyYeEsStT_-:=@/. '\"", "key", "KEY", "token", "Token", "secret", "passwd",
+         "password", "bearer ", "authorization: ", "hf_", "sk-", "AKIA", "ASIA", "://",
+         "\u017f", "\u212a", "\u0130", "0123456789abcdef"]
+    ),
+    max_size=24,
+).map("".join)  # fmt: skip
+
+
+@settings(max_examples=400, deadline=None)
+@given(_SECRETISH)
+def test_a_rule_runs_on_every_text_its_pattern_matches(text):
+    """The words a rule waits for are in every text its pattern matches (a rule that did not
+    run would leave a secret): casefolded, as the ignore-case patterns match the long s, the
+    Kelvin sign and the dotted capital I."""
+    import regex
+
+    for words, fold, pattern, _ in _RULES:
+        if regex.search(pattern, text):
+            seen = text.casefold() if fold else text
+            assert any(word in seen for word in words), (pattern, text)

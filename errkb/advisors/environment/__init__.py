@@ -255,8 +255,7 @@ def _pasted_driver(
     ``pasted``: the machine a paste's report tools describe, when they say the driver's version
     and the OS but not enough for the doctor's check (no GPU listed, or torch not named).
     """
-    import attrs
-
+    from errkb._attrs import attrs
     from errkb.advisors.environment._model import Verdict
     from errkb.advisors.environment.verdicts import (
         best_build,
@@ -330,8 +329,7 @@ def _from_machine(
     files: list[str],
     source: Literal["probe", "paste"] = "probe",
 ) -> Advice | None:
-    import attrs
-
+    from errkb._attrs import attrs
     from errkb.advisors.environment.verdicts import extension_verdict, judge
 
     facts = facts + _machine_facts(env, source)
@@ -519,8 +517,7 @@ def _from_paste(kind: str, caps: Captures, facts: list[Fact], evidence: Evidence
     (:func:`errkb.advisors.environment._pasted.with_message`); "no kernel image" on a GPU whose
     build's architectures are unknown is judged from the error itself.
     """
-    import attrs
-
+    from errkb._attrs import attrs
     from errkb.advisors.environment._pasted import completed, no_kernel_verdict, with_message
 
     reading = evidence.probe("pasted-environment")

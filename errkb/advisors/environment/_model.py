@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-import attrs
+from errkb._attrs import attrs
 
 __all__ = ["SEVERITY_ORDER", "Severity", "Verdict"]
 

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import attrs
-
+from errkb._attrs import attrs
 from errkb.advisors.environment._model import Verdict
 
 if TYPE_CHECKING:

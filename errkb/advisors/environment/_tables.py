@@ -18,7 +18,7 @@ import functools
 import json
 from pathlib import Path
 
-import attrs
+from errkb._attrs import attrs
 
 __all__ = [
     "INDEX_ROOT",

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 
-import attrs
+from errkb._attrs import attrs
 
 __all__ = [
     "LayerGroup",

@@ -8,8 +8,9 @@ Every boundary here was read in vLLM's sources at the release named (file:line@v
 
 from __future__ import annotations
 
-import attrs
 import regex
+
+from errkb._attrs import attrs
 
 __all__ = [
     "V_CPU_WORDING",

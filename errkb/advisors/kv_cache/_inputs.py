@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-import attrs
-
+from errkb._attrs import attrs
 from errkb.advisors import CaptureError, Captures
 from errkb.advisors.kv_cache._arithmetic import printed_range
 from errkb.advisors.kv_cache._engine_calls import command_flag, pasted_command

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import attrs
-
+from errkb._attrs import attrs
 from errkb.advisors.kv_cache._arithmetic import (
     FP8_DS_MLA_TOKEN_BYTES,
     LayerGroup,

@@ -13,8 +13,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-import attrs
-
+from errkb._attrs import attrs
 from errkb.advisors.kv_cache._arithmetic import (
     GIB,
     Layout,

@@ -29,8 +29,7 @@ import shlex
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-import attrs
-
+from errkb._attrs import attrs
 from errkb.advisors import Advice, Captures, Contract, Variant, advisor
 from errkb.advisors.python_import._family import by_folder
 from errkb.findings import Fact, Solution

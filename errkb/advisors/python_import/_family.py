@@ -20,8 +20,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-import attrs
 import regex
+
+from errkb._attrs import attrs
 
 __all__ = ["LIBRARIES", "SLUG", "Library", "by_folder", "pattern", "record", "write"]
 
