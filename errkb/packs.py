@@ -521,17 +521,73 @@ def write_records_index(folder: Path) -> Path:
     Built by ``nox -s records``; with it the registry reads no record file at start, and a
     lookup reads only its candidates. Beside it goes :data:`COMPILED_FILE`: every record's
     pattern and its head compiled (:func:`errkb._patterns.write_compiled`), so that neither a
-    diagnosis nor a scan compiles them. Returns the index's path.
+    diagnosis nor a scan compiles them, and those of the mined records the hand-written ones'
+    own messages match (:func:`twin_patterns`; the mined folder's index must be current).
+    Returns the index's path.
     """
     from errkb._patterns import write_compiled
     from errkb.records import load_paths
 
     files = sorted(folder.glob("*/*.json"))
     where = write_folder_index(folder, files)
-    write_compiled(
-        folder / COMPILED_FILE, records_patterns(load_paths(files, validate=False).records)
-    )
+    records = load_paths(files, validate=False).records
+    patterns = records_patterns(records) | twin_patterns(records, folder / MINED_FOLDER)
+    write_compiled(folder / COMPILED_FILE, patterns)
     return where
+
+
+#: The folder of the mined packs, in the hand-written records' folder.
+MINED_FOLDER = "mined"
+
+
+def twin_patterns(records: Iterable[Record], mined: Path) -> set[str]:
+    """The patterns (and heads) of the mined records that ``records``' own messages match.
+
+    A hand-written record's message (its ``errorMessage`` and ``examples``) is what users hit
+    most, and a lookup of it searches the mined records of the same raise sites as well (the
+    twins its match folds in, see :mod:`errkb.match`): compiled beforehand, a first diagnosis
+    of the commonest errors compiles almost nothing. Only the mined records that match such a
+    message, whole or cut short, count: the others a lookup reaches are ten times as many and
+    mostly fail on their literals. None when ``mined`` has no index; a stale one is an error
+    (the file would silently lack them).
+    """
+    if not (mined / FOLDER_INDEX).is_file():
+        return set()
+    problems: list[RecordError] = []
+    pack, _ = lazy_folder(mined, lambda name: name, problems)
+    if pack is None:
+        raise RegistryError(f"{mined / FOLDER_INDEX} is stale: write it first")
+    reached: dict[str, RecordRef] = {}
+    for record in records:
+        for message in (record.error_message, *record.examples):
+            if message:
+                found = (ref for ref in pack.candidates(message) if _matches(ref, message))
+                reached.update((ref.id, ref) for ref in found)
+    return records_patterns(reached.values())
+
+
+def _matches(ref: RecordRef, message: str) -> bool:
+    """Whether ``ref``'s pattern matches ``message``, whole or cut short after its head."""
+    import regex
+
+    from errkb._patterns import (
+        PatternTimeoutError,
+        compile_pattern,
+        head_pattern,
+        search,
+        search_prefix,
+    )
+
+    try:
+        compiled = compile_pattern(ref.message_pattern)
+        if search(compiled, message) is not None:
+            return True
+        head = head_pattern(ref.message_pattern)
+        return head is not None and (
+            search_prefix(compiled, compile_pattern(head), message) is not None
+        )
+    except (PatternTimeoutError, regex.error, RecursionError, OverflowError):
+        return False
 
 
 def records_patterns(refs: Iterable[RecordRef | Record]) -> set[str]:

@@ -14,14 +14,15 @@ Which of them a family shows, and where it finds the user's call or command, is 
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
-
-import regex
 
 from errkb.findings import ExampleFix
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
+
+    import regex
 
     from errkb.advisors._callsite import Rewrite
     from errkb.match import Match
@@ -49,16 +50,20 @@ def keywords(settings: Mapping[str, object]) -> str:
 # --- The record's example, with the computed values put in ------------------------------
 
 
-def _patterns(key: str) -> list[regex.Pattern[str]]:
-    """Where an example writes ``key``'s value: the value is the group ``v``."""
-    k = regex.escape(key)
-    flag = regex.escape("--" + key.replace("_", "-"))
+def _patterns(key: str) -> list[re.Pattern[str]]:
+    """Where an example writes ``key``'s value: the value is the group ``v``.
+
+    errkb's own patterns, without nested repeats, on a record's example (short text): the
+    standard library's engine, which compiles three times as fast as ``regex``.
+    """
+    k = re.escape(key)
+    flag = re.escape("--" + key.replace("_", "-"))
     value = rf"(?P<v>{_NUMBER}|\"[^\"\n]*\"|'[^'\n]*')"
     return [
-        regex.compile(rf"(?<![\w-]){k}\s*=\s*{value}"),  # key=1 (code), KEY=1 (shell)
-        regex.compile(rf"(?<![\w-]){flag}(?:\s+|=)(?P<v>[^\s\"']+)"),  # --key-name 1
-        regex.compile(rf"([\"']){k}\1\s*[:,]\s*{value}"),  # "key": 1, setdefault("key", 1)
-        regex.compile(rf"\[([\"']){k}\1\]\s*=\s*{value}"),  # d["key"] = 1
+        re.compile(rf"(?<![\w-]){k}\s*=\s*{value}"),  # key=1 (code), KEY=1 (shell)
+        re.compile(rf"(?<![\w-]){flag}(?:\s+|=)(?P<v>[^\s\"']+)"),  # --key-name 1
+        re.compile(rf"([\"']){k}\1\s*[:,]\s*{value}"),  # "key": 1, setdefault("key", 1)
+        re.compile(rf"\[([\"']){k}\1\]\s*=\s*{value}"),  # d["key"] = 1
     ]
 
 
@@ -69,7 +74,7 @@ def _put(text: str, key: str, value: object) -> tuple[str, bool]:
         return text, found  # every pattern writes one or the other: none is compiled
     for pattern in _patterns(key):
 
-        def swap(m: regex.Match[str]) -> str:
+        def swap(m: re.Match[str]) -> str:
             nonlocal found
             found = True
             old = m.group("v")

@@ -19,7 +19,15 @@ import pytest
 from errkb._patterns import COMPILED_FORMAT, loosen, patterns_crc, read_compiled
 from errkb.diagnosis import diagnose
 from errkb.options import Options
-from errkb.packs import COMPILED_FILE, FOLDER_INDEX, INDEX_SUFFIX, lazy_folder, records_patterns
+from errkb.packs import (
+    COMPILED_FILE,
+    FOLDER_INDEX,
+    INDEX_SUFFIX,
+    MINED_FOLDER,
+    lazy_folder,
+    records_patterns,
+    twin_patterns,
+)
 from errkb.records import load_paths
 from errkb.registry import builtin_records_dir, default_registry
 
@@ -187,11 +195,12 @@ def test_the_hand_written_records_ship_a_current_index():
 
 
 def test_the_hand_written_records_ship_their_patterns_compiled():
-    """records/patterns.compiled holds every hand-written pattern and head, compiled, and a
-    lookup takes them from it: written by the same rebuild as records/packs.index."""
+    """records/patterns.compiled holds every hand-written pattern and head, and those of the
+    mined twins their own messages reach, compiled, and a lookup takes them from it: written
+    by the same rebuild as records/packs.index."""
     top = builtin_records_dir()
     records = load_paths(sorted(top.glob("*/*.json")), validate=False).records
-    wanted = records_patterns(records)
+    wanted = records_patterns(records) | twin_patterns(records, top / MINED_FOLDER)
     path = top / COMPILED_FILE
     header = json.loads(path.open("rb").readline())
     assert header["format"] == COMPILED_FORMAT

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 import errkb
 from errkb import Options
-from errkb._redact import _RULES, redact
+from errkb._redact import _RULES, _followed, redact
 from errkb.render import render
 from errkb.testing import record_dict, registry_from_dicts
 
@@ -120,7 +120,7 @@ _SECRETISH = st.lists(
     st.sampled_from(
         [*"aAkKyYeEsStT_-:=@/. '\"", "key", "KEY", "token", "Token", "secret", "passwd",
          "password", "bearer ", "authorization: ", "hf_", "sk-", "AKIA", "ASIA", "://",
-         "\u017f", "\u212a", "\u0130", "0123456789abcdef"]
+         "\u017f", "\u212a", "\u0130", "\u2003", "\x1c", "0123456789abcdef"]
     ),
     max_size=24,
 ).map("".join)  # fmt: skip
@@ -129,12 +129,13 @@ _SECRETISH = st.lists(
 @settings(max_examples=400, deadline=None)
 @given(_SECRETISH)
 def test_a_rule_runs_on_every_text_its_pattern_matches(text):
-    """The words a rule waits for are in every text its pattern matches (a rule that did not
-    run would leave a secret): casefolded, as the ignore-case patterns match the long s, the
-    Kelvin sign and the dotted capital I."""
+    """The words a rule waits for, and what follows them, are in every text its pattern
+    matches (a rule that did not run would leave a secret): casefolded, as the ignore-case
+    patterns match the long s, the Kelvin sign and the dotted capital I."""
     import regex
 
     for words, fold, pattern, _ in _RULES:
         if regex.search(pattern, text):
             seen = text.casefold() if fold else text
             assert any(word in seen for word in words), (pattern, text)
+            assert _followed(words, seen), (pattern, text)

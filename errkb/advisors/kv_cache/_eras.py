@@ -8,6 +8,8 @@ Every boundary here was read in vLLM's sources at the release named (file:line@v
 
 from __future__ import annotations
 
+import re
+
 import regex
 
 from errkb._attrs import attrs
@@ -147,7 +149,7 @@ _NO_BLOCKS_MARKS: tuple[tuple[str, Version | None, Version | None, str], ...] = 
 )
 #: The message ends where vLLM 0.12 and earlier end it: no link to the docs follows (the link
 #: is there from 0.13.0: kv_cache_utils.py:690-691@v0.13.0).
-_ENDS_OLD = regex.compile(r"when initializing the engine\.\s*$")
+_ENDS_OLD = re.compile(r"when initializing the engine\.\s*$")
 _LAST_WITHOUT_LINK: Version = (0, 12, 0)
 
 
