@@ -34,6 +34,9 @@ __all__ = [
     "shipped_releases",
 ]
 
+#: Up to this many records (and no pack), the matcher searches each without an index.
+_UNINDEXED = 4
+
 ENTRY_POINT_GROUP = "errkb.records"
 
 
@@ -184,8 +187,11 @@ class Registry:
             if self._matcher is None:
                 from errkb.match import Matcher
 
+                # A few records are searched one by one: an index of them costs more to build
+                # than it saves (a scan's report explains each group with its record alone).
+                indexed = bool(self._lazy) or len(self._eager) > _UNINDEXED
                 with paused():
-                    self._matcher = Matcher(self._eager, lazy=self._lazy)
+                    self._matcher = Matcher(self._eager, lazy=self._lazy, indexed=indexed)
             return self._matcher
 
     @classmethod

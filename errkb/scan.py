@@ -66,12 +66,14 @@ from errkb._patterns import (
     search,
     search_prefix,
 )
-from errkb._scanplan import FindPlan, first_line, line_around, spans_lines
+from errkb._scanplan import SAMPLE, FindPlan, first_line, line_around, spans_lines
 from errkb.exceptions import UsageError
 from errkb.parse import class_at
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator
+
+    Finder = Callable[[bytes], list[tuple[int, int, int]]]
 
     from errkb.match import Match, Matcher
     from errkb.records import Record, RecordRef
@@ -219,6 +221,11 @@ class _Needles:
         """(start, end) of every line of ``block`` that holds a needle, in order."""
         spans: set[tuple[int, int]] = set()
         if self._automaton is not None:
+            if not self._sampled and len(block) >= PLAN_MIN:
+                self._sampled = True  # one automaton, or SIMD passes: measured on this log
+                if len(self.needles) > _PACKED:
+                    finders = (self._automaton, _packed(self.needles))
+                    self._automaton = _faster(finders, block[:SAMPLE])
             end = -1
             for _, at, _ in self._automaton(block):
                 if at > end:  # one hit is enough for a line
@@ -276,18 +283,20 @@ def _first_line_sets(pattern: str) -> list[tuple[str, ...]]:
 ENGINES = ("ahocorasick", "python")
 # Above this many needles the automaton's DFA form takes too much memory to build.
 _DFA_LIMIT = 5000
-# Needles per automaton: up to 64 the library finds candidates with SIMD (its "Teddy"
-# searcher, used for leftmost matching only) at several GB/s, about eight times faster than
-# its automaton alone (docs/performance.md). A few such passes beat one plain pass.
+# Needles per SIMD pass: up to 64 the library finds candidates by their opening bytes with SIMD
+# (its "Teddy" searcher, used for leftmost matching only), several times faster than its
+# automaton when those openings are rare in the log, and slower when they are common ("llama",
+# "phi", "Rank "). Which is faster for a registry's needles on a log is measured on its first
+# block (see _Needles.lines_in).
 _PACKED = 64
-# Above this many needles the passes would cost more than one plain automaton.
-_PACKED_LIMIT = 4 * _PACKED
 
 
-def _automaton(
-    needles: tuple[bytes, ...], engine: str | None
-) -> tuple[str, Callable[[bytes], list[tuple[int, int, int]]] | None]:
-    """The engine to use (``ERRKB_SCAN_ENGINE`` when not given) and its search function."""
+def _automaton(needles: tuple[bytes, ...], engine: str | None) -> tuple[str, Finder | None]:
+    """The engine to use (``ERRKB_SCAN_ENGINE`` when not given) and its search function.
+
+    The search function is one automaton of every needle (a single SIMD pass when there are
+    at most :data:`_PACKED`); :func:`_packed` is the other way for more needles.
+    """
     engine = engine or env_text("ERRKB_SCAN_ENGINE") or "auto"
     if engine not in (*ENGINES, "auto"):
         raise UsageError(f"unknown scan engine {engine!r} (expected one of {', '.join(ENGINES)})")
@@ -302,28 +311,47 @@ def _automaton(
             ) from None
         return "python", None
     kind = ahocorasick_rs.Implementation.DFA if len(needles) <= _DFA_LIMIT else None
-    if len(needles) > _PACKED_LIMIT:
+    if len(needles) > _PACKED:
         automaton = ahocorasick_rs.BytesAhoCorasick(list(needles), implementation=kind)
         return "ahocorasick", automaton.find_matches_as_indexes
+    return "ahocorasick", _packed(needles)
+
+
+def _packed(needles: tuple[bytes, ...]) -> Finder:
+    """A SIMD pass for each :data:`_PACKED` needles, their hits merged by where they start."""
+    import ahocorasick_rs
+
     # Leftmost matches find every line that holds a needle: a needle's first hit on a line
     # is reported unless an earlier match overlaps it, and that one is on the same line.
     finders = [
         ahocorasick_rs.BytesAhoCorasick(
             list(needles[at : at + _PACKED]),
             matchkind=ahocorasick_rs.MatchKind.LeftmostFirst,
-            implementation=kind,
+            implementation=ahocorasick_rs.Implementation.DFA,
         ).find_matches_as_indexes
         for at in range(0, len(needles), _PACKED)
     ]
     if len(finders) == 1:
-        return "ahocorasick", finders[0]
+        return finders[0]
 
     def find_all(block: bytes) -> list[tuple[int, int, int]]:
         hits = [hit for find in finders for hit in find(block)]
         hits.sort(key=itemgetter(1))  # by where each starts
         return hits
 
-    return "ahocorasick", find_all
+    return find_all
+
+
+def _faster(finders: tuple[Finder, ...], sample: bytes) -> Finder:
+    """Whichever of ``finders`` searches ``sample`` fastest (each finds the same lines)."""
+    import time
+
+    def took(find: Finder) -> float:
+        start = time.perf_counter()
+        find(sample)
+        return time.perf_counter() - start
+
+    return min(finders, key=lambda find: min(took(find) for _ in range(2)))
 
 
 def _blocks(
