@@ -76,17 +76,19 @@ def _single(args: argparse.Namespace) -> bool:
 
 def _scan(args: argparse.Namespace) -> dict[str, Any] | None:
     """The result of the scan the arguments ask for, or None (said on stderr)."""
-    from errkb.fleet._run import FleetOptions, report
-    from errkb.fleet._run import run as run_fleet
+    from errkb._scanreport import report
 
     records = registry(args)
-    if _single(args):
+    if _single(args):  # one file: none of the fleet's machinery is imported
         part = _scan_file(args.paths[0], records, progress=args.progress)
         if part is None:
             return None
         result = report(part, records)
         result["path"] = args.paths[0]
         return result
+    from errkb.fleet._run import FleetOptions
+    from errkb.fleet._run import run as run_fleet
+
     options = FleetOptions(
         workers=args.workers,
         scheduler=args.scheduler,
