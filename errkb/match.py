@@ -15,7 +15,9 @@ by, in turn:
    library (peft's "Target modules ... not found" from ``inject_adapter`` and from
    ``_set_trainable``), told apart by the frames. Below both, records of a **fallback** family
    (tag ``fallback``): Python's own import errors that name only a library (``No module named
-   'vllm'``), which any record naming the module, name or change itself outranks; no mined
+   'vllm'``), which any record naming the module, name or change itself outranks, and a
+   library's catch-all record for messages it words alike whatever the cause (torch's ``CUDA
+   error: <the CUDA runtime's text>``), which a record naming the cause outranks; no mined
    match folds into one, and one matches only under a class errkb can place (not
    **unresolved** below: a library's ``CompilationError`` quoting an ``AttributeError`` is
    that library's error, not Python's). Lowest of all, the **interpreter** records (tag

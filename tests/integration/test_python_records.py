@@ -36,3 +36,24 @@ def test_a_failed_command_is_said_to_be_raised_by_the_standard_library(tmp_path:
     assert 1 == proc.returncode
     assert b"errkb show python-subprocess-failed" in proc.stderr
     assert b"standard library" in proc.stderr
+
+
+def test_a_shared_library_without_an_init_function_is_named(tmp_path: Path) -> None:
+    """A C library built with ``cc -shared`` and imported as a module: no PyInit_<name>."""
+    import shutil
+    import subprocess
+
+    import pytest
+
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler")
+    (tmp_path / "n.c").write_text("int nothing(void) { return 0; }\n")
+    subprocess.run(
+        [cc, "-shared", "-fPIC", "-o", str(tmp_path / "libnumbuf.so"), str(tmp_path / "n.c")],
+        check=True,
+    )
+    proc = _run(tmp_path, f"import sys\nsys.path.insert(0, {str(tmp_path)!r})\nimport libnumbuf\n")
+    assert 1 == proc.returncode
+    assert b"(PyInit_libnumbuf)" in proc.stderr
+    assert b"errkb show python-extension-without-init-function" in proc.stderr

@@ -115,6 +115,11 @@ def _doctor(env: object, code: str) -> str:
             {"library": "libcudart.so.11", "cuda_major": 11},
         ),
         (_corpus("flash-attn-10"), "flash-attn-cuda-extension-undefined-symbol", {}),
+        # torchaudio 0.1-0.2's top-level extension, in glibc's wording and in dyld's (macOS).
+        (_corpus("torchaudio-6"), "torchaudio-extension-built-for-other-torch",
+         {"symbol": "_ZN2at19UndefinedTensorImpl10_singletonE"}),
+        (_corpus("torchaudio-3"), "torchaudio-extension-built-for-other-torch",
+         {"symbol": "__ZN3c1011CPUTensorIdEv"}),
     ],
 )  # fmt: skip
 def test_each_record_matches_a_real_message(message, record, captures):
@@ -428,3 +433,12 @@ def test_driver_too_old_raised_on_windows_names_the_windows_minimum():
         f"pip install --force-reinstall torch==2.4.1 --index-url {WHL}/cu118",
         True,
     ) == (_command(found), ">= 527.41 (Windows)" in found.findings[0].solutions[0].text)
+
+
+def test_the_vllm_record_leaves_another_distributions_extension_alone():
+    """glibc words every extension's missing symbol alike: a file outside vllm is not vLLM's."""
+    ids = [m.record.id for m in errkb.lookup(_corpus("torchaudio-6").strip())]
+    assert ("torchaudio-extension-built-for-other-torch", False) == (
+        ids[0],
+        "vllm-extension-undefined-torch-symbol" in ids,
+    )

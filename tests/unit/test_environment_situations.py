@@ -738,6 +738,11 @@ def test_pasted_nvrtc_names_the_torch_releases_of_its_cuda():
         ("RuntimeError: 0 active drivers ([]). There should only be one.", "triton-no-active-driver"),
         # https://github.com/facebookresearch/xformers/issues/671
         ("RuntimeError: No such operator xformers_flash::flash_fwd - did you forget to build xformers with `python setup.py develop`?", "xformers-operator-not-built"),
+        # https://github.com/facebookresearch/xformers/issues/641 and /804
+        ("FileNotFoundError: [Errno 2] No such file or directory: '/home/alpha/.local/lib/python3.10/site-packages/xformers/cpp_lib.json'", "xformers-cpp-lib-json-missing"),
+        ("FileNotFoundError: [Errno 2] No such file or directory: '/opt/conda/lib/python3.10/site-packages/xformers/cpp_lib.json'", "xformers-cpp-lib-json-missing"),
+        # https://github.com/2noise/ChatTTS/issues/127: a cut line names no file, so no library
+        ("FileNotFoundError: [Errno 2] No such file or directory:", "python-file-not-found"),
     ],
 )  # fmt: skip
 def test_a_reported_environment_error_finds_its_record_with_its_class(text, record):

@@ -86,6 +86,11 @@ LIVE = [
     ("compile('x = 1a', '<s>', 'exec')", "python-syntax-error"),
     ("compile('if 1:\\npass', '<s>', 'exec')", "python-syntax-error"),
     ("import errkb_no_such_module_xyz", "python-import-error"),
+    ("max([])", "python-max-min-empty-sequence"),
+    ("min(x for x in ())", "python-max-min-empty-sequence"),
+    ("'%s' % (1, 2)", "python-not-all-arguments-converted"),
+    ("'5' % 2", "python-not-all-arguments-converted"),
+    ("open('/tmp/' + 'x' * 300)", "python-file-name-too-long"),
 ]
 
 
@@ -121,6 +126,29 @@ def test_a_permission_denied_finds_its_record(tmp_path: Path) -> None:
     with pytest.raises(PermissionError) as caught:
         locked.read_text()
     assert "python-permission-denied" == _top(str(caught.value), type(caught.value))
+
+
+def test_a_directory_not_empty_finds_its_record(tmp_path: Path) -> None:
+    """rmdir of a folder that still holds a file raises errno 39 (ENOTEMPTY) on Linux."""
+    (tmp_path / "kept").write_text("x")
+    with pytest.raises(OSError, match="Directory not empty") as caught:
+        tmp_path.rmdir()
+    assert "python-directory-not-empty" == _top(str(caught.value), type(caught.value))
+
+
+def test_an_invalid_argument_finds_its_record(tmp_path: Path) -> None:
+    """A seek before the start of a regular file raises errno 22 (EINVAL), without a path."""
+    import os
+
+    file = tmp_path / "f"
+    file.write_text("x")
+    fd = os.open(file, os.O_RDONLY)
+    try:
+        with pytest.raises(OSError, match=r"\[Errno 22\] Invalid argument") as caught:
+            os.lseek(fd, -1, os.SEEK_SET)
+    finally:
+        os.close(fd)
+    assert "python-invalid-argument" == _top(str(caught.value), type(caught.value))
 
 
 # -- wordings of other releases -----------------------------------------------------------------
@@ -168,6 +196,12 @@ OTHER_RELEASES = [
     ("IndentationError", "expected an indented block after 'if' statement on line 1", "python-syntax-error"),
     # Python 2.7.18 did not quote the module.
     ("ImportError", "No module named _C", "python-import-error"),
+    # 3.6.15 to 3.11.7 (and 2.7.18); 3.12.1 and 3.13.0 say "iterable argument is empty".
+    ("ValueError", "max() arg is an empty sequence", "python-max-min-empty-sequence"),
+    ("ValueError", "min() iterable argument is empty", "python-max-min-empty-sequence"),
+    # A shared library without PyInit_<name>, imported by 3.6.15 to 3.13.0, and by 2.7.18.
+    ("ImportError", "dynamic module does not define module export function (PyInit_libnumbuf)", "python-extension-without-init-function"),
+    ("ImportError", "dynamic module does not define init function (initlibnumbuf)", "python-extension-without-init-function"),
 ]  # fmt: skip
 
 
@@ -210,6 +244,12 @@ CORPUS_LINES = [
     ("torchaudio-17", "python-syntax-error"),
     ("ChatTTS-25", "python-unpickling-invalid-load-key"),
     ("accelerate-13", "python-import-error"),
+    ("vllm-6", "python-max-min-empty-sequence"),
+    ("torchaudio-20", "python-not-all-arguments-converted"),
+    ("ray-10", "python-extension-without-init-function"),
+    ("deepspeed-14", "python-directory-not-empty"),
+    ("bitsandbytes-13", "python-file-name-too-long"),
+    ("sentencepiece-17", "python-invalid-argument"),
 ]
 
 
