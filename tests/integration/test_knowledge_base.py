@@ -154,7 +154,19 @@ def _shortest_prefix(example: str, start: int) -> int:
     return start + min(end, most)
 
 
-@pytest.mark.parametrize("record", LIVE, ids=lambda r: r.id)
+# Records that only the end of their message tells from another's: cut before it, the message is
+# that other error's (and found as it), so no cut prefix is expected to find them.
+_TOLD_BY_THE_END = {
+    # Any missing file reads "[Errno 2] No such file or directory: '...": only the file name at
+    # the end (xformers/cpp_lib.json) says it is xformers' build file; cut before it, the
+    # interpreter's file-not-found record answers.
+    "xformers-cpp-lib-json-missing",
+}
+
+
+@pytest.mark.parametrize(
+    "record", [r for r in LIVE if r.id not in _TOLD_BY_THE_END], ids=lambda r: r.id
+)
 def test_every_prefix_that_keeps_the_first_sentence_finds_the_record(matcher, record):
     """A message cut anywhere after its first sentence still finds its record among the best.
 
