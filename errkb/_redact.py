@@ -17,24 +17,28 @@ __all__ = ["MASK", "redact", "redact_all"]
 MASK = "***"
 
 # Each rule: the words every match holds (a rule runs only on text that holds one of them;
-# casefolded when the rule ignores case), the pattern, and what replaces a match. A pattern is
-# compiled when some text first holds its words: most texts hold none, and compiling them all
-# costs a first diagnosis milliseconds.
-_RULES: tuple[tuple[tuple[str, ...], bool, str, str], ...] = (
+# casefolded when the rule ignores case), what must follow one of them in every match (None:
+# nothing asked), the pattern, and what replaces a match. A pattern is compiled when some text
+# first holds its words: most texts hold none, and compiling them all costs a first diagnosis
+# milliseconds. What must follow is asked of the common words ("tokens" is in most KV-cache
+# messages), in the standard library's engine (compiled in a fraction of the time), on the
+# same casefolded text: a secret's name, then only quotes and spaces, then ":" or "=".
+_RULES: tuple[tuple[tuple[str, ...], bool, str | None, str, str], ...] = (
     # Hugging Face user and org tokens.
-    (("hf_",), False, r"\bhf_[A-Za-z0-9]{16,}", "hf_" + MASK),
+    (("hf_",), False, None, r"\bhf_[A-Za-z0-9]{16,}", "hf_" + MASK),
     # OpenAI-style and other "sk-" secret keys (sk-..., sk-proj-..., sk-ant-...).
-    (("sk-",), False, r"\bsk-[A-Za-z0-9_-]{16,}", "sk-" + MASK),
+    (("sk-",), False, None, r"\bsk-[A-Za-z0-9_-]{16,}", "sk-" + MASK),
     # Authorization headers and bearer tokens.
     (
         ("authorization",),
         True,
+        None,
         r"(?i)\b(authorization\s*[:=]\s*)(?:bearer|basic|token)?\s*[^\s'\",;]{6,}",
         r"\1" + MASK,
     ),
-    (("bearer",), True, r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=-]{8,}", r"\1" + MASK),
+    (("bearer",), True, None, r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=-]{8,}", r"\1" + MASK),
     # user:password@ in URLs (the user name stays, it helps to know whose it was).
-    (("://",), False, r"(?i)\b([a-z][a-z0-9+.-]*://[^\s:/@]+:)[^\s@/]+@", r"\1" + MASK + "@"),
+    (("://",), False, None, r"(?i)\b([a-z][a-z0-9+.-]*://[^\s:/@]+:)[^\s@/]+@", r"\1" + MASK + "@"),
     # "name = value" and "name: value" where the name says secret, as a word or at the end of a
     # longer name such as the variables OPENAI_API_KEY, HUGGING_FACE_HUB_TOKEN or
     # aws_secret_access_key. A value that is code reading a secret by name (a subscript of
@@ -42,6 +46,7 @@ _RULES: tuple[tuple[tuple[str, ...], bool, str, str], ...] = (
     (
         ("key", "token", "passw", "secret"),
         True,
+        r"(?:key|token|passw(?:or)?d|secret)[^:=a-z0-9]*[:=]",
         (
             r"(?i)(?<![A-Za-z0-9])((?:[A-Za-z0-9]+[_-])*"
             r"(?:api[_-]?key|access[_-]?key|access[_-]?token|auth[_-]?token|token|password|passwd"
@@ -56,34 +61,21 @@ _RULES: tuple[tuple[tuple[str, ...], bool, str, str], ...] = (
         r"\1" + MASK,
     ),
     # AWS access key ids.
-    (("AKIA", "ASIA"), False, r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b", "AKIA" + MASK),
+    (("AKIA", "ASIA"), False, None, r"\b(?:AKIA|ASIA)[A-Z0-9]{16}\b", "AKIA" + MASK),
 )
 _compiled: dict[str, regex.Pattern[str]] = {}
-
-# Rules whose words are common ("tokens" is in most KV-cache messages) also wait for what
-# follows the word in every match, in the standard library's engine (compiled in a fraction of
-# the time): a secret's name, then only quotes and spaces, then ":" or "=". On the casefolded
-# text, as the words.
-_FOLLOWED: dict[tuple[str, ...], str] = {
-    ("key", "token", "passw", "secret"): r"(?:key|token|passw(?:or)?d|secret)[^:=a-z0-9]*[:=]",
-}
 
 
 def redact(text: str) -> str:
     """``text`` with every secret it recognises replaced by ``***``."""
-    for words, fold, pattern, replacement in _RULES:
+    for words, fold, after, pattern, replacement in _RULES:
         seen = text.casefold() if fold else text  # as (?i) matches: "TOKEN", "Key"
-        if any(word in seen for word in words) and _followed(words, seen):
+        if any(word in seen for word in words) and (after is None or re.search(after, seen)):
             compiled = _compiled.get(pattern)
             if compiled is None:
                 compiled = _compiled.setdefault(pattern, regex.compile(pattern))
             text = compiled.sub(replacement, text)
     return text
-
-
-def _followed(words: tuple[str, ...], seen: str) -> bool:
-    after = _FOLLOWED.get(words)
-    return after is None or re.search(after, seen) is not None
 
 
 @overload

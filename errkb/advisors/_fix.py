@@ -50,6 +50,11 @@ def keywords(settings: Mapping[str, object]) -> str:
 # --- The record's example, with the computed values put in ------------------------------
 
 
+def _flag(key: str) -> str:
+    """``key`` as a command-line flag: ``--max-model-len``."""
+    return "--" + key.replace("_", "-")
+
+
 def _patterns(key: str) -> list[re.Pattern[str]]:
     """Where an example writes ``key``'s value: the value is the group ``v``.
 
@@ -57,7 +62,7 @@ def _patterns(key: str) -> list[re.Pattern[str]]:
     standard library's engine, which compiles three times as fast as ``regex``.
     """
     k = re.escape(key)
-    flag = re.escape("--" + key.replace("_", "-"))
+    flag = re.escape(_flag(key))
     value = rf"(?P<v>{_NUMBER}|\"[^\"\n]*\"|'[^'\n]*')"
     return [
         re.compile(rf"(?<![\w-]){k}\s*=\s*{value}"),  # key=1 (code), KEY=1 (shell)
@@ -70,7 +75,7 @@ def _patterns(key: str) -> list[re.Pattern[str]]:
 def _put(text: str, key: str, value: object) -> tuple[str, bool]:
     """``text`` with every value written for ``key`` replaced by ``value``; whether any was."""
     found = False
-    if key not in text and "--" + key.replace("_", "-") not in text:
+    if key not in text and _flag(key) not in text:
         return text, found  # every pattern writes one or the other: none is compiled
     for pattern in _patterns(key):
 
