@@ -568,6 +568,8 @@ class Matcher:
             else:
                 captures = {} if hit is None else _captures(hit)
                 found.append(Match(record=whole, captures=captures, score=score, site=bonus))
+        if not found and raised_at is None:  # most messages: nothing to rank or fold
+            return []
         return _fold(found, self._by_site(raised_at, spec, found))
 
     def _search(

@@ -229,6 +229,8 @@ class LazyPack:
         self._keys: dict[str, int] | None = None  # id or slug -> row, made by find()
         self._made: dict[int, tuple[RecordRef, tuple[str, ...], tuple[tuple[str, ...], ...]]] = {}
         self._needs_of: dict[int, tuple[tuple[str, ...], tuple[tuple[str, ...], ...], Any]] = {}
+        # What each row met so far needs of a message: its literals, and its any-of sets.
+        self._checks: dict[int, tuple[tuple[str, ...], tuple[tuple[str, ...], ...]]] = {}
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -292,35 +294,37 @@ class LazyPack:
                     self._maps[pack] = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
         return bytes(self._maps[pack][offset : offset + length])
 
-    def _met(self, met: MessageKeys) -> Iterable[int]:
+    def _met(self, met: MessageKeys) -> set[int]:
         """The rows a message's keys meet at both levels (see :func:`errkb._index.plan_keys`).
 
         The rows filed under the first-level keys it meets, less those whose own second-level
         key it does not meet: set operations and one filter, all in C. A key's rows, and their
         second-level keys, are read from the index's arrays once, then kept as tuples: the
-        keys a process's messages meet are few.
+        keys a process's messages meet are few. The rows checked for every message are added.
         """
-        rows: list[Iterable[int]] = []
-        seconds: list[Iterable[int]] = []
+        rows: list[tuple[int, ...]] = []
+        seconds: list[tuple[int, ...]] = []
         for table, have, spans in zip(self._first, met, self._spans, strict=True):
-            keys = have & table.keys()
-            if not keys:
-                continue
-            for key in keys.difference(spans):
-                start, count = divmod(table[key], _SPAN)
-                span = tuple(self._rows[start : start + count])
-                spans[key] = (span, tuple(map(self._seconds.__getitem__, span)))
-            for span, numbers in map(spans.__getitem__, keys):
-                rows.append(span)
-                seconds.append(numbers)
+            for key in have & table.keys():
+                span = spans.get(key)
+                if span is None:
+                    start, count = divmod(table[key], _SPAN)
+                    found = tuple(self._rows[start : start + count])
+                    span = spans[key] = (found, tuple(map(self._seconds.__getitem__, found)))
+                rows.append(span[0])
+                seconds.append(span[1])
         if not rows:
-            return ()
+            return set(self._always)
         needed = {0}  # a row with no second-level key of its own is met at the first
         for table, have in zip(self._second, met, strict=True):
             needed.update(map(table.__getitem__, have & table.keys()))
-        return compress(
-            chain.from_iterable(rows), map(needed.__contains__, chain.from_iterable(seconds))
+        kept = set(
+            compress(
+                chain.from_iterable(rows), map(needed.__contains__, chain.from_iterable(seconds))
+            )
         )
+        kept.update(self._always)
+        return kept
 
     def candidates(self, message: str, keys: MessageKeys | None = None) -> list[RecordRef]:
         """The refs of the records that may match ``message``, in pack order.
@@ -331,17 +335,23 @@ class LazyPack:
             from errkb._index import message_keys
 
             keys = message_keys(message)
-        rows = {*self._met(keys), *self._always}
+        rows = self._met(keys)
         if not rows:
             return []
         from errkb._index import literal_test
 
         contains = literal_test(message)
+        checks = self._checks
         found = []
         for row in sorted(rows):
-            made = self._made.get(row)
-            singles, alternatives = made[1:] if made else self._needs(row)[:2]
-            if all(map(contains, singles)) and all(any(map(contains, a)) for a in alternatives):
+            check = checks.get(row)
+            if check is None:  # what the row needs, from its record or its line
+                made = self._made.get(row)
+                check = checks[row] = made[1:] if made else self._needs(row)[:2]
+            singles, alternatives = check
+            if all(map(contains, singles)) and (
+                not alternatives or all(any(map(contains, a)) for a in alternatives)
+            ):
                 found.append(self._entry(row)[0])
         return found
 

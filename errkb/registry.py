@@ -183,6 +183,8 @@ class Registry:
     @property
     def matcher(self) -> Matcher:
         """The matcher over these records, built once on first use."""
+        if self._matcher is not None:  # built: no lock to take on every lookup
+            return self._matcher
         with self._lock:
             if self._matcher is None:
                 from errkb.match import Matcher
@@ -351,6 +353,8 @@ _default_lock = threading.Lock()
 def default_registry() -> Registry:
     """The process-wide registry of all default sources, loaded once, thread-safe."""
     global _default  # noqa: PLW0603 - one registry per process, loaded on first use
+    if _default is not None:  # loaded: no lock to take on every lookup
+        return _default
     with _default_lock:
         if _default is None:
             _default = Registry.from_paths()
