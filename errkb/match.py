@@ -422,6 +422,10 @@ class LazyRefs(Protocol):
         """The refs of the records not tagged mined."""
         ...
 
+    def written_count(self) -> int:
+        """How many records are not tagged mined (none is read)."""
+        ...
+
     def sited_refs(self) -> list[RecordRef]:
         """The refs of the hand-written records with ``sitePatterns`` (no other is read)."""
         ...

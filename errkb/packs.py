@@ -201,6 +201,7 @@ class LazyPack:
         rows: Any,
         seconds: Sequence[int],
         listing: Path | None = None,
+        sets: Sequence[Any] | None = None,
     ) -> None:
         import threading
 
@@ -221,6 +222,9 @@ class LazyPack:
         self._spans: list[dict[str, tuple[tuple[int, ...], tuple[int, ...]]]] = [
             {} for _ in KINDS[:3]
         ]
+        # Each row's literal sets, when the index holds them (the hand-written records'):
+        # no pattern is read to tell what a row needs.
+        self._sets = sets
         self._always: list[int] = table["always"]
         self._written: list[int] = table["written"]  # the rows not tagged mined
         self._sited: list[int] = table["sited"]  # ...of those, the rows with sitePatterns
@@ -261,10 +265,24 @@ class LazyPack:
             pattern = data.get("messagePattern") if isinstance(data, dict) else None
             if not isinstance(pattern, str):  # the pack changed under the index
                 raise RegistryError(f"{self.label}: the pack changed since it was loaded")
-            sets = literal_sets(head_pattern(pattern) or pattern)
+            sets = (
+                self._sets[row]
+                if self._sets is not None
+                else literal_sets(head_pattern(pattern) or pattern)
+            )
             needs = (*requirements(sets), (data, sets))
             self._needs_of[row] = needs
         return needs
+
+    def _check(self, row: int) -> tuple[tuple[str, ...], tuple[tuple[str, ...], ...]]:
+        made = self._made.get(row)
+        if made is not None:
+            return made[1:]
+        if self._sets is not None:
+            from errkb._index import requirements
+
+            return requirements(self._sets[row])
+        return self._needs(row)[:2]
 
     def _entry(self, row: int) -> tuple[RecordRef, tuple[str, ...], tuple[tuple[str, ...], ...]]:
         made = self._made.get(row)
@@ -345,9 +363,8 @@ class LazyPack:
         found = []
         for row in sorted(rows):
             check = checks.get(row)
-            if check is None:  # what the row needs, from its record or its line
-                made = self._made.get(row)
-                check = checks[row] = made[1:] if made else self._needs(row)[:2]
+            if check is None:  # what the row needs, from its record, the index or its line
+                check = checks[row] = self._check(row)
             singles, alternatives = check
             if all(map(contains, singles)) and (
                 not alternatives or all(any(map(contains, a)) for a in alternatives)
@@ -362,6 +379,10 @@ class LazyPack:
     def written_refs(self) -> list[RecordRef]:
         """The refs of the records not tagged mined, in order."""
         return [self._entry(row)[0] for row in self._written]
+
+    def written_count(self) -> int:
+        """How many records are not tagged mined (none is read)."""
+        return len(self._written)
 
     def sited_refs(self) -> list[RecordRef]:
         """The refs of the hand-written records with ``sitePatterns``: no other is read."""
@@ -492,8 +513,13 @@ def _lazy(
     problems.extend(found)
     listing = where.with_name(where.name + LISTING_SUFFIX)
     *where_lines, seconds = lines
+    sets = table.get("sets")
+    if sets is not None:
+        if not isinstance(sets, list) or len(sets) != len(seconds):
+            return None
+        sets = [None if s is None else tuple(map(tuple, s)) for s in sets]
     return LazyPack(
-        packs, table, where_lines, rows, seconds, listing if listing.is_file() else None
+        packs, table, where_lines, rows, seconds, listing if listing.is_file() else None, sets
     )
 
 
@@ -508,18 +534,24 @@ def write_index(path: Path, label: str | None = None) -> Path:
     return _write_index(path.with_name(path.name + INDEX_SUFFIX), [path], label or str(path))
 
 
-def write_folder_index(folder: Path, files: Sequence[Path] | None = None) -> Path:
+def write_folder_index(
+    folder: Path, files: Sequence[Path] | None = None, *, sets: bool = False
+) -> Path:
     """Write one index, and its listing, for record files of ``folder``.
 
     ``files``: the ``.jsonl`` packs and ``.json`` record files to cover (in or below
     ``folder``, named in the index by their path from it); by default every ``.jsonl`` pack
     directly in ``folder``. The index is ``folder/FOLDER_INDEX``; a lookup then costs the same
-    whatever the number of files. Returns its path.
+    whatever the number of files. ``sets``: keep each record's literal sets in the index too
+    (a few hundred records: their patterns are then not read to start a scan). Returns its
+    path.
     """
     covered = sorted(folder.glob("*.jsonl")) if files is None else list(files)
     if not covered:
         raise RegistryError(f"{folder}: no record file to index")
-    return _write_index(folder / FOLDER_INDEX, covered, str(folder), listing=True, top=folder)
+    return _write_index(
+        folder / FOLDER_INDEX, covered, str(folder), listing=True, top=folder, sets=sets
+    )
 
 
 def write_records_index(folder: Path) -> Path:
@@ -539,7 +571,7 @@ def write_records_index(folder: Path) -> Path:
     from errkb.records import load_paths
 
     files = sorted(folder.glob("*/*.json"))
-    where = write_folder_index(folder, files)
+    where = write_folder_index(folder, files, sets=True)
     records = load_paths(files, validate=False).records
     patterns = records_patterns(records) | twin_patterns(records, folder / MINED_FOLDER)
     write_compiled(folder / COMPILED_FILE, patterns)
@@ -614,7 +646,13 @@ def records_patterns(refs: Iterable[RecordRef | Record]) -> set[str]:
 
 
 def _write_index(
-    where: Path, paths: list[Path], label: str, *, listing: bool = False, top: Path | None = None
+    where: Path,
+    paths: list[Path],
+    label: str,
+    *,
+    listing: bool = False,
+    top: Path | None = None,
+    sets: bool = False,
 ) -> Path:
     packs: list[_Pack] = []
     refs: list[RecordRef] = []
@@ -663,6 +701,8 @@ def _write_index(
     table["rows"] = numbers.add(flat, 4)
     table["lines"] = [numbers.add(column, _width(column)) for column in lines]
     table["second"] = numbers.add(seconds, _width(seconds))
+    if sets:
+        table["sets"] = [ref.literal_sets() for ref in refs]
     header = _index_header(packs, [p.path.relative_to(where.parent).as_posix() for p in packs])
     text = "".join(json.dumps(x, separators=(",", ":")) + "\n" for x in (header, bad, table))
     if not _replace(where, text.encode("utf-8") + numbers.data()):

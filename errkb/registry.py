@@ -173,10 +173,16 @@ class Registry:
         with self._lock:
             if self._written is None:
                 kept = [r for r in self._eager if "mined" not in r.tags]
-                kept += [r for pack in self._lazy for r in pack.written_refs()]
-                if not self._lazy and len(kept) == len(self._eager):
-                    self._written = self
+                counts = [(pack, pack.written_count()) for pack in self._lazy]
+                if len(kept) == len(self._eager) and all(n == len(p) for p, n in counts):
+                    self._written = self  # nothing mined here
+                elif all(n in (0, len(pack)) for pack, n in counts):
+                    # Each pack is all hand-written or all mined (the shipped ones are): the
+                    # hand-written ones are kept whole, with their index.
+                    written = [pack for pack, n in counts if n]
+                    self._written = Registry(kept, self.problems, lazy=written)
                 else:
+                    kept += [r for pack in self._lazy for r in pack.written_refs()]
                     self._written = Registry(kept, self.problems)
             return self._written
 

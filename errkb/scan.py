@@ -227,7 +227,7 @@ class _Needles:
                     finders = (self._automaton, _packed(self.needles))
                     self._automaton = _faster(finders, block[:SAMPLE])
             end = -1
-            for _, at, _ in self._automaton(block):
+            for _, at, _ in _found(self._automaton, block):
                 if at > end:  # one hit is enough for a line
                     start, end = line_around(block, at)
                     spans.add((start, end))
@@ -340,6 +340,46 @@ def _packed(needles: tuple[bytes, ...]) -> Finder:
         return hits
 
     return find_all
+
+
+def _found(find: Finder, block: bytes) -> list[tuple[int, int, int]]:
+    """What ``find`` finds in ``block``, in order; a large block in two halves at once.
+
+    The automaton lets go of the interpreter while it searches, so with a second CPU the
+    half after the middle line's end is searched in a worker thread meanwhile. No needle holds
+    a newline: no hit crosses the cut.
+    """
+    pool = _pool() if len(block) >= _SPLIT_MIN else None
+    cut = block.find(b"\n", len(block) // 2) + 1 if pool is not None else 0
+    if pool is None or not 0 < cut < len(block):
+        return find(block)
+    view = memoryview(block)
+    later = pool.submit(find, view[cut:])  # any bytes-like object
+    first = find(view[:cut])  # type: ignore[arg-type]
+    return [*first, *((n, start + cut, end + cut) for n, start, end in later.result())]
+
+
+#: A block this large (or larger) is searched in two halves (see :func:`_found`).
+_SPLIT_MIN = 1 << 20
+#: The worker thread, and the process it was started in (a forked child starts its own).
+_POOL: tuple[int, Any] | None = None
+
+
+def _pool() -> Any:
+    """The worker thread that searches a block's second half; None with a single CPU."""
+    import os
+
+    global _POOL  # noqa: PLW0603 - one worker per process, started on the first large block
+    pid = os.getpid()
+    if _POOL is None or _POOL[0] != pid:
+        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        if (cpus or 1) < 2:
+            _POOL = (pid, None)
+        else:
+            from concurrent.futures import ThreadPoolExecutor
+
+            _POOL = (pid, ThreadPoolExecutor(max_workers=1, thread_name_prefix="errkb-scan"))
+    return _POOL[1]
 
 
 def _faster(finders: tuple[Finder, ...], sample: bytes) -> Finder:

@@ -441,3 +441,43 @@ def test_a_cut_is_a_quiet_line_start_and_never_moves_back():
     cuts = [errkb.scan.range_cut(read_at, at, len(data)) for at in range(0, len(data), 997)]
     assert cuts == sorted(cuts)
     assert all(c == len(data) or data[c - 1 : c] == b"\n" for c in cuts if c)
+
+
+def _large_block_and_finder():
+    ahocorasick_rs = pytest.importorskip("ahocorasick_rs")
+    lines = [NOISE.format(n=n) if "{n}" in NOISE else f"{NOISE} {n}" for n in range(40_000)]
+    for at in (0, 1, 19_999, 20_000, 20_001, 39_999):  # hits about the cut, and at both ends
+        lines[at] = SEED_MESSAGE
+    block = ("\n".join(lines) + "\n").encode()
+    automaton = ahocorasick_rs.BytesAhoCorasick([b"max seq len", b"KV cache"])
+    return block, automaton.find_matches_as_indexes
+
+
+def test_a_large_block_searched_in_two_halves_finds_what_one_search_finds(monkeypatch):
+    """With a worker thread, and without one (a single CPU), _found gives find's own hits."""
+    block, find = _large_block_and_finder()
+    assert len(block) >= errkb.scan._SPLIT_MIN
+    expected = find(block)
+    assert len(expected) == 12
+    assert errkb.scan._pool() is not None  # this machine has two CPUs or more
+    assert expected == errkb.scan._found(find, block)
+    import os
+
+    monkeypatch.setattr(errkb.scan, "_POOL", (os.getpid(), None))
+    assert expected == errkb.scan._found(find, block)
+
+
+def test_a_forked_child_searches_with_a_worker_of_its_own():
+    """A worker thread does not survive a fork: the child starts its own, and does not hang."""
+    import os
+    import signal
+
+    block, find = _large_block_and_finder()
+    expected = find(block)
+    assert expected == errkb.scan._found(find, block)  # the parent's worker exists now
+    pid = os.fork()
+    if pid == 0:  # the child: exit 0 only when the split search answers, and rightly
+        signal.alarm(20)
+        os._exit(0 if errkb.scan._found(find, block) == expected else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
