@@ -177,6 +177,31 @@ def _cu130_on_driver_570():
     )
 
 
+def _linux_driver_520_under_cu126():
+    return _doctor(environment(nvml=gpus(("NVIDIA A10", (8, 6)), driver="520.61.05", cuda=11080)))
+
+
+def _windows_driver_526_under_cu124():
+    return _doctor(
+        environment(
+            nvml=gpus(("NVIDIA GeForce RTX 3090", (8, 6)), driver="526.98", cuda=12000),
+            torch=torch_build("2.5.1+cu124", cuda="12.4", archs="sm_50 sm_60 sm_70 sm_75 sm_80"),
+            installed=stack(("torch", "2.5.1+cu124")),
+            os="Windows-10-10.0.19045-SP0",
+        )
+    )
+
+
+def _linux_driver_575_under_cu130():
+    return _doctor(
+        environment(
+            nvml=gpus(("NVIDIA H100 80GB HBM3", (9, 0)), driver="575.57.08", cuda=12090),
+            torch=torch_build("2.13.0+cu130", cuda="13.0", archs="sm_75 sm_80 sm_86 sm_90"),
+            installed=stack(("torch", "2.13.0+cu130")),
+        )
+    )
+
+
 def _broken(dist: str, version: str, requirement: str, installed: str | None) -> Broken:
     name = Requirement(requirement).name
     return Broken(distribution=dist, version=version, requirement=requirement, required=name,
@@ -349,6 +374,9 @@ SITUATIONS = {
     "doctor: RTX 5090 under torch 2.13.0+cu126 (with torchvision, torchaudio)": _rtx_5090_on_cu126,
     "doctor: CPU torch on an RTX 4090, driver 550": _cpu_torch_on_rtx_4090_driver_550,
     "doctor: torch cu130 on driver 570": _cu130_on_driver_570,
+    "doctor: Linux driver 520.61.05 under torch cu126": _linux_driver_520_under_cu126,
+    "doctor: Windows driver 526.98 under torch cu124": _windows_driver_526_under_cu124,
+    "doctor: Linux driver 575.57.08 under torch cu130": _linux_driver_575_under_cu130,
     "doctor: vllm 0.6.3 pins torch 2.4.0": _vllm_pins_an_older_torch,
     "doctor: a pin of torch 2.13.0 over 2.12.0+cu126": _a_pin_the_tables_hold_keeps_the_cuda_build,
     "doctor: transformers wants tokenizers 0.21": _transformers_wants_other_tokenizers,
