@@ -544,6 +544,52 @@ def test_pasted_bnb_library_none_gets_bitsandbytes_own_diagnosis():
     assert "python -m bitsandbytes" == _command(explain(BNB_NONE))
 
 
+BNB_CPU_INSTALL = "pip install --force-reinstall --no-deps bitsandbytes==0.48.2"
+#: The report tools' real outputs (tests/data/environments/README.md gives each source).
+ENVS = Path(__file__).resolve().parents[1] / "data" / "environments"
+
+
+def test_bnb_cpu_library_missing_a_gpu_function_under_a_cuda_torch_gets_the_release(tmp_path):
+    """A CPU library built here, loaded by ctypes as bitsandbytes does: the real loader's
+    'undefined symbol'; torch built for CUDA 12.4 on an H100: the release with a cu124 library."""
+    import ctypes
+
+    from environments import compile_library
+
+    library = compile_library("int cquantize_blockwise_cpu_fp32(void) { return 0; }\n",
+                              tmp_path / "bitsandbytes" / "libbitsandbytes_cpu.so")  # fmt: skip
+    lib = ctypes.cdll.LoadLibrary(str(library))
+    with pytest.raises(AttributeError) as caught:
+        lib.cquantize_blockwise_fp16_nf4  # the lookup is what fails
+    env = environment(
+        torch=torch_build("2.5.1+cu124", cuda="12.4"),
+        installed=stack(("torch", "2.5.1+cu124"), ("bitsandbytes", "0.45.5")),
+    )
+    found = diagnose(caught.value, options=_options(env))
+    assert ("bitsandbytes-cpu-library-missing-function", "bitsandbytes-cpu-library",
+            BNB_CPU_INSTALL) == (found.findings[0].record.id if found else None,
+                                 _verdict(found), _command(found))  # fmt: skip
+
+
+def test_pasted_bnb_cpu_warning_beside_a_cuda_torch_s_collect_env_gets_the_release():
+    """bitsandbytes#779's output after vllm#13497's collect_env (torch 2.5.1+cu121, RTX 4090)."""
+    text = "\n".join(
+        (ENVS / n).read_text(encoding="utf-8")
+        for n in ("vllm-13497-collect-env-4090.txt", "bitsandbytes-779-cpu-library.txt")
+    )
+    found = explain(text)
+    assert ("bitsandbytes-compiled-without-gpu-support", BNB_CPU_INSTALL) == (
+        found.findings[0].record.id if found else None,
+        _command(found),
+    )
+
+
+def test_pasted_bnb_cpu_warning_alone_says_what_is_not_known():
+    """bitsandbytes#779's output alone: no GPU, no torch said; no verdict, and why."""
+    text = (ENVS / "bitsandbytes-779-cpu-library.txt").read_text(encoding="utf-8")
+    assert (None, True) == _noted(explain(text), "bitsandbytes loaded its CPU library")
+
+
 # -- safetensors' memory map -----------------------------------------------------------------
 
 #: https://github.com/huggingface/transformers/issues/25179
