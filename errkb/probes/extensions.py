@@ -116,13 +116,20 @@ def _chosen_library(
     """The plain shared library a distribution loads itself, where errkb knows which.
 
     bitsandbytes loads ``libbitsandbytes_cuda<XY>`` for torch's CUDA version X.Y
-    (``BNB_CUDA_VERSION`` overrides it), ``libbitsandbytes_cpu`` on a CPU build.
+    (``BNB_CUDA_VERSION`` overrides it), ``libbitsandbytes_cpu`` on a CPU build, and its CPU
+    library where it has none for that CUDA (releases 0.43.1 to 0.45.5 fall back to it:
+    bitsandbytes/cextension.py at 0.45.5, lines 63-70; later ones refuse to load): a CPU
+    library is then what the installed files offer, and it is reported as the one loaded.
     """
     if name != "bitsandbytes":
         return []
     wanted = os.environ.get("BNB_CUDA_VERSION") or (torch_cuda or "").replace(".", "")
-    stem = f"libbitsandbytes_cuda{wanted}" if wanted else "libbitsandbytes_cpu"
-    return [lib for lib in libraries if lib[1].split(".")[0] == stem]
+    stems = [f"libbitsandbytes_cuda{wanted}"] if wanted else []
+    for stem in [*stems, "libbitsandbytes_cpu"]:
+        found = [lib for lib in libraries if lib[1].split(".")[0] == stem]
+        if found:
+            return found
+    return []
 
 
 def load_extensions(

@@ -719,15 +719,19 @@ def _broken(facts: dict[str, PastedFact]) -> tuple[Broken, ...]:
 def _bitsandbytes_library(facts: dict[str, PastedFact], source: str) -> tuple[Extension, ...]:
     """The native library of bitsandbytes, as the extension probe reports one: loaded or not.
 
-    Only what ``python -m bitsandbytes`` said: an error loading it, or its check's success;
-    ``()`` when it said neither (a cut paste).
+    Only what ``python -m bitsandbytes`` said: an error loading it, its check's success, or
+    that the library it loaded was compiled without GPU support (its CPU library, loaded);
+    ``()`` when it said none of these (a cut paste).
     """
     from errkb.probes.extensions import Extension
 
     error, loaded = _value(facts, "bnb load error"), _value(facts, "bnb loaded")
+    path = _value(facts, "bnb library") or ""
+    if error is None and loaded is None and _value(facts, "bnb cpu library") is not None:
+        loaded = "its CPU library loaded, compiled without GPU support"
+        path = path or "libbitsandbytes_cpu"
     if error is None and loaded is None:
         return ()
-    path = _value(facts, "bnb library") or ""
     named = _BNB_BINARY.search(f"bin {error}") if error else None
     path = named["path"] if named is not None and not path else path
     return (

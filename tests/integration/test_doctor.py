@@ -146,3 +146,31 @@ def test_a_driver_under_cuda_13_s_minimum_through_the_stand_in_nvml(tmp_path):
         ">= 580.65.06 (Linux)" in verdict["fix"],
         "the driver is 575.57.08" in verdict["why"],
     )
+
+
+def test_bitsandbytes_cpu_library_under_a_cuda_torch_through_the_real_probes(tmp_path):
+    """bitsandbytes 0.45.5 with only its CPU library (built here), torch built for CUDA 12.4, an
+    RTX 4090 through the stand-in NVML: the release with a library for CUDA 12.4 is the fix."""
+    site = tmp_path / "site"
+    write_fake_torch(
+        site, "2.5.1+cu124", cuda="12.4", archs="sm_50 sm_60 sm_70 sm_75 sm_80 sm_86 sm_90"
+    )
+    cpu = compile_library("int cquantize_blockwise_cpu_fp32(void) { return 0; }\n",
+                          tmp_path / "build" / "libbitsandbytes_cpu.so")  # fmt: skip
+    write_dist(site, "bitsandbytes", "0.45.5", ("torch",),
+               files={"bitsandbytes/libbitsandbytes_cpu.so": cpu})  # fmt: skip
+    env = {
+        "PYTHONPATH": str(site),
+        "LD_LIBRARY_PATH": str(fake_nvml_folder(tmp_path / "nvml")),
+        "FAKE_NVML_GPUS": "NVIDIA GeForce RTX 4090|8.9|25757220864|24000000000",
+        "FAKE_NVML_DRIVER": "550.163.01",
+        "FAKE_NVML_CUDA": "12040",
+    }
+    done = run_cli("doctor", "--json", env=env, timeout=300)
+    data = json.loads(done.stdout)
+    verdicts = {v["code"]: v for v in data["verdicts"]}
+    assert (1, ["pip install --force-reinstall --no-deps bitsandbytes==0.48.2"], True) == (
+        done.returncode,
+        verdicts["bitsandbytes-cpu-library"]["commands"],
+        "torch 2.5.1+cu124 is built for CUDA 12.4" in verdicts["bitsandbytes-cpu-library"]["why"],
+    )

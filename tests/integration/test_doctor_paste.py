@@ -52,6 +52,22 @@ def test_doctor_from_paste_reads_standard_input():
     assert f"```\n{CU129}\n```" in out
 
 
+def test_doctor_from_paste_of_bitsandbytes_cpu_library_beside_a_cuda_torch():
+    """bitsandbytes#779's CPU library beside vllm#13497's collect_env (torch 2.5.1+cu121, an RTX
+    4090): broken there, the bitsandbytes release with a library for CUDA 12.1 shown."""
+    text = b"\n".join(
+        (ENVS / n).read_bytes()
+        for n in ("vllm-13497-collect-env-4090.txt", "bitsandbytes-779-cpu-library.txt")
+    )
+    done = run_cli("doctor", "--from-paste", "-", "--json", stdin=text)
+    data = json.loads(done.stdout)
+    verdicts = {v["code"]: v["commands"] for v in data["verdicts"]}
+    assert (1, ["pip install --force-reinstall --no-deps bitsandbytes==0.48.2"]) == (
+        done.returncode,
+        verdicts.get("bitsandbytes-cpu-library"),
+    )
+
+
 @pytest.mark.parametrize(
     ("given", "said"),
     [

@@ -54,6 +54,7 @@ PYPI = {
     "nvidia-cufft-cu12": ("11.2.1.3", "11.3.0.4"),
     "nvidia-cuda-nvrtc-cu12": ("12.4.127", "12.8.93"),
     "xformers": ("0.0.18", "0.0.29.post1"),
+    "bitsandbytes": ("0.42.0", "0.45.5", "0.48.2"),
 }
 #: Source distributions (a rebuild asks for one with --no-binary).
 SDISTS = {"flash-attn": "2.7.4.post1", "vllm": "0.9.2"}
@@ -173,6 +174,45 @@ def _cu130_on_driver_570():
             nvml=gpus(("NVIDIA H100 80GB HBM3", (9, 0)), driver="570.86.15", cuda=12080),
             torch=torch_build("2.13.0+cu130", cuda="13.0", archs="sm_75 sm_80 sm_86 sm_90"),
             installed=stack(("torch", "2.13.0+cu130")),
+        )
+    )
+
+
+def _linux_driver_520_under_cu126():
+    return _doctor(environment(nvml=gpus(("NVIDIA A10", (8, 6)), driver="520.61.05", cuda=11080)))
+
+
+def _windows_driver_526_under_cu124():
+    return _doctor(
+        environment(
+            nvml=gpus(("NVIDIA GeForce RTX 3090", (8, 6)), driver="526.98", cuda=12000),
+            torch=torch_build("2.5.1+cu124", cuda="12.4", archs="sm_50 sm_60 sm_70 sm_75 sm_80"),
+            installed=stack(("torch", "2.5.1+cu124")),
+            os="Windows-10-10.0.19045-SP0",
+        )
+    )
+
+
+def _linux_driver_575_under_cu130():
+    return _doctor(
+        environment(
+            nvml=gpus(("NVIDIA H100 80GB HBM3", (9, 0)), driver="575.57.08", cuda=12090),
+            torch=torch_build("2.13.0+cu130", cuda="13.0", archs="sm_75 sm_80 sm_86 sm_90"),
+            installed=stack(("torch", "2.13.0+cu130")),
+        )
+    )
+
+
+def _bitsandbytes_cpu_library(system: str, name: str):
+    """bitsandbytes 0.45.5's CPU library loaded under torch 2.5.1+cu124 on an H100."""
+    ext = Extension(distribution="bitsandbytes", version="0.45.5", kind="library", name=name,
+                    path=f"/site/bitsandbytes/{name}", error=None)  # fmt: skip
+    return _doctor(
+        environment(
+            torch=torch_build("2.5.1+cu124", cuda="12.4", archs="sm_80 sm_86 sm_90"),
+            installed=stack(("torch", "2.5.1+cu124"), ("bitsandbytes", "0.45.5")),
+            extensions=(ext,),
+            os=system,
         )
     )
 
@@ -349,6 +389,18 @@ SITUATIONS = {
     "doctor: RTX 5090 under torch 2.13.0+cu126 (with torchvision, torchaudio)": _rtx_5090_on_cu126,
     "doctor: CPU torch on an RTX 4090, driver 550": _cpu_torch_on_rtx_4090_driver_550,
     "doctor: torch cu130 on driver 570": _cu130_on_driver_570,
+    "doctor: Linux driver 520.61.05 under torch cu126": _linux_driver_520_under_cu126,
+    "doctor: Windows driver 526.98 under torch cu124": _windows_driver_526_under_cu124,
+    "doctor: Linux driver 575.57.08 under torch cu130": _linux_driver_575_under_cu130,
+    "doctor: bitsandbytes' CPU library under torch cu124 (Linux)": lambda: (
+        _bitsandbytes_cpu_library("Linux-6.8.0-x86_64-with-glibc2.39", "libbitsandbytes_cpu.so")
+    ),
+    "doctor: bitsandbytes' CPU library under torch cu124 (Windows)": lambda: (
+        _bitsandbytes_cpu_library("Windows-10-10.0.19045-SP0", "libbitsandbytes_cpu.dll")
+    ),
+    "paste: bitsandbytes#779 CPU library + vllm#13497 collect_env": lambda: _pasted(
+        "vllm-13497-collect-env-4090.txt", "bitsandbytes-779-cpu-library.txt"
+    ),
     "doctor: vllm 0.6.3 pins torch 2.4.0": _vllm_pins_an_older_torch,
     "doctor: a pin of torch 2.13.0 over 2.12.0+cu126": _a_pin_the_tables_hold_keeps_the_cuda_build,
     "doctor: transformers wants tokenizers 0.21": _transformers_wants_other_tokenizers,

@@ -22,6 +22,15 @@ CU129_ARCHS = "sm_75 sm_80 sm_86 sm_90 sm_100 sm_120"
 WINDOWS = "Windows-10-10.0.19045-SP0"
 
 
+BNB_INSTALL = "pip install --force-reinstall --no-deps bitsandbytes=="
+
+
+def _bnb_cpu(name: str) -> Extension:
+    """bitsandbytes 0.45.5's CPU library, loaded (the extension probe's reading)."""
+    return Extension(distribution="bitsandbytes", version="0.45.5", kind="library", name=name,
+                     path=f"/site/bitsandbytes/{name}", error=None)  # fmt: skip
+
+
 def _ext(dist: str, version: str, error: str, name: str = "_C") -> Extension:
     return Extension(
         distribution=dist,
@@ -381,6 +390,46 @@ SITUATIONS = {
             torch=torch_build("2.13.0+cu130", cuda="13.0", archs=CU129_ARCHS),
         ),
         [],
+    ),
+    "bitsandbytes-cpu-library-under-torch-cu124": (
+        environment(
+            torch=torch_build("2.5.1+cu124", cuda="12.4", archs=CU126_ARCHS),
+            installed=stack(("torch", "2.5.1+cu124"), ("bitsandbytes", "0.45.5")),
+            extensions=(_bnb_cpu("libbitsandbytes_cpu.so"),),
+        ),
+        [("bitsandbytes-cpu-library", "broken", (f"{BNB_INSTALL}0.48.2",))],
+    ),
+    "bitsandbytes-cpu-library-on-windows-gets-a-windows-wheel": (
+        environment(
+            torch=torch_build("2.5.1+cu124", cuda="12.4", archs=CU126_ARCHS),
+            installed=stack(("torch", "2.5.1+cu124"), ("bitsandbytes", "0.45.5")),
+            extensions=(_bnb_cpu("libbitsandbytes_cpu.dll"),),
+            os=WINDOWS,
+        ),
+        [("bitsandbytes-cpu-library", "broken", (f"{BNB_INSTALL}0.45.5",))],
+    ),
+    "bitsandbytes-cpu-library-under-cpu-torch-is-torch-s-verdict": (
+        environment(
+            torch=torch_build("2.13.0+cpu", cuda=None),
+            installed=stack(("torch", "2.13.0+cpu"), ("bitsandbytes", "0.45.5")),
+            extensions=(_bnb_cpu("libbitsandbytes_cpu.so"),),
+        ),
+        [
+            (
+                "cpu-torch-with-gpu",
+                "broken",
+                (f"pip install --force-reinstall torch==2.13.0 --index-url {WHL}/cu126",),
+            )
+        ],
+    ),
+    "bitsandbytes-cpu-library-without-gpu-or-cuda-is-right": (
+        environment(
+            nvml=None,
+            torch=torch_build("2.13.0+cpu", cuda=None),
+            installed=stack(("torch", "2.13.0+cpu"), ("bitsandbytes", "0.45.5")),
+            extensions=(_bnb_cpu("libbitsandbytes_cpu.so"),),
+        ),
+        [("no-gpu", "note", ()), ("cpu-torch", "note", ())],
     ),
     "the-driver-shows-no-gpu": (
         environment(nvml=gpus(), variables=(("CUDA_VISIBLE_DEVICES", ""),)),

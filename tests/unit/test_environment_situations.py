@@ -51,6 +51,29 @@ LIBUV_MACOS = (
     "RuntimeError: The server socket has failed to listen on any local network address. "
     "useIpv6: 0, code: -48, name: EADDRINUSE, message: address already in use"
 )
+#: https://github.com/YYuX-1145/Bert-VITS2-Integration-package/issues/54 (Windows, a Chinese
+#: system): c10d's log before the traceback; 10048 is WSAEADDRINUSE, its text the system's own.
+WINDOWS_10048 = (
+    "MASTER_ADDR: localhost,\nMASTER_PORT: 10086,\nWORLD_SIZE: 1,\nRANK: 0,\nLOCAL_RANK: 0\n"
+    "[W socket.cpp:436] [c10d] The server socket has failed to bind to [DESKTOP-L9L2GVM]:10086 "
+    "(system error: 10048 - 通常每 个套接字地址(协议/网络地址/端口)只允许使用一次。).\n"
+    "[W socket.cpp:436] [c10d] The server socket has failed to bind to activate.adobe.com:10086 "
+    "(system error: 10048 - 通常每个套接字地址(协议/网络地址/端口)只允许使用一次。).\n"
+    "[E socket.cpp:472] [c10d] The server socket has failed to listen on any local network "
+    "address.\n"
+)
+#: https://github.com/gitmylo/audio-webui/issues/202: 10013, access forbidden, not a taken port.
+WINDOWS_10013 = (
+    "[W ..\\torch\\csrc\\distributed\\c10d\\socket.cpp:426] [c10d] The server socket has "
+    "failed to bind to [Halzou]:51545 (system error: 10013 - An attempt was made to access a "
+    "socket in a way forbidden by its access permissions.)."
+)
+#: https://github.com/tatsu-lab/stanford_alpaca/issues/150: 10049 on connect, a client's error.
+WINDOWS_10049 = (
+    "[W ..\\torch\\csrc\\distributed\\c10d\\socket.cpp:601] [c10d] The client socket has "
+    "failed to connect to [Kepar-PC.28090]:2233 (system error: 10049 - The requested address is "
+    "not valid in its context.)."
+)
 #: https://github.com/meta-llama/llama-cookbook/issues/186: the command, then torch's log.
 PASTED_TORCHRUN = (
     "torchrun --nnodes 1 --nproc_per_node 4  examples/finetuning.py --enable_fsdp --model_name "
@@ -158,6 +181,7 @@ def _verdict(found: errkb.Diagnosis | None) -> str | None:
         (BIND_98, "torch-rendezvous-port-in-use", {"port": 29500}),
         (LIBUV, "torch-rendezvous-port-in-use", {"port": 29500}),
         (LIBUV_MACOS, "torch-rendezvous-port-in-use", {"port": None}),
+        (WINDOWS_10048, "torch-rendezvous-port-in-use", {"port": 10086}),
         (BUS, "torch-dataloader-worker-bus-error", {"pid": 46794}),
         (BUS_WORKER, "torch-dataloader-worker-bus-error-printed", {}),
         (NCCL_SHM, "torch-nccl-error", {"nccl_error": "unhandled system error (run with NCCL_DEBUG=INFO for details)"}),
@@ -274,6 +298,34 @@ def test_pasted_error_alone_keeps_the_record_s_fix():
     assert (None, True) == (
         _command(found),
         found.findings[0].solutions[0].text.startswith("Start again on a free port"),
+    )
+
+
+@pytest.mark.parametrize("message", [WINDOWS_10013, WINDOWS_10049], ids=["10013", "10049"])
+def test_windows_errors_other_than_a_taken_port_are_not_claimed(message):
+    """Windows' 10013 (access forbidden) and 10049 (address not valid): not a port in use."""
+    assert "torch-rendezvous-port-in-use" not in [m.record.id for m in errkb.lookup(message)]
+
+
+def test_windows_bind_error_raised_under_torchrun_gets_the_free_port():
+    """Windows' 10048 under torchrun: the same launch on the probe's free port."""
+    bind = WINDOWS_10048.splitlines()[6].split("[c10d] ", 1)[1]
+    found = _raised(RuntimeError(bind), _options(environment(), LAUNCH))
+    expected = "torchrun --nproc-per-node=2 --master-port=41234 train.py"
+    assert ("torch-rendezvous-port-in-use", expected) == (
+        found.findings[0].record.id if found else None,
+        _command(found),
+    )
+
+
+def test_pasted_windows_log_names_the_port_and_invents_no_command():
+    """The pasted Windows log: the port it names is a fact; no free port is made up for it."""
+    found = explain(WINDOWS_10048)
+    assert found is not None
+    assert ("torch-rendezvous-port-in-use", "10086", None) == (
+        found.findings[0].record.id,
+        next(f.value for f in found.findings[0].facts if f.name == "port"),
+        _command(found),
     )
 
 
@@ -490,6 +542,52 @@ def test_bnb_library_none_with_a_cuda_torch_gets_bitsandbytes_own_diagnosis():
 def test_pasted_bnb_library_none_gets_bitsandbytes_own_diagnosis():
     """Pasted: the same diagnosis command, for the machine that raised it."""
     assert "python -m bitsandbytes" == _command(explain(BNB_NONE))
+
+
+BNB_CPU_INSTALL = "pip install --force-reinstall --no-deps bitsandbytes==0.48.2"
+#: The report tools' real outputs (tests/data/environments/README.md gives each source).
+ENVS = Path(__file__).resolve().parents[1] / "data" / "environments"
+
+
+def test_bnb_cpu_library_missing_a_gpu_function_under_a_cuda_torch_gets_the_release(tmp_path):
+    """A CPU library built here, loaded by ctypes as bitsandbytes does: the real loader's
+    'undefined symbol'; torch built for CUDA 12.4 on an H100: the release with a cu124 library."""
+    import ctypes
+
+    from environments import compile_library
+
+    library = compile_library("int cquantize_blockwise_cpu_fp32(void) { return 0; }\n",
+                              tmp_path / "bitsandbytes" / "libbitsandbytes_cpu.so")  # fmt: skip
+    lib = ctypes.cdll.LoadLibrary(str(library))
+    with pytest.raises(AttributeError) as caught:
+        lib.cquantize_blockwise_fp16_nf4  # the lookup is what fails
+    env = environment(
+        torch=torch_build("2.5.1+cu124", cuda="12.4"),
+        installed=stack(("torch", "2.5.1+cu124"), ("bitsandbytes", "0.45.5")),
+    )
+    found = diagnose(caught.value, options=_options(env))
+    assert ("bitsandbytes-cpu-library-missing-function", "bitsandbytes-cpu-library",
+            BNB_CPU_INSTALL) == (found.findings[0].record.id if found else None,
+                                 _verdict(found), _command(found))  # fmt: skip
+
+
+def test_pasted_bnb_cpu_warning_beside_a_cuda_torch_s_collect_env_gets_the_release():
+    """bitsandbytes#779's output after vllm#13497's collect_env (torch 2.5.1+cu121, RTX 4090)."""
+    text = "\n".join(
+        (ENVS / n).read_text(encoding="utf-8")
+        for n in ("vllm-13497-collect-env-4090.txt", "bitsandbytes-779-cpu-library.txt")
+    )
+    found = explain(text)
+    assert ("bitsandbytes-compiled-without-gpu-support", BNB_CPU_INSTALL) == (
+        found.findings[0].record.id if found else None,
+        _command(found),
+    )
+
+
+def test_pasted_bnb_cpu_warning_alone_says_what_is_not_known():
+    """bitsandbytes#779's output alone: no GPU, no torch said; no verdict, and why."""
+    text = (ENVS / "bitsandbytes-779-cpu-library.txt").read_text(encoding="utf-8")
+    assert (None, True) == _noted(explain(text), "bitsandbytes loaded its CPU library")
 
 
 # -- safetensors' memory map -----------------------------------------------------------------

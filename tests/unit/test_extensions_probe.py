@@ -76,6 +76,18 @@ def test_bitsandbytes_loads_the_library_for_torch_s_cuda(tmp_path):
     assert ("library", "libbitsandbytes_cuda126.so", None) == (ext.kind, ext.name, ext.error)
 
 
+def test_bitsandbytes_without_a_library_for_torch_s_cuda_reports_its_cpu_library(tmp_path):
+    """No libbitsandbytes_cuda124 among its files: the CPU library (0.43.1-0.45.5's fallback)
+    is the one reported, and it loads."""
+    files = {
+        "bitsandbytes/libbitsandbytes_cpu.so": FINE,
+        "bitsandbytes/libbitsandbytes_cuda118.so": FINE,
+    }
+    dist = _dist(tmp_path, "bitsandbytes", "0.45.5", files)
+    (ext,) = load_extensions([dist], torch_installed=False, torch_cuda="12.4")
+    assert ("library", "libbitsandbytes_cpu.so", None) == (ext.kind, ext.name, ext.error)
+
+
 def test_module_names_follow_the_record(tmp_path):
     """A tagged or plain .so is a module named by its path; lib*.so is not a module."""
     files = {f"vllm/_C{'.abi3.so'}": FINE, "xformers_like/_C.so": FINE, "vllm/libfoo.so": FINE}

@@ -77,7 +77,8 @@ _RECORD_KINDS = {
     "numpy-dtype-size-changed": "numpy",
     "vllm-compiled-module-missing": "vllm-c",
     "bitsandbytes-native-library-none": "bnb",
-    "bitsandbytes-cpu-library-missing-function": "bnb",
+    "bitsandbytes-cpu-library-missing-function": "bnb-cpu",
+    "bitsandbytes-compiled-without-gpu-support": "bnb-cpu",
     "safetensors-mmap-no-such-device": "mmap",
     "torch-nvrtc-builtins-missing": "nvrtc",
     "torch-cublas-status-execution-failed": "cublas",
@@ -94,8 +95,8 @@ _RECORD_KINDS = {
 #: The kinds no check of the doctor judges: the advisor reads the message, the traceback and
 #: the probes itself (:mod:`errkb.advisors.environment._situations`, ``_launch``).
 _OWN_KINDS = frozenset(
-    {"port", "shm", "nccl", "numpy", "vllm-c", "bnb", "mmap", "nvrtc", "cublas", "cufft",
-     "module-missing", "cutlass"}
+    {"port", "shm", "nccl", "numpy", "vllm-c", "bnb", "bnb-cpu", "mmap", "nvrtc", "cublas",
+     "cufft", "module-missing", "cutlass"}
 )  # fmt: skip
 
 #: The libraries of torch's C++ code, by the namespace a mangled symbol starts with.
@@ -454,8 +455,13 @@ def _situation(kind: str, caps: Captures, evidence: Evidence, *, live: bool) -> 
         judged = _situations.shared_memory(kind, text, env)
     elif kind == "numpy":
         judged = _situations.numpy_abi(caps, env, [f.file for f in frames])
-    elif kind == "bnb":
-        judged = _situations.native_library(env)
+    elif kind in ("bnb", "bnb-cpu"):
+        pasted = None if live else _pasted_machine(evidence)
+        loaded = kind == "bnb-cpu"
+        if pasted is not None:
+            judged = _situations.native_library(pasted, text, source="paste", loaded=loaded)
+        else:
+            judged = _situations.native_library(env, text, loaded=loaded)
     elif kind == "mmap":
         judged = _situations.mapped_path(_mapped(evidence) if live else None)
     elif kind in _situations.CUDA_WHEELS:

@@ -436,34 +436,81 @@ def _quoted(path: str) -> str:
 # -- bitsandbytes' native library ----------------------------------------------------------
 
 
-def native_library(env: Environment | None) -> Judged:
-    """Why bitsandbytes' ``lib`` is None (its library did not load), where the machine says.
+#: bitsandbytes' CPU library named in a message ("libbitsandbytes_cpu.so: undefined symbol: ..."):
+#: the library it loaded, which lacks the GPU function called.
+_BNB_CPU_NAMED = re.compile(r"(?P<path>[^\s:'\"]*libbitsandbytes_cpu\.(?:so|dll|dylib))")
 
+
+def _with_named_cpu_library(env: Environment, text: str) -> Environment:
+    """``env`` with the CPU library the message names as bitsandbytes' loaded library.
+
+    Only where the environment read has no library of bitsandbytes (a paste without ``python -m
+    bitsandbytes``, a probe that found none to load).
+    """
+    from errkb._attrs import attrs
+    from errkb.probes.extensions import Extension
+
+    named = _BNB_CPU_NAMED.search(text)
+    if named is None or any(e.distribution.lower() == "bitsandbytes" for e in env.extensions):
+        return env
+    bnb = next((d for d in env.stack.distributions if d.name.lower() == "bitsandbytes"), None)
+    path = named["path"]
+    ext = Extension(distribution="bitsandbytes", version=bnb.version if bnb else "",
+                    kind="library", name=path.replace("\\", "/").rsplit("/", 1)[-1], path=path,
+                    error=None, source="the message")  # fmt: skip
+    return attrs.evolve(env, extensions=(*env.extensions, ext))
+
+
+def native_library(
+    env: Environment | None,
+    text: str = "",
+    *,
+    source: Literal["probe", "paste"] = "probe",
+    loaded: bool = False,
+) -> Judged:
+    """Why bitsandbytes' ``lib`` is None or its CPU build, where the machine says.
+
+    ``env`` is this machine (``source`` ``probe``) or the one a paste's report tools describe;
+    ``text`` the message, which may name the CPU library bitsandbytes loaded; ``loaded``: the
+    message says its CPU library loaded (its warning, or a GPU function missing from it), so
+    where the machine does not say that CUDA is there to use, no verdict is given.
     A CPU-only torch on a machine with a GPU is the doctor's ``cpu-torch-with-gpu`` (bitsandbytes
-    looks for the library of torch's CUDA, and a CPU torch has none); otherwise the loader's
-    error is what ``python -m bitsandbytes`` prints, and the verdict says to run it.
+    looks for the library of torch's CUDA, and a CPU torch has none); bitsandbytes' CPU library
+    where torch or the GPU has CUDA is the doctor's ``bitsandbytes-cpu-library`` (the release
+    with a library for torch's CUDA); otherwise the loader's error is what ``python -m
+    bitsandbytes`` prints, and the verdict says to run it.
     """
     facts: list[Fact] = []
     if env is not None:
+        from errkb.advisors.environment.verdicts import judge
+
         bnb = next((d for d in env.stack.distributions if d.name.lower() == "bitsandbytes"), None)
         if bnb is not None:
-            facts.append(Fact(name="bitsandbytes", value=bnb.version, source="probe",
+            facts.append(Fact(name="bitsandbytes", value=bnb.version, source=source,
                               note=bnb.folder))  # fmt: skip
         if env.torch.version:
             build = f"CUDA {env.torch.cuda}" if env.torch.cuda else "CPU only"
             facts.append(Fact(name="torch", value=f"{env.torch.version} ({build})",
-                              source="probe", note=env.torch.source))  # fmt: skip
+                              source=source, note=env.torch.source))  # fmt: skip
+        codes = ("cpu-torch-with-gpu", "bitsandbytes-cpu-library")
+        found = next(
+            (v for v in judge(_with_named_cpu_library(env, text)) if v.code in codes), None
+        )
+        if found is not None:
+            return found, facts, []
         if env.torch.cpu_only:
-            from errkb.advisors.environment.verdicts import judge
-
-            cpu = next((v for v in judge(env) if v.code == "cpu-torch-with-gpu"), None)
-            if cpu is not None:
-                return cpu, facts, []
+            shown = "NVML shows" if source == "probe" else "the paste names"
             no_gpu = (
-                "environment: torch is CPU-only and NVML shows no GPU: bitsandbytes has no CUDA "
+                f"environment: torch is CPU-only and {shown} no GPU: bitsandbytes has no CUDA "
                 "library to load here."
             )
             return None, facts, [no_gpu]
+    if loaded:
+        unknown = (
+            "environment: bitsandbytes loaded its CPU library; whether torch is a CUDA build or "
+            "a GPU is present is not known here (python -m torch.utils.collect_env says both)."
+        )
+        return None, facts, [unknown]
     verdict = Verdict(
         code="bitsandbytes-library",
         severity="broken",

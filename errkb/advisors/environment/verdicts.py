@@ -3,7 +3,8 @@
 Each check is a function from the environment and the knowledge tables to verdicts, and knows
 one thing: the GPU's architecture against torch's build, the driver against torch's CUDA
 runtime, a CPU-only torch on a machine with a GPU, requirements the installed set breaks, a
-compiled extension that does not load, a small ``/dev/shm`` in a container. A command is
+compiled extension that does not load, bitsandbytes' CPU library where there is CUDA to use,
+a small ``/dev/shm`` in a container. A command is
 computed for this machine from the facts and the tables, and only shown.
 """
 
@@ -18,7 +19,7 @@ from errkb.advisors.environment._tables import Capability, TorchBuildRow, capabi
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
 
-    from errkb.advisors.environment._tables import Tables
+    from errkb.advisors.environment._tables import ExtensionBuildRow, Tables
     from errkb.probes.environment import Environment
     from errkb.probes.extensions import Extension
     from errkb.probes.gpu import NvmlReading
@@ -28,6 +29,8 @@ __all__ = [
     "CHECKS",
     "SHM_MINIMUM",
     "best_build",
+    "bitsandbytes_release",
+    "bnb_cpu_library",
     "driver_runs",
     "extension_verdict",
     "install_torch_command",
@@ -504,7 +507,7 @@ _CUDA_LIBRARY = re.compile(r"(lib(?:cu\w+|nv\w+)\.so\.(\d+))\S*: cannot open sha
 def _check_extensions(env: Environment, known: Tables) -> Iterable[Verdict]:
     failed: dict[str, list[Extension]] = {}
     for ext in env.extensions:
-        if ext.error is not None:
+        if ext.error is not None and bnb_cpu_library(env) is not ext:
             failed.setdefault(ext.distribution, []).append(ext)
     for exts in failed.values():
         yield extension_verdict(env, known, exts[0], len(exts))
@@ -575,6 +578,121 @@ def extension_verdict(env: Environment, known: Tables, ext: Extension, count: in
     )
 
 
+# -- bitsandbytes ----------------------------------------------------------------------------
+
+#: bitsandbytes' CPU build of its native library (``libbitsandbytes_cpu.so``, ``.dll``; the
+#: stem alone where a paste says it was compiled without GPU support but not its file).
+_BNB_CPU = re.compile(r"^libbitsandbytes_cpu(?:\.(?:so|dll|dylib))?$")
+
+
+#: Where bitsandbytes chooses its CPU library: no library for torch's CUDA (0.45.5; the same
+#: fallback from 0.43.1), torch.cuda not available (0.42.0).
+_BNB_BLOB = "https://github.com/bitsandbytes-foundation/bitsandbytes/blob"
+_BNB_LOADER = (
+    f"{_BNB_BLOB}/d72cb9cb6046ae17a2cec9bd628b860aa4891110/bitsandbytes/cextension.py#L63-L70",
+    f"{_BNB_BLOB}/4870580f17767a4165ec05d954dff2b5c25b694d/bitsandbytes/cuda_setup/main.py#L341",
+)
+
+
+def bnb_cpu_library(env: Environment) -> Extension | None:
+    """The CPU library of bitsandbytes, loaded, where CUDA is there to use; else ``None``.
+
+    There is CUDA to use when torch is a CUDA build, or when an NVIDIA GPU is present and torch
+    is not known to be a CPU build (a CPU-only torch with a GPU is ``cpu-torch-with-gpu``: the
+    fix is torch). A CPU library that did not load is an extension that fails, not this.
+    """
+    torch, nvml = env.torch, env.nvml
+    gpu = nvml is not None and bool(nvml.devices)
+    if torch.cpu_only or not (torch.cuda or gpu):
+        return None
+    return next(
+        (e for e in env.extensions if e.distribution.lower() == "bitsandbytes"
+         and e.error is None and _BNB_CPU.search(e.name)),
+        None,
+    )  # fmt: skip
+
+
+def bitsandbytes_release(env: Environment, known: Tables) -> ExtensionBuildRow | None:
+    """The newest bitsandbytes release in errkb's table with a library for torch's CUDA.
+
+    Its wheel (the one read for the table) ships ``libbitsandbytes_cudaXYZ`` for torch's CUDA,
+    its torch requirement admits the installed torch, and it was read in a wheel for this
+    operating system (``win_*`` for Windows; ``manylinux*`` or the pure wheel, whose libraries
+    are Linux ``.so`` files, for Linux). ``None`` when torch's CUDA is not known or no row fits.
+    """
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+    from packaging.version import InvalidVersion, Version
+
+    cuda = ".".join((env.torch.cuda or "").split(".")[:2])
+    system = system_of(env)
+    if not cuda or system is None:
+        return None
+    try:
+        installed = Version(_base(env.torch.version or ""))
+    except InvalidVersion:
+        installed = None
+    platforms = ("win",) if system == "windows" else ("manylinux", "any")
+    fitting = []
+    for row in known.extension_builds:
+        if row.distribution != "bitsandbytes" or cuda not in row.cuda:
+            continue
+        if not row.platform.startswith(platforms):
+            continue
+        try:
+            admits = installed is None or not row.torch or installed in SpecifierSet(row.torch)
+        except InvalidSpecifier:
+            admits = False
+        if admits:
+            fitting.append(row)
+    return max(fitting, key=lambda r: Version(r.version)) if fitting else None
+
+
+def _check_bitsandbytes(env: Environment, known: Tables) -> Iterable[Verdict]:
+    """The CPU library of bitsandbytes where torch or the GPU has CUDA: no GPU functions."""
+    ext = bnb_cpu_library(env)
+    if ext is None:
+        return
+    torch, nvml = env.torch, env.nvml
+    named = f"bitsandbytes {ext.version}" if ext.version else "bitsandbytes"
+    where = []
+    if torch.cuda:
+        where.append(f"torch {torch.version} is built for CUDA {torch.cuda}")
+    if nvml is not None and nvml.devices:
+        where.append(f"{nvml.devices[0].name} is present ({nvml.library})")
+    row = bitsandbytes_release(env, known)
+    if row is not None:
+        fix = (
+            f"Install bitsandbytes {row.version}: its {row.platform} wheel ships a library for "
+            f"CUDA {'.'.join((torch.cuda or '').split('.')[:2])}, and it admits torch "
+            f"{_base(torch.version or '')}."
+        )
+    elif torch.cuda:
+        fix = (
+            f"errkb's tables hold no bitsandbytes release with a library for CUDA {torch.cuda} "
+            "on this system; build bitsandbytes from source with its CUDA backend."
+        )
+    else:
+        fix = (
+            "Install the bitsandbytes release that ships a library for torch's CUDA (which CUDA "
+            "torch is built for is not known here: python -m torch.utils.collect_env says it)."
+        )
+    yield Verdict(
+        code="bitsandbytes-cpu-library",
+        severity="broken",
+        title=f"{named} uses its CPU library, compiled without GPU support",
+        why=f"{ext.path or ext.name} is bitsandbytes' CPU build: its 8-bit optimizers, 8-bit "
+        "multiplication and GPU quantization are unavailable, and a call to one fails on a "
+        f"function the library does not have; yet {' and '.join(where)}. bitsandbytes loads "
+        "its CPU library when it has none for torch's CUDA (0.43.1 to 0.45.5), or when "
+        "torch.cuda.is_available() is False (0.42.0 and older).",
+        fix=fix,
+        commands=(f"pip install --force-reinstall --no-deps bitsandbytes=={row.version}",)
+        if row is not None
+        else (),
+        sources=((row.source,) if row is not None else ()) + _BNB_LOADER,
+    )
+
+
 def _torch_pin_broken(env: Environment, name: str) -> Broken | None:
     for broken in env.stack.broken:
         if broken.distribution == name and broken.required.lower() == "torch":
@@ -614,5 +732,6 @@ CHECKS: tuple[Callable[[Environment, Tables], Iterable[Verdict]], ...] = (
     _check_driver,
     _check_requirements,
     _check_extensions,
+    _check_bitsandbytes,
     _check_shm,
 )
