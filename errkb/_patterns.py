@@ -476,9 +476,34 @@ def key_sets(pattern: str) -> tuple[tuple[str, ...], ...] | None:
         branches = _parse(pattern if head is None else head)
     except _UnreadableError:
         return None
-    if head is not None and len(branches) == 1 and _closed_after(pattern, len(head)):
+    if head is not None and _ends_word(pattern, head, branches):
         branches[0].append(("edge",))
     return tuple(_requirements(branches, joined=True))
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def head_regex(pattern: str) -> str | None:
+    r"""The regex a message cut short must match whole: :func:`head_pattern`'s, closed.
+
+    Where the pattern goes on after its head with a non-word character, a cut message's head
+    must end a word as well: ``(?!\w)`` follows it. So ``Processor`` of ``X\w*Processor
+    cache`` is not found in ``XProcessorcache``, where the word goes on: no message of the
+    pattern cut after its head reads so, and the index's keys say the same (see
+    :func:`key_sets`). None when the pattern has no head.
+    """
+    head = head_pattern(pattern)
+    if head is None:
+        return None
+    try:
+        closed = _ends_word(pattern, head, _parse(head))
+    except _UnreadableError:
+        closed = False
+    return head + r"(?!\w)" if closed else head
+
+
+def _ends_word(pattern: str, head: str, branches: list[list[_Item]]) -> bool:
+    """Whether a match of ``head`` (one branch) ends a word when cut from ``pattern``."""
+    return len(branches) == 1 and _closed_after(pattern, len(head))
 
 
 def _closed_after(pattern: str, at: int) -> bool:

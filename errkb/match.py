@@ -107,6 +107,7 @@ from errkb._patterns import (
     compile_pattern,
     fill_template,
     head_pattern,
+    head_regex,
     literal_sets,
     required_literals,
     search,
@@ -391,9 +392,9 @@ class _Entry:
 
     @property
     def head(self) -> regex.Pattern[str] | None:
-        """The compiled head of the pattern (see :func:`errkb._patterns.head_pattern`), if any."""
+        """The compiled head of the pattern (see :func:`errkb._patterns.head_regex`), if any."""
         if self._head is False:
-            text = head_pattern(self.ref.message_pattern)
+            text = head_regex(self.ref.message_pattern)
             self._head = compile_pattern(text) if text is not None else None
         return self._head  # type: ignore[return-value]
 

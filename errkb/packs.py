@@ -615,7 +615,7 @@ def _matches(ref: RecordRef, message: str) -> bool:
     from errkb._patterns import (
         PatternTimeoutError,
         compile_pattern,
-        head_pattern,
+        head_regex,
         search,
         search_prefix,
     )
@@ -624,7 +624,7 @@ def _matches(ref: RecordRef, message: str) -> bool:
         compiled = compile_pattern(ref.message_pattern)
         if search(compiled, message) is not None:
             return True
-        head = head_pattern(ref.message_pattern)
+        head = head_regex(ref.message_pattern)
         return head is not None and (
             search_prefix(compiled, compile_pattern(head), message) is not None
         )
@@ -633,13 +633,13 @@ def _matches(ref: RecordRef, message: str) -> bool:
 
 
 def records_patterns(refs: Iterable[RecordRef | Record]) -> set[str]:
-    """The patterns a lookup or a scan may compile for ``refs``: each one's, and its head."""
-    from errkb._patterns import head_pattern
+    """The patterns a lookup or a scan may compile for ``refs``: each one's, and its head's."""
+    from errkb._patterns import head_regex
 
     found: set[str] = set()
     for ref in refs:
         found.add(ref.message_pattern)
-        head = head_pattern(ref.message_pattern)
+        head = head_regex(ref.message_pattern)
         if head is not None:
             found.add(head)
     return found

@@ -62,6 +62,7 @@ from errkb._patterns import (
     best_set,
     compile_pattern,
     head_pattern,
+    head_regex,
     literal_sets,
     search,
     search_prefix,
@@ -569,7 +570,7 @@ def _where(record: RecordRef | Record, text: str) -> tuple[int, int] | None:
     try:
         hit = search(compiled, text)
         if hit is None:
-            head = head_pattern(record.message_pattern)
+            head = head_regex(record.message_pattern)
             if head is not None:
                 hit = search_prefix(compiled, compile_pattern(head), text)
     except (PatternTimeoutError, regex.error):
