@@ -136,6 +136,20 @@ DTYPE_SIZE = (
     "ValueError: numpy.dtype size changed, may indicate binary incompatibility. Expected 96 from "
     "C header, got 88 from PyObject"
 )
+#: https://github.com/pytorch/pytorch/issues/53473 (its title)
+CUBLAS_INTERNAL = (
+    "RuntimeError: CUDA error: CUBLAS_STATUS_INTERNAL_ERROR when calling `cublasCreate(handle)`"
+)
+#: https://github.com/isl-org/DPT/issues/4
+CUBLAS_EXECUTION = (
+    "RuntimeError: CUDA error: CUBLAS_STATUS_EXECUTION_FAILED when calling `cublasGemmEx( handle, "
+    "opa, opb, m, n, k, &falpha, a, CUDA_R_16F, lda, b, CUDA_R_16F, ldb, &fbeta, c, CUDA_R_16F, "
+    "ldc, CUDA_R_32F, CUBLAS_GEMM_DFALT_TENSOR_OP)`"
+)
+CUBLAS_ERRORS = [
+    (CUBLAS_INTERNAL, "torch-cublas-status-internal-error"),
+    (CUBLAS_EXECUTION, "torch-cublas-status-execution-failed"),
+]
 
 
 def _options(env: object = None, launch: object = None) -> Options:
@@ -187,6 +201,8 @@ def _verdict(found: errkb.Diagnosis | None) -> str | None:
         (NCCL_SHM, "torch-nccl-error", {"nccl_error": "unhandled system error (run with NCCL_DEBUG=INFO for details)"}),
         (NUMPY_1X, "numpy-compiled-for-other-numpy", {"numpy": "2.0.0"}),
         (DTYPE_SIZE, "numpy-dtype-size-changed", {"expected": 96, "got": 88}),
+        (CUBLAS_INTERNAL, "torch-cublas-status-internal-error", {"call": "cublasCreate(handle)"}),
+        (CUBLAS_EXECUTION, "torch-cublas-status-execution-failed", {}),
         ("ModuleNotFoundError: No module named 'vllm._C'", "vllm-compiled-module-missing", {"module": "vllm._C"}),
     ],
 )  # fmt: skip
@@ -716,6 +732,7 @@ NVRTC_11_1 = (
 TORCH_251_PINS = (
     'nvidia-cuda-nvrtc-cu12==12.4.127; platform_system == "Linux" and platform_machine == "x86_64"',
     'nvidia-cufft-cu12==11.2.1.3; platform_system == "Linux" and platform_machine == "x86_64"',
+    'nvidia-cublas-cu12==12.4.5.8; platform_system == "Linux" and platform_machine == "x86_64"',
 )
 
 
@@ -759,6 +776,33 @@ def test_pasted_cufft_error_names_no_machine():
     assert ("torch-cufft-error", None, True) == (
         found.findings[0].record.id if found else None,
         *_noted(found, "pin their nvidia-cufft-cuNN release"),
+    )
+
+
+@pytest.mark.parametrize(("message", "record"), CUBLAS_ERRORS)
+def test_cublas_error_with_another_cublas_wheel_than_torch_pins_installs_the_pin(message, record):
+    """torch 2.5.1 pins nvidia-cublas-cu12 12.4.5.8, 12.6.4.1 is installed: the pin is the fix."""
+    from errkb.probes.stack import Broken
+
+    broken = Broken(distribution="torch", version="2.5.1", required="nvidia-cublas-cu12",
+                    requirement="nvidia-cublas-cu12==12.4.5.8", installed="12.6.4.1")  # fmt: skip
+    env = _pinned_env(("nvidia-cublas-cu12", "12.6.4.1"), broken=(broken,))
+    found = _raised(RuntimeError(message.removeprefix("RuntimeError: ")), _options(env))
+    assert (record, "cuda-wheel-mismatch", 'pip install "nvidia-cublas-cu12==12.4.5.8"') == (
+        found.findings[0].record.id if found else None,
+        _verdict(found),
+        _command(found),
+    )
+
+
+@pytest.mark.parametrize(("message", "record"), CUBLAS_ERRORS)
+def test_cublas_error_with_the_pinned_wheel_gives_no_command(message, record):
+    """The installed cuBLAS wheel is torch's pin: no reinstall is made up, and the note says so."""
+    env = _pinned_env(("nvidia-cublas-cu12", "12.4.5.8"))
+    found = _raised(RuntimeError(message.removeprefix("RuntimeError: ")), _options(env))
+    assert (record, None, True) == (
+        found.findings[0].record.id if found else None,
+        *_noted(found, "nvidia-cublas-cu12 12.4.5.8 is installed"),
     )
 
 

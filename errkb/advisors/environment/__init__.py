@@ -82,6 +82,7 @@ _RECORD_KINDS = {
     "safetensors-mmap-no-such-device": "mmap",
     "torch-nvrtc-builtins-missing": "nvrtc",
     "torch-cublas-status-execution-failed": "cublas",
+    "torch-cublas-status-internal-error": "cublas",
     "torch-cufft-error": "cufft",
     "triton-no-active-driver": "no-cuda",
     "vllm-pynccl-error": "nccl",
