@@ -353,6 +353,20 @@ def _cublas_wheel_other_than_torch_s_pin():
     return verdict.commands if verdict else ()
 
 
+def _numpy_c_api_newer_than_installed():
+    """C-API 0x10 (pinocchio#1873's message) under numpy 1.21.5, nothing pinning numpy."""
+    from errkb.advisors import Captures
+    from errkb.advisors.environment._situations import numpy_c_api
+
+    installed = StackReading(
+        distributions=(Distribution(name="numpy", version="1.21.5", folder="/site"),),
+        checked=1, broken=(), source="test",
+    )  # fmt: skip
+    caps = Captures({"module_api": "0x10", "numpy_api": "0xe"})
+    verdict, _, _ = numpy_c_api(caps, environment(installed=installed), [])
+    return verdict.commands if verdict else ()
+
+
 def _nvrtc_wheel_without_its_builtins():
     import tempfile
     from pathlib import Path
@@ -428,6 +442,7 @@ SITUATIONS = {
     "advisor: numpy 1.x, a newer numpy, a newer scipy": _numpy_answers,
     "advisor: cuFFT error, nvidia-cufft-cu12 11.3.0.4 under torch 2.5.1": _cufft_wheel_other_than_torch_s_pin,
     "advisor: cuBLAS error, nvidia-cublas-cu12 12.6.4.1 under torch 2.5.1": _cublas_wheel_other_than_torch_s_pin,
+    "advisor: numpy C-API 0x10 module under numpy 1.21.5": _numpy_c_api_newer_than_installed,
     "advisor: NVRTC's builtins missing from torch 2.5.1's pinned wheel": _nvrtc_wheel_without_its_builtins,
     "advisor: flash-attn 2.7.4.post1 installed without flash_attn_2_cuda": _flash_attn_without_its_extension,
     "advisor: cutlassF without a kernel, xformers 0.0.18 on an H100": _xformers_0_0_18_on_an_h100,

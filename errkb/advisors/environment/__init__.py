@@ -74,6 +74,8 @@ _RECORD_KINDS = {
     "torch-dataloader-worker-bus-error-printed": "shm",
     "torch-nccl-error": "nccl",
     "numpy-compiled-for-other-numpy": "numpy",
+    "numpy-compiled-for-newer-c-api": "numpy",
+    "numpy-compiled-for-other-c-abi": "numpy",
     "numpy-dtype-size-changed": "numpy",
     "vllm-compiled-module-missing": "vllm-c",
     "bitsandbytes-native-library-none": "bnb",
