@@ -52,6 +52,7 @@ PYPI = {
     "numpy": ("1.26.4", "2.4.6"),
     "scipy": ("1.11.4", "1.14.1"),
     "nvidia-cufft-cu12": ("11.2.1.3", "11.3.0.4"),
+    "nvidia-cublas-cu12": ("12.4.5.8", "12.6.4.1"),
     "nvidia-cuda-nvrtc-cu12": ("12.4.127", "12.8.93"),
     "xformers": ("0.0.18", "0.0.29.post1"),
     "bitsandbytes": ("0.42.0", "0.45.5", "0.48.2"),
@@ -342,6 +343,30 @@ def _cufft_wheel_other_than_torch_s_pin():
     return verdict.commands if verdict else ()
 
 
+def _cublas_wheel_other_than_torch_s_pin():
+    from errkb.advisors.environment._situations import cuda_wheel
+
+    broken = (_broken("torch", "2.5.1", "nvidia-cublas-cu12==12.4.5.8", "12.6.4.1"),)
+    verdict, _, _ = cuda_wheel(
+        "cublas", "", _torch_251_with("nvidia-cublas-cu12", "12.6.4.1", broken)
+    )
+    return verdict.commands if verdict else ()
+
+
+def _numpy_c_api_newer_than_installed():
+    """C-API 0x10 (pinocchio#1873's message) under numpy 1.21.5, nothing pinning numpy."""
+    from errkb.advisors import Captures
+    from errkb.advisors.environment._situations import numpy_c_api
+
+    installed = StackReading(
+        distributions=(Distribution(name="numpy", version="1.21.5", folder="/site"),),
+        checked=1, broken=(), source="test",
+    )  # fmt: skip
+    caps = Captures({"module_api": "0x10", "numpy_api": "0xe"})
+    verdict, _, _ = numpy_c_api(caps, environment(installed=installed), [])
+    return verdict.commands if verdict else ()
+
+
 def _nvrtc_wheel_without_its_builtins():
     import tempfile
     from pathlib import Path
@@ -416,6 +441,8 @@ SITUATIONS = {
     "paste: vllm._C undefined symbol beside vllm 0.9.2's pip list": _pasted_vllm_c_undefined_symbol,
     "advisor: numpy 1.x, a newer numpy, a newer scipy": _numpy_answers,
     "advisor: cuFFT error, nvidia-cufft-cu12 11.3.0.4 under torch 2.5.1": _cufft_wheel_other_than_torch_s_pin,
+    "advisor: cuBLAS error, nvidia-cublas-cu12 12.6.4.1 under torch 2.5.1": _cublas_wheel_other_than_torch_s_pin,
+    "advisor: numpy C-API 0x10 module under numpy 1.21.5": _numpy_c_api_newer_than_installed,
     "advisor: NVRTC's builtins missing from torch 2.5.1's pinned wheel": _nvrtc_wheel_without_its_builtins,
     "advisor: flash-attn 2.7.4.post1 installed without flash_attn_2_cuda": _flash_attn_without_its_extension,
     "advisor: cutlassF without a kernel, xformers 0.0.18 on an H100": _xformers_0_0_18_on_an_h100,

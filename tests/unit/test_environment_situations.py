@@ -136,6 +136,35 @@ DTYPE_SIZE = (
     "ValueError: numpy.dtype size changed, may indicate binary incompatibility. Expected 96 from "
     "C header, got 88 from PyObject"
 )
+#: https://github.com/ibarrond/Pyfhel/issues/103: Cython's numpy.import_array raised it, and the
+#: ImportError from it.
+C_API_0E = "RuntimeError: module compiled against API version 0xe but this version of numpy is 0xd"
+#: https://github.com/stack-of-tasks/pinocchio/issues/1873 (numpy 1.21.5 installed)
+C_API_10 = (
+    "RuntimeError: module compiled against API version 0x10 but this version of numpy is 0xe . "
+    "Check the section C-API incompatibility at the Troubleshooting ImportError section at "
+    "https://numpy.org/devdocs/user/troubleshooting-importerror.html#c-api-incompatibility for "
+    "indications on how to solve this problem ."
+)
+#: https://github.com/opendatalab/MinerU/issues/1673 (Windows, importing magic_pdf's models)
+C_ABI_1_UNDER_2 = (
+    "RuntimeError: module compiled against ABI version 0x1000009 but this version of numpy is "
+    "0x2000000"
+)
+#: https://github.com/pytorch/pytorch/issues/53473 (its title)
+CUBLAS_INTERNAL = (
+    "RuntimeError: CUDA error: CUBLAS_STATUS_INTERNAL_ERROR when calling `cublasCreate(handle)`"
+)
+#: https://github.com/isl-org/DPT/issues/4
+CUBLAS_EXECUTION = (
+    "RuntimeError: CUDA error: CUBLAS_STATUS_EXECUTION_FAILED when calling `cublasGemmEx( handle, "
+    "opa, opb, m, n, k, &falpha, a, CUDA_R_16F, lda, b, CUDA_R_16F, ldb, &fbeta, c, CUDA_R_16F, "
+    "ldc, CUDA_R_32F, CUBLAS_GEMM_DFALT_TENSOR_OP)`"
+)
+CUBLAS_ERRORS = [
+    (CUBLAS_INTERNAL, "torch-cublas-status-internal-error"),
+    (CUBLAS_EXECUTION, "torch-cublas-status-execution-failed"),
+]
 
 
 def _options(env: object = None, launch: object = None) -> Options:
@@ -187,6 +216,11 @@ def _verdict(found: errkb.Diagnosis | None) -> str | None:
         (NCCL_SHM, "torch-nccl-error", {"nccl_error": "unhandled system error (run with NCCL_DEBUG=INFO for details)"}),
         (NUMPY_1X, "numpy-compiled-for-other-numpy", {"numpy": "2.0.0"}),
         (DTYPE_SIZE, "numpy-dtype-size-changed", {"expected": 96, "got": 88}),
+        (C_API_10, "numpy-compiled-for-newer-c-api", {"module_api": "0x10", "numpy_api": "0xe"}),
+        (C_API_0E, "numpy-compiled-for-newer-c-api", {"module_api": "0xe", "numpy_api": "0xd"}),
+        (C_ABI_1_UNDER_2, "numpy-compiled-for-other-c-abi", {"module_abi": "0x1000009", "numpy_abi": "0x2000000"}),
+        (CUBLAS_INTERNAL, "torch-cublas-status-internal-error", {"call": "cublasCreate(handle)"}),
+        (CUBLAS_EXECUTION, "torch-cublas-status-execution-failed", {}),
         ("ModuleNotFoundError: No module named 'vllm._C'", "vllm-compiled-module-missing", {"module": "vllm._C"}),
     ],
 )  # fmt: skip
@@ -462,6 +496,60 @@ def test_pasted_numpy_1x_message_pins_numpy():
     assert 'pip install "numpy<2"' == _command(explain(NUMPY_1X))
 
 
+def _import_array_failed(message: str, options: Options) -> errkb.Diagnosis | None:
+    """Cython's numpy.import_array: the RuntimeError, then ImportError raised while handling it."""
+    try:
+        try:
+            raise RuntimeError(message.removeprefix("RuntimeError: "))
+        except RuntimeError:
+            raise ImportError("numpy.core.multiarray failed to import")
+    except ImportError as caught:
+        return diagnose(caught, options=options)
+
+
+def test_a_module_built_for_a_newer_numpy_1x_gets_the_first_release_of_its_c_api():
+    """C-API 0x10 under numpy 1.21.5 (0xe), nothing pins numpy: numpy 1.23 to 1.x."""
+    env = _numpy_env(("numpy", "1.21.5", ()), ("pin", "2.6.17", ("numpy",)))
+    found = _import_array_failed(C_API_10, _options(env))
+    assert ("numpy-compiled-for-newer-c-api", 'pip install "numpy>=1.23,<2"') == (
+        found.findings[0].record.id if found else None,
+        _command(found),
+    )
+
+
+def test_a_module_built_for_a_newer_numpy_where_a_package_pins_an_older_gets_no_command():
+    """Something requires numpy<1.20: no release from 1.20 to 1.26 fits, so no command, and why."""
+    env = _numpy_env(("numpy", "1.19.5", ()), ("oldpin", "1.0", ("numpy<1.20",)))
+    found = _import_array_failed(C_API_0E, _options(env))
+    assert (None, True) == _noted(found, "oldpin 1.0 (numpy<1.20)")
+
+
+def test_a_1x_abi_module_under_numpy_2_pins_numpy_below_2():
+    """numpy 1.x's ABI check under numpy 2.1.2, nothing requiring numpy 2: numpy<2."""
+    env = _numpy_env(("numpy", "2.1.2", ()), ("pin", "2.6.17", ("numpy>=1.20",)))
+    found = _import_array_failed(C_ABI_1_UNDER_2, _options(env))
+    assert ("numpy-compiled-for-other-c-abi", 'pip install "numpy<2"') == (
+        found.findings[0].record.id if found else None,
+        _command(found),
+    )
+
+
+def test_a_1x_abi_module_where_a_package_requires_numpy_2_gets_no_command():
+    """Something requires numpy>=2 and no module is named: no pin is given, and why."""
+    env = _numpy_env(("numpy", "2.1.2", ()), ("newlib", "3.0", ("numpy>=2.0",)))
+    found = _import_array_failed(C_ABI_1_UNDER_2, _options(env))
+    assert (None, True) == _noted(found, "newlib 3.0 (numpy>=2.0)")
+
+
+def test_pasted_c_api_message_gets_the_release_from_the_message():
+    """Pasted: the installed set is not known; the release is the message's C-API version's."""
+    found = explain(C_API_0E)
+    assert ("numpy-compiled-for-newer-c-api", 'pip install "numpy>=1.20,<2"', True) == (
+        found.findings[0].record.id if found else None,
+        *_noted(found, "requirements of the installed distributions were not read"),
+    )
+
+
 # -- vLLM's compiled module ------------------------------------------------------------------
 
 
@@ -716,6 +804,7 @@ NVRTC_11_1 = (
 TORCH_251_PINS = (
     'nvidia-cuda-nvrtc-cu12==12.4.127; platform_system == "Linux" and platform_machine == "x86_64"',
     'nvidia-cufft-cu12==11.2.1.3; platform_system == "Linux" and platform_machine == "x86_64"',
+    'nvidia-cublas-cu12==12.4.5.8; platform_system == "Linux" and platform_machine == "x86_64"',
 )
 
 
@@ -759,6 +848,33 @@ def test_pasted_cufft_error_names_no_machine():
     assert ("torch-cufft-error", None, True) == (
         found.findings[0].record.id if found else None,
         *_noted(found, "pin their nvidia-cufft-cuNN release"),
+    )
+
+
+@pytest.mark.parametrize(("message", "record"), CUBLAS_ERRORS)
+def test_cublas_error_with_another_cublas_wheel_than_torch_pins_installs_the_pin(message, record):
+    """torch 2.5.1 pins nvidia-cublas-cu12 12.4.5.8, 12.6.4.1 is installed: the pin is the fix."""
+    from errkb.probes.stack import Broken
+
+    broken = Broken(distribution="torch", version="2.5.1", required="nvidia-cublas-cu12",
+                    requirement="nvidia-cublas-cu12==12.4.5.8", installed="12.6.4.1")  # fmt: skip
+    env = _pinned_env(("nvidia-cublas-cu12", "12.6.4.1"), broken=(broken,))
+    found = _raised(RuntimeError(message.removeprefix("RuntimeError: ")), _options(env))
+    assert (record, "cuda-wheel-mismatch", 'pip install "nvidia-cublas-cu12==12.4.5.8"') == (
+        found.findings[0].record.id if found else None,
+        _verdict(found),
+        _command(found),
+    )
+
+
+@pytest.mark.parametrize(("message", "record"), CUBLAS_ERRORS)
+def test_cublas_error_with_the_pinned_wheel_gives_no_command(message, record):
+    """The installed cuBLAS wheel is torch's pin: no reinstall is made up, and the note says so."""
+    env = _pinned_env(("nvidia-cublas-cu12", "12.4.5.8"))
+    found = _raised(RuntimeError(message.removeprefix("RuntimeError: ")), _options(env))
+    assert (record, None, True) == (
+        found.findings[0].record.id if found else None,
+        *_noted(found, "nvidia-cublas-cu12 12.4.5.8 is installed"),
     )
 
 

@@ -9,7 +9,8 @@ one) and gives ``(verdict, facts, notes)``: the verdict's command is the fix, sh
   cause: the doctor's ``shm-small`` verdict where the machine is read, the message's own words
   (NCCL's "Last error" naming ``/dev/shm``) where it is pasted;
 - a module compiled for another numpy: ``numpy<2`` or a newer numpy, checked against what the
-  installed distributions require (``Requires-Dist``);
+  installed distributions require (``Requires-Dist``); a module built against a newer numpy
+  1.x C-API than the installed numpy's: the first release of that C-API version, below 2;
 - vLLM's compiled module missing: a source tree that shadows the installed vLLM, named from the
   traceback's files;
 - bitsandbytes' native library that did not load (``lib`` is None): the CPU-only torch the
@@ -46,6 +47,7 @@ __all__ = [
     "mapped_path",
     "native_library",
     "numpy_abi",
+    "numpy_c_api",
     "port",
     "shared_memory",
 ]
@@ -195,6 +197,8 @@ def numpy_abi(caps: Captures, env: Environment | None, files: Sequence[str]) -> 
     from C header, got G": the module was built against a numpy whose type is larger (E > G),
     a newer one: numpy needs upgrading; E < G is only Cython's warning.
     """
+    if caps.text("module_api") is not None:
+        return numpy_c_api(caps, env, files)
     facts: list[Fact] = []
     module = _failing_package(files)
     if module is not None:
@@ -202,7 +206,20 @@ def numpy_abi(caps: Captures, env: Environment | None, files: Sequence[str]) -> 
                           note="the innermost package of the traceback outside numpy"))  # fmt: skip
     running = caps.text("numpy")
     expected, got = caps.integer("expected"), caps.integer("got")
-    if running is not None:
+    abi = _abi_versions(caps)
+    if abi is not None:
+        facts.append(Fact(name="numpy_c_abi", value=f"module 0x{abi[0]:x}, numpy 0x{abi[1]:x}",
+                          source="message", note="the C ABI the module was built for, and numpy's"))  # fmt: skip
+        if not abi[0] < _NUMPY_2_ABI <= abi[1]:
+            return None, facts, []
+        wanted, why = (
+            "numpy<2",
+            (
+                f"The module was compiled against numpy 1.x (C ABI 0x{abi[0]:x}), and numpy 2 "
+                f"(C ABI 0x{abi[1]:x}) is installed: modules built for 1.x cannot load."
+            ),
+        )
+    elif running is not None:
         facts.append(Fact(name="numpy", value=running, source="message"))
         wanted, why = (
             "numpy<2",
@@ -282,6 +299,118 @@ def _numpy_verdict(
         commands=commands,
     )
     return verdict, facts, notes
+
+
+#: numpy 2's C ABI version (numpy/_core/meson.build at the v2.0.0 tag, line 21); numpy 1.x's
+#: is 0x01000009 (numpy/core/setup_common.py at v1.26.4, line 24).
+_NUMPY_2_ABI = 0x02000000
+
+
+def _abi_versions(caps: Captures) -> tuple[int, int] | None:
+    """The module's and numpy's C ABI versions a message names (hexadecimal), or ``None``."""
+    module, running = caps.text("module_abi"), caps.text("numpy_abi")
+    if module is None or running is None:
+        return None
+    try:
+        return int(module, 16), int(running, 16)
+    except ValueError:
+        return None
+
+
+#: The first numpy release of each C-API version a numpy 1.x header can name (version 8 names
+#: none): numpy/_core/code_generators/cversions.txt at the v2.4.0 tag, commit c5ab79c, lines
+#: 15-74.
+_C_API_RELEASES = {
+    0x6: (1, 6), 0x7: (1, 7), 0x9: (1, 8), 0xA: (1, 10), 0xB: (1, 13), 0xC: (1, 14),
+    0xD: (1, 16), 0xE: (1, 20), 0xF: (1, 22), 0x10: (1, 23), 0x11: (1, 25),
+}  # fmt: skip
+#: The last minor release of numpy 1.x.
+_LAST_ONE_MINOR = 26
+
+
+def numpy_c_api(caps: Captures, env: Environment | None, files: Sequence[str]) -> Judged:
+    """A module built against a newer numpy 1.x C-API than the running numpy's: upgrade numpy.
+
+    numpy 1.x's header compiles the check into the module (``NPY_FEATURE_VERSION`` above the
+    running numpy's): the module needs the first numpy release of its C-API version, and, built
+    with 1.x headers, a numpy below 2. An installed distribution whose numpy requirement admits
+    no release from there to 1.26 rules the upgrade out: no command then, and its name.
+    """
+    facts: list[Fact] = []
+    module = _failing_package(files)
+    if module is not None:
+        facts.append(Fact(name="module", value=module, source="message",
+                          note="the innermost package of the traceback outside numpy"))  # fmt: skip
+    try:
+        wanted = int(caps.text("module_api") or "", 16)
+        running = int(caps.text("numpy_api") or "", 16)
+    except ValueError:
+        return None, facts, []
+    facts.append(
+        Fact(name="numpy_c_api", value=f"module 0x{wanted:x}, numpy 0x{running:x}",
+             source="message", note="the C-API version the module was built for, and numpy's")
+    )  # fmt: skip
+    release = _C_API_RELEASES.get(wanted)
+    if wanted <= running:
+        return None, facts, ["environment: the module's C-API version is not above numpy's."]
+    if release is None:
+        return None, facts, [f"environment: no numpy 1.x release is known for C-API 0x{wanted:x}."]
+    first = f"{release[0]}.{release[1]}"
+    requirement = f"numpy>={first},<2"
+    installed = env.stack.distributions if env is not None else ()
+    numpy = next((d for d in installed if d.name.lower() == "numpy"), None)
+    if numpy is not None:
+        facts.append(Fact(name="installed_numpy", value=numpy.version, source="probe",
+                          note=numpy.folder))  # fmt: skip
+    why = (
+        f"The module was built against numpy {first} or newer (C-API 0x{wanted:x}), and the "
+        f"installed numpy has C-API 0x{running:x}: the module refuses to load."
+    )
+    against = _ruling_out(installed, release[1])
+    if against:
+        names = ", ".join(f"{d.name} {d.version} ({r})" for d, r in against)
+        blocked = (
+            f"environment: {why} Upgrading numpy would break what the installed set requires: "
+            f"{names}; a release of {module or 'the module'} built for the older numpy is the fix."
+        )
+        return None, facts, [blocked]
+    unread = (
+        "environment: the requirements of the installed distributions were not read (a pasted "
+        "message); pip check after the command shows what it breaks."
+    )
+    checked = f"environment: no installed distribution of the stack rules out {requirement}."
+    notes = [unread if env is None else checked]
+    verdict = Verdict(
+        code="numpy-c-api-too-old",
+        severity="broken",
+        title=f"{module or 'A compiled module'} was built for a newer numpy",
+        why=why,
+        fix=f"Upgrade numpy to {first} or a newer 1.x (the module was built with numpy 1.x "
+        "headers).",
+        commands=(f'pip install "{requirement}"',),
+    )
+    return verdict, facts, notes
+
+
+def _ruling_out(installed: Sequence[Distribution], minor: int) -> list[tuple[Distribution, str]]:
+    """The distributions whose numpy requirement admits no numpy 1.``minor`` to 1.26."""
+    from packaging.requirements import InvalidRequirement, Requirement
+    from packaging.version import Version
+
+    releases = [Version(f"1.{m}.0") for m in range(minor, _LAST_ONE_MINOR + 1)]
+    releases.append(Version(f"1.{_LAST_ONE_MINOR}.4"))
+    found = []
+    for dist in installed:
+        for text in dist.requires:
+            try:
+                req = Requirement(text)
+            except InvalidRequirement:
+                continue
+            if req.name.lower() != "numpy" or req.marker is not None:
+                continue
+            if not any(req.specifier.contains(v, prereleases=True) for v in releases):
+                found.append((dist, f"numpy{req.specifier}"))
+    return found
 
 
 def _failing_package(files: Sequence[str]) -> str | None:
