@@ -46,6 +46,17 @@ def fake_nvml_folder(folder: Path) -> Path:
     return compile_library((DATA / "nvml" / "fake_nvml.c").read_text(), out).parent
 
 
+def fake_nvml_env(folder: Path, gpu: str, driver: str, cuda: int) -> dict[str, str]:
+    """The environment a child reads the stand-in NVML through: one GPU (``name|major.minor|
+    total bytes|used bytes``), the driver version and the CUDA version it reports."""
+    return {
+        "LD_LIBRARY_PATH": str(fake_nvml_folder(folder)),
+        "FAKE_NVML_GPUS": gpu,
+        "FAKE_NVML_DRIVER": driver,
+        "FAKE_NVML_CUDA": str(cuda),
+    }
+
+
 def write_dist(
     site: Path,
     name: str,

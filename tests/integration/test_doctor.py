@@ -13,7 +13,7 @@ import json
 import sysconfig
 
 import pytest
-from environments import compile_library, fake_nvml_folder, write_dist, write_fake_torch
+from environments import compile_library, fake_nvml_env, write_dist, write_fake_torch
 from helpers import run_cli
 
 from errkb.advisors.environment.verdicts import rebuild_command
@@ -60,10 +60,12 @@ def machine(tmp_path_factory):
     )
     return {
         "PYTHONPATH": str(site),
-        "LD_LIBRARY_PATH": str(fake_nvml_folder(root / "nvml")),
-        "FAKE_NVML_GPUS": "NVIDIA GeForce RTX 5090|12.0|34190917632|30000000000",
-        "FAKE_NVML_DRIVER": "570.86.15",
-        "FAKE_NVML_CUDA": "12080",
+        **fake_nvml_env(
+            root / "nvml",
+            "NVIDIA GeForce RTX 5090|12.0|34190917632|30000000000",
+            "570.86.15",
+            12080,
+        ),
         "FAKE_NVML_PROCS": "0:4242:2147483648:python3",
         "HOME": "/home/alice",
         "USER": "alice",
@@ -130,11 +132,9 @@ def test_a_driver_under_cuda_13_s_minimum_through_the_stand_in_nvml(tmp_path):
     write_fake_torch(site, "2.13.0+cu130", cuda="13.0", archs="sm_75 sm_80 sm_86 sm_90 sm_100")
     env = {
         "PYTHONPATH": str(site),
-        "LD_LIBRARY_PATH": str(fake_nvml_folder(tmp_path / "nvml")),
-        "FAKE_NVML_GPUS": "NVIDIA H100 80GB HBM3|9.0|85520809984|80000000000",
-        "FAKE_NVML_DRIVER": "575.57.08",
-        "FAKE_NVML_CUDA": "12090",
-    }
+        **fake_nvml_env(tmp_path / "nvml", "NVIDIA H100 80GB HBM3|9.0|85520809984|80000000000",
+                        "575.57.08", 12090),
+    }  # fmt: skip
     data = json.loads(run_cli("doctor", "--json", env=env, timeout=300).stdout)
     (verdict,) = [v for v in data["verdicts"] if v["code"] == "driver-too-old"]
     assert (
@@ -161,11 +161,9 @@ def test_bitsandbytes_cpu_library_under_a_cuda_torch_through_the_real_probes(tmp
                files={"bitsandbytes/libbitsandbytes_cpu.so": cpu})  # fmt: skip
     env = {
         "PYTHONPATH": str(site),
-        "LD_LIBRARY_PATH": str(fake_nvml_folder(tmp_path / "nvml")),
-        "FAKE_NVML_GPUS": "NVIDIA GeForce RTX 4090|8.9|25757220864|24000000000",
-        "FAKE_NVML_DRIVER": "550.163.01",
-        "FAKE_NVML_CUDA": "12040",
-    }
+        **fake_nvml_env(tmp_path / "nvml", "NVIDIA GeForce RTX 4090|8.9|25757220864|24000000000",
+                        "550.163.01", 12040),
+    }  # fmt: skip
     done = run_cli("doctor", "--json", env=env, timeout=300)
     data = json.loads(done.stdout)
     verdicts = {v["code"]: v for v in data["verdicts"]}

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from environments import fake_nvml_folder
+from environments import fake_nvml_env
 from helpers import run_cli, run_python
 
 CHILD = """
@@ -32,12 +32,9 @@ print(json.dumps({
 def machine(tmp_path_factory):
     """An RTX 5090 under driver 570 (CUDA 12.8), through the stand-in NVML."""
     root = tmp_path_factory.mktemp("machine")
-    return {
-        "LD_LIBRARY_PATH": str(fake_nvml_folder(root / "nvml")),
-        "FAKE_NVML_GPUS": "NVIDIA GeForce RTX 5090|12.0|34190917632|30000000000",
-        "FAKE_NVML_DRIVER": "570.86.15",
-        "FAKE_NVML_CUDA": "12080",
-    }
+    return fake_nvml_env(
+        root / "nvml", "NVIDIA GeForce RTX 5090|12.0|34190917632|30000000000", "570.86.15", 12080
+    )
 
 
 def test_cpu_torch_on_an_rtx_5090_gets_the_doctor_s_command(machine):

@@ -29,7 +29,9 @@ from errkb.advisors.environment._model import Verdict
 from errkb.findings import Fact
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Iterator, Sequence
+
+    from packaging.specifiers import SpecifierSet
 
     from errkb.advisors import Captures
     from errkb.advisors.environment._tables import ExtensionBuildRow
@@ -394,23 +396,31 @@ def numpy_c_api(caps: Captures, env: Environment | None, files: Sequence[str]) -
 
 def _ruling_out(installed: Sequence[Distribution], minor: int) -> list[tuple[Distribution, str]]:
     """The distributions whose numpy requirement admits no numpy 1.``minor`` to 1.26."""
-    from packaging.requirements import InvalidRequirement, Requirement
     from packaging.version import Version
 
     releases = [Version(f"1.{m}.0") for m in range(minor, _LAST_ONE_MINOR + 1)]
     releases.append(Version(f"1.{_LAST_ONE_MINOR}.4"))
-    found = []
+    return [
+        (dist, f"numpy{spec}")
+        for dist, spec in _numpy_requirements(installed)
+        if not any(spec.contains(v, prereleases=True) for v in releases)
+    ]
+
+
+def _numpy_requirements(
+    installed: Sequence[Distribution],
+) -> Iterator[tuple[Distribution, SpecifierSet]]:
+    """Each installed distribution's unconditional numpy requirement, as its specifier set."""
+    from packaging.requirements import InvalidRequirement, Requirement
+
     for dist in installed:
         for text in dist.requires:
             try:
                 req = Requirement(text)
             except InvalidRequirement:
                 continue
-            if req.name.lower() != "numpy" or req.marker is not None:
-                continue
-            if not any(req.specifier.contains(v, prereleases=True) for v in releases):
-                found.append((dist, f"numpy{req.specifier}"))
-    return found
+            if req.name.lower() == "numpy" and req.marker is None:
+                yield dist, req.specifier
 
 
 def _failing_package(files: Sequence[str]) -> str | None:
@@ -436,21 +446,12 @@ def _requiring(
     installed: Sequence[Distribution], *, below_two: bool
 ) -> list[tuple[Distribution, str]]:
     """The distributions whose numpy requirement rules out numpy 1.x (``below_two``) or 2.x."""
-    from packaging.requirements import InvalidRequirement, Requirement
-
-    found = []
-    for dist in installed:
-        for text in dist.requires:
-            try:
-                req = Requirement(text)
-            except InvalidRequirement:
-                continue
-            if req.name.lower() != "numpy" or req.marker is not None:
-                continue
-            rules_out = _needs_two if below_two else _needs_one
-            if any(rules_out(spec.operator, spec.version) for spec in req.specifier):
-                found.append((dist, f"numpy{req.specifier}"))
-    return found
+    rules_out = _needs_two if below_two else _needs_one
+    return [
+        (dist, f"numpy{specs}")
+        for dist, specs in _numpy_requirements(installed)
+        if any(rules_out(spec.operator, spec.version) for spec in specs)
+    ]
 
 
 def _major(version: str) -> int | None:
