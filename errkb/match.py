@@ -341,7 +341,17 @@ def typed(text: str | None) -> object:
 class _Entry:
     """A record with its pattern, compiled on first use (most never are: the index skips them)."""
 
-    __slots__ = ("_compiled", "_covers", "_head", "_rest", "_skeleton", "_worded", "ref")
+    __slots__ = (
+        "_compiled",
+        "_covers",
+        "_facts",
+        "_head",
+        "_place",
+        "_rest",
+        "_skeleton",
+        "_worded",
+        "ref",
+    )
 
     def __init__(self, ref: RecordRef) -> None:
         self.ref = ref
@@ -351,6 +361,32 @@ class _Entry:
         self._worded: bool | None = None
         self._skeleton: bool | None = None
         self._covers: _Covers | None = None
+        self._facts: tuple[bool, bool, float, float] | None = None
+        self._place: str | None = None
+
+    @property
+    def facts(self) -> tuple[bool, bool, float, float]:
+        """Mined, fallback, and the specificity part of a whole and of a cut match's score.
+
+        Read once from the ref: every lookup that meets the record scores it with them.
+        """
+        if self._facts is None:
+            ref = self.ref
+            whole = specificity(ref.message_pattern)
+            cut = specificity(head_pattern(ref.message_pattern) or "")
+            self._facts = (
+                MINED_TAG in ref.tags,
+                FALLBACK_TAG in ref.tags,
+                whole / (whole + 40),
+                cut / (cut + 40),
+            )
+        return self._facts
+
+    def place(self, record: Record) -> str:
+        """:func:`_place` of the entry's record (``record``, its whole), made once."""
+        if self._place is None:
+            self._place = _place(record)
+        return self._place
 
     @property
     def worded(self) -> bool:
@@ -529,9 +565,9 @@ class Matcher:
             level = (
                 _NO_CLASS if spec is None else spec.level(record.error_class, record.error_classes)
             )
-            if level is None or (level <= _UNRESOLVED and FALLBACK_TAG in record.tags):
+            mined, fallback, whole_part, cut_part = entry.facts
+            if level is None or (level <= _UNRESOLVED and fallback):
                 continue  # a fallback is Python's own words under Python's own classes
-            mined = MINED_TAG in record.tags
             if mined and entry.skeleton and not _through(record.library, paths):
                 continue  # any library's copy of the macro words it so: its frames must vouch
             try:
@@ -563,13 +599,14 @@ class Matcher:
                     classes, shown = covers.classes, named
             if hit is None:
                 form, n = _RUN, len(run or "")
-            elif form:
-                n = specificity(head_pattern(record.message_pattern) or "")
+                part = n / (n + 40)
             else:
-                n = specificity(record.message_pattern)
-            score = round(level + bonus + form + n / (n + 40), 4)
+                part = cut_part if form else whole_part
+            score = round(level + bonus + form + part, 4)
             if mined:
-                found.append(_Held(whole, whole.library, hit, score, bonus, worded, classes, shown))
+                found.append(
+                    _Held(whole, whole.library, hit, score, bonus, worded, classes, shown, entry)
+                )
             else:
                 captures = {} if hit is None else _captures(hit)
                 found.append(Match(record=whole, captures=captures, score=score, site=bonus))
@@ -1082,6 +1119,7 @@ class _Held(NamedTuple):
     worded: bool
     classes: frozenset[str]
     shown: str
+    entry: _Entry  # whose place in the text is made once
 
     def built(self) -> Match:
         """The match, with its captures and its text as the user should read it."""
@@ -1122,10 +1160,20 @@ def _fold(found: list[Match | _Held], by_site: list[Match]) -> list[Match]:
     also: dict[int, list[str]] = {}
     # As ranked() orders mined matches that do not join the hand-written tier (a stable sort).
     for m in sorted(folded, key=lambda m: (-m.score, *_lesser(m.record))):
-        also.setdefault(written[m.library], []).append(_place(m.record))
-    return [
-        attrs.evolve(m, also=(*m.also, *also[i])) if i in also else m for i, m in enumerate(kept)
-    ]
+        also.setdefault(written[m.library], []).append(m.entry.place(m.record))
+    return [_also(m, also[i]) if i in also else m for i, m in enumerate(kept)]
+
+
+def _also(m: Match, places: list[str]) -> Match:
+    """``m`` with more "also raised at" lines (``attrs.evolve`` reads every field's name)."""
+    return Match(
+        record=m.record,
+        captures=m.captures,
+        score=m.score,
+        also=(*m.also, *places),
+        site=m.site,
+        by_site=m.by_site,
+    )
 
 
 def _place(record: Record) -> str:
