@@ -17,8 +17,9 @@ Record files may ship an index, so that a fresh install is not a cold build: one
 files of a folder (:data:`FOLDER_INDEX`, :func:`write_folder_index`), as the wheel's mined packs
 and hand-written records have, or ``PACK.jsonl.index`` beside one pack (:func:`write_index`).
 The index holds the literal index's two levels and where each record is, so the files load as
-one :class:`LazyPack`: the tables are read at start, and a record only when a message meets its
-keys, when it is shown, or when something asks for every record; a listing beside the index
+one :class:`LazyPack`: the index is mapped at start (its keys sorted, found by bisection for a
+process's first message, as whole tables from its second), and a record only when a message
+meets its keys, when it is shown, or when something asks for every record; a listing beside the index
 serves ``errkb list``. Loading tens of thousands of records so costs milliseconds, not a
 second. An index is used while each file's size and a CRC of its first and last :data:`_EDGE`
 bytes are what the index says, and errkb's code is the code that wrote it; else the files are
@@ -57,6 +58,11 @@ if TYPE_CHECKING:
     from errkb._index import MessageKeys
     from errkb.records import Record
 
+    #: A pack's tables of keys, each level's, and their keys as sets (see LazyPack._tables).
+    _Tables = tuple[
+        list[dict[str, int]], list[AbstractSet[str]], list[dict[str, int]], list[AbstractSet[str]]
+    ]
+
 __all__ = [
     "CACHE_FORMAT",
     "COMPILED_FILE",
@@ -82,7 +88,7 @@ CACHE_FORMAT = "errkb.pack-cache/1"
 #: Packs smaller than this many bytes load fast enough without a cache.
 MIN_CACHED = 1 << 20
 #: The version of a shipped index's layout: header, problems, literal table, record lines.
-INDEX_FORMAT = "errkb.pack-index/7"  # JSON lines, then binary numbers
+INDEX_FORMAT = "errkb.pack-index/8"  # JSON lines, then binary keys and numbers
 #: The suffix of a pack's shipped index, added to the pack's file name.
 INDEX_SUFFIX = ".index"
 #: The name of the one index of every pack of a folder (the wheel's mined packs have one).
@@ -215,8 +221,8 @@ class LazyPack:
         # The first level's tables, one a kind: key -> start * _SPAN + count of its rows in
         # ``rows``; the second level's: key -> its number (1 and on), and each row's own
         # second-level key by that number (0: it has none, the first level's are enough).
-        self._first: list[dict[str, int]] = [table[kind] for kind in KINDS[:3]]
-        self._second: list[dict[str, int]] = [table[kind] for kind in KINDS[3:]]
+        self._first: list[_KeyTable] = [table[kind] for kind in KINDS[:3]]
+        self._second: list[_KeyTable] = [table[kind] for kind in KINDS[3:]]
         self._seconds = seconds
         self._rows = rows
         # Each first-level kind's key -> its rows and their second-level keys, as read so far.
@@ -237,7 +243,7 @@ class LazyPack:
         # What each row met so far needs of a message: its literals, and its any-of sets.
         self._checks: dict[int, tuple[tuple[str, ...], tuple[tuple[str, ...], ...]]] = {}
         self._looked_up = False  # see _key_sets
-        self._frozen: tuple[list[AbstractSet[str]], list[AbstractSet[str]]] | None = None
+        self._frozen: _Tables | None = None
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -323,10 +329,10 @@ class LazyPack:
         second-level keys, are read from the index's arrays once, then kept as tuples: the
         keys a process's messages meet are few. The rows checked for every message are added.
         """
-        first, second = self._key_sets()
+        first, first_keys, second, second_keys = self._tables(met)
         rows: list[tuple[int, ...]] = []
         seconds: list[tuple[int, ...]] = []
-        for table, keys, have, spans in zip(self._first, first, met, self._spans, strict=True):
+        for table, keys, have, spans in zip(first, first_keys, met, self._spans, strict=True):
             for key in keys & have:
                 span = spans.get(key)
                 if span is None:
@@ -338,7 +344,7 @@ class LazyPack:
         if not rows:
             return set(self._always)
         needed = {0}  # a row with no second-level key of its own is met at the first
-        for table, keys, have in zip(self._second, second, met, strict=True):
+        for table, keys, have in zip(second, second_keys, met, strict=True):
             needed.update(map(table.__getitem__, keys & have))
         kept = set(
             compress(
@@ -348,22 +354,30 @@ class LazyPack:
         kept.update(self._always)
         return kept
 
-    def _key_sets(self) -> tuple[list[AbstractSet[str]], list[AbstractSet[str]]]:
-        """Each level's tables' keys, to intersect with a message's keys.
+    def _tables(self, met: MessageKeys) -> _Tables:
+        """Each level's key tables, and their keys to intersect with a message's keys.
 
-        As frozensets from the second message a process looks up on: a frozenset meets a
-        small set in half the time of a dict's keys, and costs about 2 ms to make for the
-        mined packs, which a hook's one diagnosis does not pay.
+        The first message a process looks up finds its own keys in the index's sorted keys
+        (:meth:`_KeyTable.found`): a hook's one diagnosis builds no table of the tens of
+        thousands of keys of the mined packs, which costs about 10 ms. From the second on,
+        the whole tables, their keys as frozensets (a frozenset meets a small set in half the
+        time of a dict's keys).
         """
         frozen = self._frozen
         if frozen is not None:
             return frozen
         if not self._looked_up:
             self._looked_up = True
-            return [t.keys() for t in self._first], [t.keys() for t in self._second]
+            first = [t.found(have) for t, have in zip(self._first, met, strict=True)]
+            second = [t.found(have) for t, have in zip(self._second, met, strict=True)]
+            return first, [t.keys() for t in first], second, [t.keys() for t in second]
+        first = [t.as_dict() for t in self._first]
+        second = [t.as_dict() for t in self._second]
         frozen = self._frozen = (
-            [frozenset(t) for t in self._first],
-            [frozenset(t) for t in self._second],
+            first,
+            [frozenset(t) for t in first],
+            second,
+            [frozenset(t) for t in second],
         )
         return frozen
 
@@ -507,6 +521,8 @@ def lazy_folder(
 def _lazy(
     where: Path, folder: Path, labels: dict[str, str], problems: list[RecordError]
 ) -> LazyPack | None:
+    import mmap
+
     from errkb._index import KINDS
 
     try:
@@ -523,13 +539,17 @@ def _lazy(
                 for n, suffix, text, rid, field in json.loads(file.readline())
             ]
             table = json.loads(file.readline())
-            numbers = file.read()  # the rest: the tables' numbers, rows and lines, binary
+            # The rest: the tables' keys and numbers, rows and lines, binary. Mapped, not read:
+            # a lookup touches a few pages of it (the mined packs': 1.4 MB).
+            tail = file.tell()
+            mapped = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
+        numbers = memoryview(mapped)[tail:]
         for kind in KINDS:
-            keys, (at, count, size) = table[kind]
-            table[kind] = (
-                dict(zip(keys.split("\n"), _ints(numbers, at, count, size), strict=True))
-                if keys
-                else {}
+            (at, length), starts, values = table[kind]
+            if at < 0 or length < 0 or at + length > len(numbers):
+                raise ValueError("the index's keys are cut short")  # noqa: TRY301
+            table[kind] = _KeyTable(
+                mapped, tail + at, length, _ints(numbers, *starts), _ints(numbers, *values)
             )
         rows = _ints(numbers, *table["rows"])
         lines = tuple(_ints(numbers, *column) for column in (*table["lines"], table["second"]))
@@ -852,10 +872,66 @@ def read_releases(folder: Path) -> dict[str, dict[str, Any]]:
     return out
 
 
-class _Numbers:
-    """The binary tail of an index: arrays of little-endian integers, placed one after another.
+class _KeyTable:
+    """A key -> number table of an index, as :meth:`_Numbers.table` wrote it: keys sorted.
 
-    Read back without parsing: a slice of the file's bytes seen as integers.
+    A key is found by bisecting the keys' bytes, with no dict of the whole table built;
+    :meth:`as_dict` builds it, for a process that looks up many messages.
+    """
+
+    __slots__ = ("_at", "_data", "_length", "_starts", "_values")
+
+    def __init__(
+        self, data: Any, at: int, length: int, starts: Sequence[int], values: Sequence[int]
+    ) -> None:
+        """The keys are ``length`` bytes at ``at`` of ``data`` (bytes, or a mapped file)."""
+        # Each key ends a byte before the next starts, the last where one more would start.
+        if len(starts) != len(values) + 1 or starts[-1] != (length + 1 if values else 0):
+            raise ValueError("the index's keys and their numbers do not agree")
+        self._data, self._at, self._length = data, at, length
+        self._starts, self._values = starts, values
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def get(self, key: str) -> int | None:
+        """The number of ``key``, or ``None`` when the table does not hold it."""
+        target = key.encode("utf-8")
+        data, at, starts = self._data, self._at, self._starts
+        low, high = 0, len(self._values)
+        while low < high:
+            middle = (low + high) >> 1
+            probe = data[at + starts[middle] : at + starts[middle + 1] - 1]
+            if probe < target:
+                low = middle + 1
+            elif probe == target:
+                return self._values[middle]
+            else:
+                high = middle
+        return None
+
+    def found(self, keys: Iterable[str]) -> dict[str, int]:
+        """The table's part for ``keys``: those it holds, with their numbers."""
+        found = {}
+        for key in keys:
+            number = self.get(key)
+            if number is not None:
+                found[key] = number
+        return found
+
+    def as_dict(self) -> dict[str, int]:
+        """The whole table as a dict."""
+        if not self._values:
+            return {}
+        keys = self._data[self._at : self._at + self._length].decode("utf-8").split("\n")
+        return dict(zip(keys, list(self._values), strict=True))
+
+
+class _Numbers:
+    """The binary tail of an index: the tables' keys, and arrays of little-endian integers.
+
+    Placed one after another; read back without parsing: slices of the mapped file's bytes,
+    seen as integers.
     """
 
     def __init__(self) -> None:
@@ -875,13 +951,31 @@ class _Numbers:
         return where
 
     def table(self, table: dict[str, int]) -> list[Any]:
-        """A key -> number table as its keys (one string, a line each) and where its numbers are.
+        """A key -> number table: its keys sorted, a line each, where each starts, its numbers.
 
-        Read back several times faster than a JSON object of tens of thousands of keys.
+        Returns where the three are. Read back as a :class:`_KeyTable`, which finds a key by
+        bisecting the sorted keys without building a dict of tens of thousands of them.
         """
         if any("\n" in key for key in table):
             raise RegistryError("an index key holds a line break")  # keys are words: never
-        return ["\n".join(table), self.add(list(table.values()), 8)]
+        encoded = sorted((key.encode("utf-8"), value) for key, value in table.items())
+        starts, at = [], 0
+        for key, _ in encoded:
+            starts.append(at)
+            at += len(key) + 1
+        starts.append(at)  # where a key after the last would start: each key ends one before
+        return [
+            self.add_bytes(b"\n".join(key for key, _ in encoded)),
+            self.add(starts, 4),
+            self.add([value for _, value in encoded], 8),
+        ]
+
+    def add_bytes(self, data: bytes) -> list[int]:
+        """Place ``data`` as it is; returns where: [byte offset, length]."""
+        self._parts.append(data)
+        where = [self._at, len(data)]
+        self._at += len(data)
+        return where
 
     def data(self) -> bytes:
         return b"".join(self._parts)
@@ -902,7 +996,7 @@ def _width(values: Sequence[int]) -> int:
     return 4 if -(1 << 31) <= low and top < 1 << 31 else 8
 
 
-def _ints(data: bytes, at: int, count: int, size: int) -> Sequence[int]:
+def _ints(data: bytes | memoryview, at: int, count: int, size: int) -> Sequence[int]:
     """The ``count`` integers of ``size`` bytes at byte ``at`` of an index's binary tail."""
     if at < 0 or count < 0 or size not in _TYPECODES or at + count * size > len(data):
         raise ValueError("the index's numbers are cut short")

@@ -58,6 +58,38 @@ def test_the_packs_ship_one_current_index_and_listing():
         assert listed[row] == ref.listed()
 
 
+def test_a_first_lookup_bisects_the_index_keys_and_meets_the_rows_later_ones_meet():
+    """A process's first lookup finds its message's keys by bisecting the index's sorted keys
+    (no table of the 30,000 keys is built for a hook's one diagnosis); later ones use the
+    whole tables. Both meet the same rows, for messages made of the mined records' own words,
+    and for the message no record matches."""
+    from errkb._index import message_keys
+
+    problems: list = []
+    warm, _ = lazy_folder(MINED, str, problems)
+    assert warm is not None
+    step = max(1, len(warm) // 150)
+    messages = []
+    for row in range(0, len(warm), step):
+        singles, alternatives = warm._check(row)
+        messages.append(" ".join([*singles, *(a[0] for a in alternatives)]))
+    messages.append("Avg prompt throughput: 0.0 tokens/s, Running: 1 reqs, Pending: 0 reqs")
+    for message in messages[:2]:  # the whole tables from here on
+        warm._met(message_keys(message))
+    assert warm._frozen is not None
+    met = 0
+    for message in messages:
+        first, _ = lazy_folder(MINED, str, problems)
+        assert first is not None
+        assert first._frozen is None
+        keys = message_keys(message)
+        rows = first._met(keys)
+        assert first._frozen is None  # it bisected
+        assert rows == warm._met(keys), message
+        met += bool(rows)
+    assert met >= len(messages) * 0.9  # the messages meet rows: the comparison says something
+
+
 def test_mined_records_are_valid_carry_no_upstream_code_and_say_their_releases():
     """Every record checks (patterns compile), is tagged mined, has no source excerpt, and
     names its distribution; ids are unique across the packs."""
