@@ -20,7 +20,6 @@ from __future__ import annotations
 import importlib
 import threading
 import time
-import traceback
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
@@ -335,6 +334,8 @@ def run_advisors(
             except Exception as exc:
                 notes.append(f"advisor {name!r} failed: {type(exc).__name__}: {exc}")
                 if flag("ERRKB_DEBUG"):
+                    import traceback
+
                     traceback.print_exc()
                 continue
             if advice is not None:

@@ -30,7 +30,6 @@ import ast
 import json
 import linecache
 import os
-import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, TypeVar, cast
 
@@ -1099,6 +1098,8 @@ def rewrite_command(argv: Sequence[str], settings: Mapping[str, object]) -> tupl
                 break
         else:
             args.extend([flag, text])
+    import shlex  # only a command line is quoted
+
     before = " ".join([program, shlex.join(argv[1:])]).strip()
     after = " ".join([program, shlex.join(args)]).strip()
     return before, after

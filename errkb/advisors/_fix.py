@@ -55,29 +55,32 @@ def _flag(key: str) -> str:
     return "--" + key.replace("_", "-")
 
 
-def _patterns(key: str) -> list[re.Pattern[str]]:
+def _patterns(key: str, text: str) -> list[re.Pattern[str]]:
     """Where an example writes ``key``'s value: the value is the group ``v``.
 
     errkb's own patterns, without nested repeats, on a record's example (short text): the
-    standard library's engine, which compiles three times as fast as ``regex``.
+    standard library's engine, which compiles three times as fast as ``regex``. Only those
+    whose literal part ``text`` holds are compiled.
     """
     k = re.escape(key)
-    flag = re.escape(_flag(key))
     value = rf"(?P<v>{_NUMBER}|\"[^\"\n]*\"|'[^'\n]*')"
-    return [
-        re.compile(rf"(?<![\w-]){k}\s*=\s*{value}"),  # key=1 (code), KEY=1 (shell)
-        re.compile(rf"(?<![\w-]){flag}(?:\s+|=)(?P<v>[^\s\"']+)"),  # --key-name 1
-        re.compile(rf"([\"']){k}\1\s*[:,]\s*{value}"),  # "key": 1, setdefault("key", 1)
-        re.compile(rf"\[([\"']){k}\1\]\s*=\s*{value}"),  # d["key"] = 1
-    ]
+    quoted = f'"{key}"' in text or f"'{key}'" in text
+    found = []
+    if key in text:  # key=1 (code), KEY=1 (shell)
+        found.append(re.compile(rf"(?<![\w-]){k}\s*=\s*{value}"))
+    if _flag(key) in text:  # --key-name 1
+        found.append(re.compile(rf"(?<![\w-]){re.escape(_flag(key))}(?:\s+|=)(?P<v>[^\s\"']+)"))
+    if quoted:  # "key": 1, setdefault("key", 1)
+        found.append(re.compile(rf"([\"']){k}\1\s*[:,]\s*{value}"))
+    if quoted and "[" in text:  # d["key"] = 1
+        found.append(re.compile(rf"\[([\"']){k}\1\]\s*=\s*{value}"))
+    return found
 
 
 def _put(text: str, key: str, value: object) -> tuple[str, bool]:
     """``text`` with every value written for ``key`` replaced by ``value``; whether any was."""
     found = False
-    if key not in text and _flag(key) not in text:
-        return text, found  # every pattern writes one or the other: none is compiled
-    for pattern in _patterns(key):
+    for pattern in _patterns(key, text):
 
         def swap(m: re.Match[str]) -> str:
             nonlocal found

@@ -6,7 +6,6 @@ mean is :mod:`errkb.records._validate`'s job.
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 import stat
@@ -36,6 +35,8 @@ def is_pack(path: Path) -> bool:
 def open_pack(path: Path) -> BinaryIO:
     """A pack's bytes, decompressed when it is a ``.jsonl.gz`` (offsets count those bytes)."""
     if path.name.endswith(".gz"):
+        import gzip  # a plain pack's reader never needs it
+
         return gzip.open(path, "rb")  # type: ignore[return-value]
     return path.open("rb")
 

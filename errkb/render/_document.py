@@ -33,6 +33,8 @@ from errkb._sanitize import clean
 from errkb.units import format_bytes
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from errkb._sites import Site
     from errkb.findings import Diagnosis, ExampleFix, Fact, Finding, Solution
     from errkb.records import Record
@@ -168,13 +170,20 @@ def fit(
     wrapped = wrap(joined, width, lead, indent)
     if len(wrapped) <= lines:
         return wrapped
-    for end in reversed([m.start() for m in _SENTENCE_END.finditer(text)]):
-        shorter = wrap(f"{text[:end]}  {tail}" if tail else text[:end], width, lead, indent)
-        if len(shorter) <= lines:
-            return shorter
+    ends = [m.start() for m in _SENTENCE_END.finditer(text)]
+    shorter = _longest(
+        len(ends),
+        lambda i: wrap(
+            f"{text[: ends[i]]}  {tail}" if tail else text[: ends[i]], width, lead, indent
+        ),
+        lines,
+    )
+    if shorter is not None:
+        return shorter
     mark = "..." if ascii_only else "\u2026"
     ending = f"{mark} {tail}" if tail else mark
     words = text.split(" ")
+    # Tried one by one: the mark sticks to the last word, so a longer text can take fewer lines.
     while len(words) > 1 and len(wrap(" ".join(words) + ending, width, lead, indent)) > lines:
         words.pop()
     kept = wrap(" ".join(words) + ending, width, lead, indent)
@@ -182,6 +191,26 @@ def fit(
         kept = kept[:lines]
         kept[-1] = kept[-1][: width - len(mark)] + mark
     return kept
+
+
+def _longest(count: int, attempt: Callable[[int], list[str]], lines: int) -> list[str] | None:
+    """``attempt(i)`` for the largest ``i < count`` whose lines are at most ``lines``, or None.
+
+    ``attempt(i)`` wraps a text that grows with ``i`` by whole words, followed by the same
+    words (a tail after two spaces, or none): such a text never wraps into fewer lines, so a
+    bisection finds the cut in a few wraps, where trying each cut from the longest took a wrap
+    each (a record's text of twenty sentences, twenty).
+    """
+    found = None
+    low, high = 0, count - 1
+    while low <= high:
+        middle = (low + high) // 2
+        wrapped = attempt(middle)
+        if len(wrapped) <= lines:
+            found, low = wrapped, middle + 1
+        else:
+            high = middle - 1
+    return found
 
 
 def unglued(text: str) -> str:

@@ -9,6 +9,8 @@ import textwrap
 import attrs
 import pytest
 from helpers import SEED_MESSAGE
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import errkb
 from errkb import Options
@@ -378,3 +380,53 @@ def test_long_calls_fold_one_argument_a_line_never_with_a_backslash():
     shell = "vllm serve Qwen/Qwen2.5-14B-Instruct --gpu-memory-utilization 0.9"
     assert fold_code(shell, 40)[0].endswith("\\")
     assert fold_code("short = 1", 40) == ["short = 1"]
+
+
+def _fit_by_trying_each_cut(text, width, lines, lead="", *, tail="", ascii_only=False):
+    """fit() as it was written first: every sentence cut tried from the longest, then words."""
+    from errkb.render._document import _SENTENCE_END, wrap
+
+    wrapped = wrap(f"{text}  {tail}" if tail else text, width, lead)
+    if len(wrapped) <= lines:
+        return wrapped
+    for end in reversed([m.start() for m in _SENTENCE_END.finditer(text)]):
+        shorter = wrap(f"{text[:end]}  {tail}" if tail else text[:end], width, lead)
+        if len(shorter) <= lines:
+            return shorter
+    mark = "..." if ascii_only else "\u2026"
+    ending = f"{mark} {tail}" if tail else mark
+    words = text.split(" ")
+    while len(words) > 1 and len(wrap(" ".join(words) + ending, width, lead)) > lines:
+        words.pop()
+    kept = wrap(" ".join(words) + ending, width, lead)
+    if len(kept) > lines:
+        kept = kept[:lines]
+        kept[-1] = kept[-1][: width - len(mark)] + mark
+    return kept
+
+
+_WORDS = st.sampled_from(
+    ["Lower", "the", "length", "from", "32768", "to", "12288.", "It", "fits", "(now).", "A",
+     "gpu_memory_utilization=0.95", "https://docs.vllm.ai/en/latest/serving/engine_args.html",
+     "`max_model_len`", "is", "larger", "than", "what", "fits.", "Use", "fp8!", "OK?", "x" * 30]
+)  # fmt: skip
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.lists(_WORDS, min_size=1, max_size=40).map(" ".join),
+    st.integers(min_value=10, max_value=100),
+    st.integers(min_value=1, max_value=5),
+    st.sampled_from(["", "  ", "- "]),
+    st.sampled_from(["", "[n=1]", "(see above)"]),
+)
+def test_fit_cuts_where_trying_every_cut_from_the_longest_would(text, width, lines, lead, tail):
+    """fit() finds its cut by bisection (a longer text never wraps into fewer lines): the
+    lines are those of trying each sentence cut, then each word cut, from the longest."""
+    from errkb.render._document import fit
+
+    for ascii_only in (False, True):
+        expected = _fit_by_trying_each_cut(
+            text, width, lines, lead, tail=tail, ascii_only=ascii_only
+        )
+        assert expected == fit(text, width, lines, lead, tail=tail, ascii_only=ascii_only)
