@@ -1161,19 +1161,9 @@ def _fold(found: list[Match | _Held], by_site: list[Match]) -> list[Match]:
     # As ranked() orders mined matches that do not join the hand-written tier (a stable sort).
     for m in sorted(folded, key=lambda m: (-m.score, *_lesser(m.record))):
         also.setdefault(written[m.library], []).append(m.entry.place(m.record))
-    return [_also(m, also[i]) if i in also else m for i, m in enumerate(kept)]
-
-
-def _also(m: Match, places: list[str]) -> Match:
-    """``m`` with more "also raised at" lines (``attrs.evolve`` reads every field's name)."""
-    return Match(
-        record=m.record,
-        captures=m.captures,
-        score=m.score,
-        also=(*m.also, *places),
-        site=m.site,
-        by_site=m.by_site,
-    )
+    return [
+        attrs.evolve(m, also=(*m.also, *also[i])) if i in also else m for i, m in enumerate(kept)
+    ]
 
 
 def _place(record: Record) -> str:

@@ -546,8 +546,6 @@ def _lazy(
         numbers = memoryview(mapped)[tail:]
         for kind in KINDS:
             (at, length), starts, values = table[kind]
-            if at < 0 or length < 0 or at + length > len(numbers):
-                raise ValueError("the index's keys are cut short")  # noqa: TRY301
             table[kind] = _KeyTable(
                 mapped, tail + at, length, _ints(numbers, *starts), _ints(numbers, *values)
             )
@@ -885,14 +883,13 @@ class _KeyTable:
         self, data: Any, at: int, length: int, starts: Sequence[int], values: Sequence[int]
     ) -> None:
         """The keys are ``length`` bytes at ``at`` of ``data`` (bytes, or a mapped file)."""
+        if at < 0 or length < 0 or at + length > len(data):
+            raise ValueError("the index's keys are cut short")
         # Each key ends a byte before the next starts, the last where one more would start.
         if len(starts) != len(values) + 1 or starts[-1] != (length + 1 if values else 0):
             raise ValueError("the index's keys and their numbers do not agree")
         self._data, self._at, self._length = data, at, length
         self._starts, self._values = starts, values
-
-    def __len__(self) -> int:
-        return len(self._values)
 
     def get(self, key: str) -> int | None:
         """The number of ``key``, or ``None`` when the table does not hold it."""

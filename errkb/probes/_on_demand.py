@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from collections.abc import Iterator, Mapping
 from typing import TypeVar
 
@@ -17,9 +18,9 @@ class OnDemand(Mapping[str, V]):
     def __init__(self) -> None:
         self._seen: dict[str, V] = {}
 
+    @abstractmethod
     def read(self, name: str) -> V:
         """The reading for ``name`` (a subclass's own)."""
-        raise NotImplementedError
 
     def __getitem__(self, name: str) -> V:
         if name not in self._seen:

@@ -174,6 +174,11 @@ def _options(env: object = None, launch: object = None) -> Options:
     return Options(measurements=Measurements(readings=readings), timeout=60.0)
 
 
+def _record(found: errkb.Diagnosis | None) -> str | None:
+    """The id of the first finding's record, or None when nothing was diagnosed."""
+    return found.findings[0].record.id if found else None
+
+
 def _command(found: errkb.Diagnosis | None) -> object:
     assert found is not None
     solutions = found.findings[0].solutions
@@ -275,7 +280,7 @@ def test_init_process_group_env_rendezvous_gets_master_port(busy_port, monkeypat
         dist.init_process_group("gloo", init_method="env://", rank=0, world_size=1)
     found = diagnose(caught.value, options=_options(environment(), launch))
     assert ("torch-rendezvous-port-in-use", "MASTER_PORT=41234 python train.py --epochs 3") == (
-        found.findings[0].record.id if found else None,
+        _record(found),
         _command(found),
     )
 
@@ -314,7 +319,7 @@ def test_pasted_torchrun_command_gets_standalone():
         "/home/xhuang/llama-recipes-main/PEFT/model"
     )
     assert ("torch-rendezvous-port-in-use", expected) == (
-        found.findings[0].record.id if found else None,
+        _record(found),
         _command(found),
     )
 
@@ -347,7 +352,7 @@ def test_windows_bind_error_raised_under_torchrun_gets_the_free_port():
     found = _raised(RuntimeError(bind), _options(environment(), LAUNCH))
     expected = "torchrun --nproc-per-node=2 --master-port=41234 train.py"
     assert ("torch-rendezvous-port-in-use", expected) == (
-        found.findings[0].record.id if found else None,
+        _record(found),
         _command(found),
     )
 
@@ -382,7 +387,7 @@ def test_dataloader_worker_bus_error_raised_by_real_torch_in_a_small_shm_contain
         "torch-dataloader-worker-bus-error",
         "shm-small",
         "docker run --shm-size=32g ...",
-    ) == (found.findings[0].record.id if found else None, _verdict(found), _command(found))
+    ) == (_record(found), _verdict(found), _command(found))
 
 
 def test_bus_error_with_a_large_shm_says_so_and_gives_no_command():
@@ -403,7 +408,7 @@ def test_nccl_shared_memory_error_raised_in_a_small_shm_container():
     env = environment(container="docker", shm_bytes=64 << 20, memory_bytes=128 * GIB)
     found = _raised(dist.DistBackendError(NCCL_SHM), _options(env))
     assert ("torch-nccl-error", "shm-small", "docker run --shm-size=64g ...") == (
-        found.findings[0].record.id if found else None,
+        _record(found),
         _verdict(found),
         _command(found),
     )
@@ -455,7 +460,7 @@ def test_numpy_2_refusing_a_1x_module_raised_by_real_numpy(old_module):
         importlib.import_module(old_module)
     found = diagnose(caught.value, options=_options(env))
     assert ("numpy-compiled-for-other-numpy", 'pip install "numpy<2"') == (
-        found.findings[0].record.id if found else None,
+        _record(found),
         _command(found),
     )
 
@@ -479,7 +484,7 @@ def test_dtype_size_changed_upgrades_numpy():
     env = _numpy_env(("numpy", "1.26.4", ()), ("pandas", "2.2.3", ("numpy>=1.22.4",)))
     found = _raised(ValueError(DTYPE_SIZE.removeprefix("ValueError: ")), _options(env))
     assert ("numpy-dtype-size-changed", "pip install --upgrade numpy") == (
-        found.findings[0].record.id if found else None,
+        _record(found),
         _command(found),
     )
 
@@ -512,7 +517,7 @@ def test_a_module_built_for_a_newer_numpy_1x_gets_the_first_release_of_its_c_api
     env = _numpy_env(("numpy", "1.21.5", ()), ("pin", "2.6.17", ("numpy",)))
     found = _import_array_failed(C_API_10, _options(env))
     assert ("numpy-compiled-for-newer-c-api", 'pip install "numpy>=1.23,<2"') == (
-        found.findings[0].record.id if found else None,
+        _record(found),
         _command(found),
     )
 
@@ -529,7 +534,7 @@ def test_a_1x_abi_module_under_numpy_2_pins_numpy_below_2():
     env = _numpy_env(("numpy", "2.1.2", ()), ("pin", "2.6.17", ("numpy>=1.20",)))
     found = _import_array_failed(C_ABI_1_UNDER_2, _options(env))
     assert ("numpy-compiled-for-other-c-abi", 'pip install "numpy<2"') == (
-        found.findings[0].record.id if found else None,
+        _record(found),
         _command(found),
     )
 
@@ -545,7 +550,7 @@ def test_pasted_c_api_message_gets_the_release_from_the_message():
     """Pasted: the installed set is not known; the release is the message's C-API version's."""
     found = explain(C_API_0E)
     assert ("numpy-compiled-for-newer-c-api", 'pip install "numpy>=1.20,<2"', True) == (
-        found.findings[0].record.id if found else None,
+        _record(found),
         *_noted(found, "requirements of the installed distributions were not read"),
     )
 
@@ -579,7 +584,7 @@ def test_vllm_clone_shadowing_the_install_raised_by_python(clone):
         "No module named 'vllm._C'",
         "vllm-compiled-module-missing",
         f"cd {clone} && VLLM_USE_PRECOMPILED=1 pip install --editable .",
-    ) == (str(caught.value), found.findings[0].record.id if found else None, _command(found))
+    ) == (str(caught.value), _record(found), _command(found))
 
 
 def test_pasted_vllm_c_without_a_traceback_keeps_the_record_s_fix():
@@ -616,7 +621,7 @@ def test_bnb_library_none_with_a_cpu_torch_on_a_gpu_machine_gets_the_cuda_torch(
     expected = next(v.commands[0] for v in judge(env) if v.code == "cpu-torch-with-gpu")
     found = _bnb_call_on_none(env)
     assert ("bitsandbytes-native-library-none", expected) == (
-        found.findings[0].record.id if found else None,
+        _record(found),
         _command(found),
     )
 
@@ -655,7 +660,7 @@ def test_bnb_cpu_library_missing_a_gpu_function_under_a_cuda_torch_gets_the_rele
     )
     found = diagnose(caught.value, options=_options(env))
     assert ("bitsandbytes-cpu-library-missing-function", "bitsandbytes-cpu-library",
-            BNB_CPU_INSTALL) == (found.findings[0].record.id if found else None,
+            BNB_CPU_INSTALL) == (_record(found),
                                  _verdict(found), _command(found))  # fmt: skip
 
 
@@ -667,7 +672,7 @@ def test_pasted_bnb_cpu_warning_beside_a_cuda_torch_s_collect_env_gets_the_relea
     )
     found = explain(text)
     assert ("bitsandbytes-compiled-without-gpu-support", BNB_CPU_INSTALL) == (
-        found.findings[0].record.id if found else None,
+        _record(found),
         _command(found),
     )
 
@@ -697,7 +702,7 @@ def test_safe_open_on_a_folder_raised_by_real_safetensors(tmp_path):
         load_file(str(folder))
     found = diagnose(caught.value, options=_options(environment()))
     assert ("safetensors-mmap-no-such-device", "safetensors-folder", f"ls {folder}") == (
-        found.findings[0].record.id if found else None,
+        _record(found),
         _verdict(found),
         _command(found),
     )
@@ -782,7 +787,7 @@ def test_bnb_cpu_library_loaded_by_ctypes_on_a_cpu_torch_gets_the_cuda_torch(tmp
     found = diagnose(caught.value, options=_options(env))
     expected = next(v.commands[0] for v in judge(env) if v.code == "cpu-torch-with-gpu")
     assert ("bitsandbytes-cpu-library-missing-function", expected) == (
-        found.findings[0].record.id if found else None,
+        _record(found),
         _command(found),
     )
 
@@ -829,7 +834,7 @@ def test_cufft_error_with_another_cufft_wheel_than_torch_pins_installs_the_pin()
     env = _pinned_env(("nvidia-cufft-cu12", "11.3.0.4"), broken=(broken,))
     found = _raised(RuntimeError("cuFFT error: CUFFT_INTERNAL_ERROR"), _options(env))
     assert ("torch-cufft-error", "cuda-wheel-mismatch", 'pip install "nvidia-cufft-cu12==11.2.1.3"') == (
-        found.findings[0].record.id if found else None,
+        _record(found),
         _verdict(found),
         _command(found),
     )  # fmt: skip
@@ -846,7 +851,7 @@ def test_pasted_cufft_error_names_no_machine():
     """Pasted: the pins are torch's, the installed set is not known; pip check is said."""
     found = explain(CUFFT)
     assert ("torch-cufft-error", None, True) == (
-        found.findings[0].record.id if found else None,
+        _record(found),
         *_noted(found, "pin their nvidia-cufft-cuNN release"),
     )
 
@@ -861,7 +866,7 @@ def test_cublas_error_with_another_cublas_wheel_than_torch_pins_installs_the_pin
     env = _pinned_env(("nvidia-cublas-cu12", "12.6.4.1"), broken=(broken,))
     found = _raised(RuntimeError(message.removeprefix("RuntimeError: ")), _options(env))
     assert (record, "cuda-wheel-mismatch", 'pip install "nvidia-cublas-cu12==12.4.5.8"') == (
-        found.findings[0].record.id if found else None,
+        _record(found),
         _verdict(found),
         _command(found),
     )
@@ -873,7 +878,7 @@ def test_cublas_error_with_the_pinned_wheel_gives_no_command(message, record):
     env = _pinned_env(("nvidia-cublas-cu12", "12.4.5.8"))
     found = _raised(RuntimeError(message.removeprefix("RuntimeError: ")), _options(env))
     assert (record, None, True) == (
-        found.findings[0].record.id if found else None,
+        _record(found),
         *_noted(found, "nvidia-cublas-cu12 12.4.5.8 is installed"),
     )
 
@@ -962,7 +967,7 @@ def test_pasted_nvrtc_names_the_torch_releases_of_its_cuda():
 def test_a_reported_environment_error_finds_its_record_with_its_class(text, record):
     """The pasted report, class and all, gets the record (the class rule admits RuntimeError)."""
     found = explain(text, options=Options(probes=False, timeout=60))
-    assert record == (found.findings[0].record.id if found else None)
+    assert record == _record(found)
 
 
 def test_two_active_triton_drivers_are_not_judged_a_machine_without_cuda():
@@ -973,7 +978,7 @@ def test_two_active_triton_drivers_are_not_judged_a_machine_without_cuda():
     text = "2 active drivers ([<class 'c.CudaDriver'>, <class 'nvi.CudaDriver'>])."
     found = _raised(RuntimeError(text), _options(env))
     assert ("triton-no-active-driver", None) == (
-        found.findings[0].record.id if found else None,
+        _record(found),
         _verdict(found),
     )
 
@@ -993,7 +998,7 @@ def test_vllm_pynccl_system_error_in_a_small_shm_container_gets_the_shm_size():
     message = PYNCCL_SYSTEM.rsplit("RuntimeError: ", 1)[1]
     found = _raised(RuntimeError(message), _options(env))
     assert ("vllm-pynccl-error", "shm-small", "docker run --shm-size=32g ...") == (
-        found.findings[0].record.id if found else None,
+        _record(found),
         _verdict(found),
         _command(found),
     )
@@ -1022,7 +1027,7 @@ def test_vllm_0_4_custom_ops_without_c_raised_by_real_vllm(tmp_path, monkeypatch
         del sys.modules[name]
     assert ("name 'vllm_ops' is not defined", "vllm-custom-ops-not-imported") == (
         str(caught.value),
-        found.findings[0].record.id if found else None,
+        _record(found),
     )
 
 
@@ -1072,7 +1077,7 @@ def test_flash_attn_installed_without_its_extension_raised_by_real_flash_attn(
     for name in [n for n in sys.modules if n == "flash_attn" or n.startswith("flash_attn.")]:
         del sys.modules[name]
     assert ("flash-attn-compiled-module-missing", rebuild_command("flash-attn", "1.0.9")) == (
-        found.findings[0].record.id if found else None,
+        _record(found),
         _command(found),
     )
 
@@ -1107,7 +1112,7 @@ def test_nccl_system_error_detail_line_in_a_small_shm_container_gets_the_shm_siz
     detail = NCCL_SHM.split("\n", 1)[1]  # from "ncclSystemError: ..." on
     found = _raised(RuntimeError(detail), _options(env))
     assert ("torch-nccl-error-detail", "docker run --shm-size=32g ...") == (
-        found.findings[0].record.id if found else None,
+        _record(found),
         _command(found),
     )
 
