@@ -11,7 +11,7 @@ query runs in a bounded thread (see :func:`errkb.probes.run_bounded`).
 
 from __future__ import annotations
 
-import ctypes
+import functools
 import importlib.util
 import os
 import sys
@@ -98,18 +98,60 @@ def _other_processes() -> dict[int, list[tuple[int, int]]]:
     return found
 
 
-class _Memory(ctypes.Structure):
-    _fields_ = (
-        ("total", ctypes.c_ulonglong),
-        ("free", ctypes.c_ulonglong),
-        ("used", ctypes.c_ulonglong),
-    )
-
-
 _NVML_NAMES = ("libnvidia-ml.so.1", "libnvidia-ml.so", "nvml.dll")
+# Where a loaded NVIDIA driver shows on Linux: its control device and its /proc folder, and
+# WSL 2's GPU device (its driver lives on the Windows side).
+_DRIVER_NODES = ("/dev/nvidiactl", "/proc/driver/nvidia", "/dev/dxg")
+
+
+def _no_driver() -> bool:
+    """Whether NVML certainly cannot answer here: Linux, with no NVIDIA driver loaded.
+
+    NVML only talks to the kernel driver; without one, loading the library (ctypes, and the
+    loader's 90 tries through its search folders) would end in a failed initialisation. A
+    library named by path, or put on ``LD_LIBRARY_PATH`` (a stand-in, a driver's libraries
+    moved), is still tried.
+    """
+    from pathlib import Path
+
+    if not sys.platform.startswith("linux") or any(Path(n).exists() for n in _DRIVER_NODES):
+        return False
+    folders = [f for f in os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep) if f]
+    for name in _NVML_NAMES:
+        if os.sep in name and Path(name).exists():
+            return False
+        if any(Path(f, name).exists() for f in folders):
+            return False
+    return True
+
+
+@functools.cache
+def _structures() -> tuple[Any, Any]:
+    """NVML's memory and process records, as ctypes structures (ctypes imported only here)."""
+    import ctypes
+
+    class Memory(ctypes.Structure):
+        _fields_ = (
+            ("total", ctypes.c_ulonglong),
+            ("free", ctypes.c_ulonglong),
+            ("used", ctypes.c_ulonglong),
+        )
+
+    class ProcessInfo(ctypes.Structure):
+        # nvmlProcessInfo_t as nvmlDeviceGetComputeRunningProcesses_v3 fills it.
+        _fields_ = (
+            ("pid", ctypes.c_uint),
+            ("usedGpuMemory", ctypes.c_ulonglong),
+            ("gpuInstanceId", ctypes.c_uint),
+            ("computeInstanceId", ctypes.c_uint),
+        )
+
+    return Memory, ProcessInfo
 
 
 def _load(name: str) -> Any:
+    import ctypes
+
     try:
         return ctypes.CDLL(name)
     except OSError:
@@ -151,16 +193,6 @@ class NvmlReading:
 _INSUFFICIENT_SIZE = 7
 
 
-class _ProcessInfo(ctypes.Structure):
-    # nvmlProcessInfo_t as nvmlDeviceGetComputeRunningProcesses_v3 fills it.
-    _fields_ = (
-        ("pid", ctypes.c_uint),
-        ("usedGpuMemory", ctypes.c_ulonglong),
-        ("gpuInstanceId", ctypes.c_uint),
-        ("computeInstanceId", ctypes.c_uint),
-    )
-
-
 def _nvml_library() -> tuple[Any, str] | None:
     for name in _NVML_NAMES:
         lib = _load(name)
@@ -175,9 +207,12 @@ def read_nvml(*, details: bool = True) -> NvmlReading | None:
     None when NVML is not there or cannot tell. Never imports torch; the caller bounds the
     time (:func:`errkb.probes.run_bounded`).
     """
-    found = _nvml_library()
+    found = None if _no_driver() else _nvml_library()
     if found is None:
         return None
+    import ctypes
+
+    memory_record, _ = _structures()
     lib, library = found
     if lib.nvmlInit_v2() != 0:
         return None
@@ -196,7 +231,7 @@ def read_nvml(*, details: bool = True) -> NvmlReading | None:
             return None
         devices = []
         for position, handle in enumerate(visible):
-            memory, name = _Memory(), ctypes.create_string_buffer(96)
+            memory, name = memory_record(), ctypes.create_string_buffer(96)
             if lib.nvmlDeviceGetMemoryInfo(handle, ctypes.byref(memory)) != 0:
                 return None
             lib.nvmlDeviceGetName(handle, name, len(name))
@@ -233,6 +268,8 @@ def read_nvml(*, details: bool = True) -> NvmlReading | None:
 
 
 def _driver_version(lib: Any) -> str | None:
+    import ctypes
+
     buffer = ctypes.create_string_buffer(96)
     try:
         if lib.nvmlSystemGetDriverVersion(buffer, len(buffer)) != 0:
@@ -243,6 +280,8 @@ def _driver_version(lib: Any) -> str | None:
 
 
 def _cuda_driver_version(lib: Any) -> int | None:
+    import ctypes
+
     version = ctypes.c_int()
     for name in ("nvmlSystemGetCudaDriverVersion_v2", "nvmlSystemGetCudaDriverVersion"):
         call = getattr(lib, name, None)
@@ -256,10 +295,13 @@ def _processes(lib: Any, device: int, handle: Any) -> list[GpuProcess]:
     call = getattr(lib, "nvmlDeviceGetComputeRunningProcesses_v3", None)
     if call is None:
         return []
+    import ctypes
+
+    _, process_record = _structures()
     room = 16
     for _ in range(3):  # processes may start between two calls
         count = ctypes.c_uint(room)
-        infos = (_ProcessInfo * room)()
+        infos = (process_record * room)()
         status = call(handle, ctypes.byref(count), infos)
         if status == _INSUFFICIENT_SIZE:
             room = count.value + 8
@@ -283,6 +325,8 @@ def _processes(lib: Any, device: int, handle: Any) -> list[GpuProcess]:
 
 
 def _process_name(lib: Any, pid: int) -> str | None:
+    import ctypes
+
     buffer = ctypes.create_string_buffer(256)
     try:
         if lib.nvmlSystemGetProcessName(ctypes.c_uint(pid), buffer, len(buffer)) != 0:
@@ -301,6 +345,8 @@ def _visible(lib: Any, handles: list[Any]) -> list[Any] | None:
     given = os.environ.get("CUDA_VISIBLE_DEVICES")
     if given is None:
         return handles
+    import ctypes
+
     uuids: list[str] | None = None
     out = []
     for entry in (e.strip() for e in given.split(",")):

@@ -115,3 +115,42 @@ def test_other_processes_are_named_with_their_memory_not_this_one(nvml):
     others = gpu._other_processes()
     assert [(4242, 2147483648)] == others[0]
     assert [(77, 4096)] == others[1]
+
+
+def test_without_a_driver_nvml_is_not_loaded_and_ctypes_not_imported(fake_nvml, tmp_path):
+    """On Linux with no NVIDIA driver (no /dev/nvidiactl, /proc/driver/nvidia or WSL's
+    /dev/dxg) NVML cannot answer: the library is not looked for (no ctypes, none of the
+    loader's tries through its folders). A library on LD_LIBRARY_PATH is still tried."""
+    import os
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("the driver's device nodes are Linux's")
+    folder = tmp_path / "lib"
+    folder.mkdir()
+    shutil.copy(fake_nvml, folder / "libnvidia-ml.so.1")
+    program = (
+        "import sys\n"
+        "from errkb.probes import gpu\n"
+        f"gpu._DRIVER_NODES = ({str(tmp_path / 'no-such-node')!r},)\n"
+        "reading = gpu.read_nvml()\n"
+        "print(reading is None, 'ctypes' in sys.modules)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
+
+    def run(**extra: str) -> list[str]:
+        out = subprocess.run(
+            [sys.executable, "-c", program],
+            check=False,
+            env={**env, **extra},
+            capture_output=True,
+            text=True,
+        )
+        assert out.returncode == 0, out.stderr
+        return out.stdout.split()
+
+    assert run() == ["True", "False"]
+    assert run(LD_LIBRARY_PATH=str(folder)) == ["False", "True"]  # the stand-in answered
+    # A driver's node present: the library is looked for, through ctypes.
+    program = program.replace(repr(str(tmp_path / "no-such-node")), repr(str(folder)))
+    assert run()[1] == "True"
