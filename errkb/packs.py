@@ -31,6 +31,7 @@ from __future__ import annotations
 import functools
 import importlib
 import json
+import operator
 import os
 import sys
 from itertools import chain, compress
@@ -228,9 +229,7 @@ class LazyPack:
         self._seconds = seconds
         self._rows = rows
         # Each first-level kind's key -> its rows and their second-level keys, as read so far.
-        self._spans: list[dict[str, tuple[tuple[int, ...], tuple[int, ...]]]] = [
-            {} for _ in KINDS[:3]
-        ]
+        self._spans = [_Spans(t, rows, seconds) for t in self._first]
         # Each row's literal sets, when the index holds them (the hand-written records'):
         # no pattern is read to tell what a row needs.
         self._sets = sets
@@ -331,28 +330,22 @@ class LazyPack:
         second-level keys, are read from the index's arrays once, then kept as tuples: the
         keys a process's messages meet are few. The rows checked for every message are added.
         """
-        first, first_keys, second, second_keys = self._tables(met)
-        rows: list[tuple[int, ...]] = []
-        seconds: list[tuple[int, ...]] = []
-        for table, keys, have, spans in zip(first, first_keys, met, self._spans, strict=True):
-            for key in keys & have:
-                span = spans.get(key)
-                if span is None:
-                    start, count = divmod(table[key], _SPAN)
-                    found = tuple(self._rows[start : start + count])
-                    span = spans[key] = (found, tuple(map(self._seconds.__getitem__, found)))
-                rows.append(span[0])
-                seconds.append(span[1])
-        if not rows:
+        _, (words, starts, ends), second, second_keys = self._tables(met)
+        have_words, have_starts, have_ends = met
+        by_word, by_start, by_end = self._spans
+        # Each met key's rows and their second-level keys: mapped in C, not looped over.
+        spans = [
+            *map(by_word.__getitem__, words & have_words),
+            *map(by_start.__getitem__, starts & have_starts),
+            *map(by_end.__getitem__, ends & have_ends),
+        ]
+        if not spans:
             return set(self._always)
         needed = {0}  # a row with no second-level key of its own is met at the first
         for table, keys, have in zip(second, second_keys, met, strict=True):
             needed.update(map(table.__getitem__, keys & have))
-        kept = set(
-            compress(
-                chain.from_iterable(rows), map(needed.__contains__, chain.from_iterable(seconds))
-            )
-        )
+        rows = chain.from_iterable(map(_ROWS, spans))
+        kept = set(compress(rows, map(needed.__contains__, chain.from_iterable(map(_KEYS, spans)))))
         kept.update(self._always)
         return kept
 
@@ -372,9 +365,13 @@ class LazyPack:
             self._looked_up = True
             first = [t.found(have) for t, have in zip(self._first, met, strict=True)]
             second = [t.found(have) for t, have in zip(self._second, met, strict=True)]
+            for spans, numbers in zip(self._spans, first, strict=True):
+                spans.numbers = numbers
             return first, [t.keys() for t in first], second, [t.keys() for t in second]
         first = [t.as_dict() for t in self._first]
         second = [t.as_dict() for t in self._second]
+        for spans, numbers in zip(self._spans, first, strict=True):
+            spans.numbers = numbers
         frozen = self._frozen = (
             first,
             [frozenset(t) for t in first],
@@ -409,7 +406,10 @@ class LazyPack:
                 if not contains(literal):
                     break
             else:
-                if not alternatives or all(any(map(contains, a)) for a in alternatives):
+                for alternative in alternatives:  # a loop, not all() over a generator
+                    if not any(map(contains, alternative)):
+                        break
+                else:
                     kept.append(row)
         kept.sort()
         entry = self._entry
@@ -870,6 +870,38 @@ def read_releases(folder: Path) -> dict[str, dict[str, Any]]:
             if isinstance(entry, dict) and isinstance(entry.get("releases"), list):
                 out[str(dist)] = entry
     return out
+
+
+#: A span's rows, and their second-level keys.
+_ROWS, _KEYS = operator.itemgetter(0), operator.itemgetter(1)
+
+
+class _Spans(dict[str, tuple[tuple[int, ...], tuple[int, ...]]]):
+    """A first-level kind's key -> its rows and their second-level keys, read when first met.
+
+    A dict, so that a lookup maps a message's keys to their spans in C (:meth:`LazyPack._met`).
+    A key not read yet is read from the index's rows by its number in :attr:`numbers`, the
+    kind's table as :meth:`LazyPack._tables` last made it, else in the index (only keys the
+    index holds are asked for).
+    """
+
+    __slots__ = ("_rows", "_seconds", "_table", "numbers")
+
+    def __init__(self, table: _KeyTable, rows: Sequence[int], seconds: Sequence[int]) -> None:
+        super().__init__()
+        self._table, self._rows, self._seconds = table, rows, seconds
+        self.numbers: dict[str, int] = {}
+
+    def __missing__(self, key: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        number = self.numbers.get(key)
+        if number is None:  # another thread's first lookup set its own part of the table
+            number = self._table.get(key)
+            if number is None:
+                raise KeyError(key)
+        start, count = divmod(number, _SPAN)
+        found = tuple(self._rows[start : start + count])
+        span = self[key] = (found, tuple(map(self._seconds.__getitem__, found)))
+        return span
 
 
 class _KeyTable:
