@@ -23,11 +23,13 @@ meets its keys, when it is shown, or when something asks for every record; a lis
 serves ``errkb list``. Loading tens of thousands of records so costs milliseconds, not a
 second. An index is used while each file's size and a CRC of its first and last :data:`_EDGE`
 bytes are what the index says, and errkb's code is the code that wrote it; else the files are
-read as any other (through the build cache).
+read as any other (through the build cache). A check that passed is not made again while the
+files and the code keep their sizes, modification times and inodes (:func:`_checked`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import json
@@ -534,8 +536,12 @@ def _lazy(
             st = os.stat(path)  # noqa: PTH116 - a hundred files: no pathlib
             packs.append(_Pack(path, label, (st.st_size, st.st_mtime_ns, st.st_ino)))
         with where.open("rb") as file:
-            if json.loads(file.readline()) != _index_header(packs, list(labels)):
-                return None
+            head = file.readline()
+            mark, newest = _check_mark(file.fileno(), packs)
+            if mark not in _checked(where):
+                if json.loads(head) != _index_header(packs, list(labels)):
+                    return None
+                _remember(where, mark, newest)
             found = [
                 RecordError(packs[n].label + suffix, text, record_id=rid, field=field)
                 for n, suffix, text, rid, field in json.loads(file.readline())
@@ -1233,6 +1239,98 @@ def _index_header(packs: Sequence[_Pack], names: list[str]) -> dict[str, object]
             os.close(fd)
         named.append([name, pack.stamp[0], digest])
     return {"format": INDEX_FORMAT, "code": _code_stamp(), "packs": named}
+
+
+# An index whose files were checked (sizes and CRCs, above) is not checked again while they and
+# errkb's code are as they were: by size, modification time and inode, as Python trusts a .pyc
+# while its source's stay. The marks are kept beside this module's bytecode, as attrs's
+# compiled methods are (errkb/_attrs.py): 241 files read and hashed at every start become 241
+# stats, which the index's loading makes anyway.
+_CHECKED_FORMAT = 1
+_CHECKED_MAX = 64  # indexes remembered
+_SETTLED = 2_000_000_000  # ns: files younger than this are checked again next time
+_checked_marks: dict[str, list[str]] | None = None  # index path -> its marks, read once
+
+
+def _check_mark(fd: int, packs: Sequence[_Pack]) -> tuple[str, int]:
+    """What a check of an index (open as ``fd``) and its ``packs`` holds for, and their newest time.
+
+    The mark is made of their stats and the code's; the time is the latest modification among
+    the index and the packs, in nanoseconds.
+    """
+    import zlib
+
+    st = os.fstat(fd)
+    digest = zlib.crc32(repr([st.st_size, st.st_mtime_ns, st.st_ino, _code_marks()]).encode())
+    digest = zlib.crc32(repr([(p.path.name, p.stamp) for p in packs]).encode(), digest)
+    newest = max([st.st_mtime_ns, *(p.stamp[1] for p in packs)])
+    return f"{INDEX_FORMAT} {len(packs)} {digest:08x}", newest
+
+
+@functools.cache
+def _code_marks() -> list[tuple[str, int, int]]:
+    marks = []
+    for path in _code_files():
+        st = path.stat()
+        marks.append((str(path), st.st_size, st.st_mtime_ns))
+    return marks
+
+
+def _checked_path() -> Path:
+    import importlib.util
+
+    pyc = Path(importlib.util.cache_from_source(__file__, optimization=""))
+    return pyc.with_name(f"index-checks.{sys.implementation.cache_tag}.json")
+
+
+def _checked(where: Path) -> list[str]:
+    """The marks under which the index at ``where`` was found current (none: check it)."""
+    global _checked_marks  # noqa: PLW0603 - read once a process
+    if _checked_marks is None:
+        try:
+            data = json.loads(_checked_path().read_bytes())
+            marks = data["indexes"] if data.get("format") == _CHECKED_FORMAT else {}
+        except (OSError, ValueError, TypeError, KeyError, AttributeError, RecursionError):
+            marks = {}
+        _checked_marks = marks if isinstance(marks, dict) else {}
+    found = _checked_marks.get(str(where))
+    return found if isinstance(found, list) else []
+
+
+def _remember(where: Path, mark: str, newest: int) -> None:
+    """Keep ``mark`` for the index at ``where``, found current; a failure to write costs nothing.
+
+    Not while a file is newer than :data:`_SETTLED` (``newest``, ns): a file system keeps times
+    to a clock tick, so a file rewritten within one with the same size would keep its mark (as
+    git treats a file changed in the second its index was written). Written only where Python
+    would write bytecode (not under ``PYTHONDONTWRITEBYTECODE``), atomically; an index keeps
+    its last few marks (a checkout and an install side by side).
+    """
+    import tempfile
+    import time
+
+    if sys.dont_write_bytecode or time.time_ns() - newest < _SETTLED:
+        return
+    marks = _checked_marks if _checked_marks is not None else {}
+    if len(marks) >= _CHECKED_MAX and str(where) not in marks:
+        marks.clear()  # many indexes (tests' folders): start again rather than grow
+    kept = [m for m in marks.get(str(where), []) if m != mark][-3:]
+    marks[str(where)] = [*kept, mark]
+    path = _checked_path()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        out = tempfile.NamedTemporaryFile(  # noqa: SIM115 - closed, then moved or removed
+            "w", dir=path.parent, suffix=".tmp", delete=False, encoding="utf-8"
+        )
+    except OSError:
+        return
+    try:
+        with out:
+            out.write(json.dumps({"format": _CHECKED_FORMAT, "indexes": marks}))
+        Path(out.name).replace(path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            Path(out.name).unlink(missing_ok=True)
 
 
 def _read_cache(where: Path, pack: _Pack, problems: list[RecordError]) -> list[RecordRef] | None:

@@ -210,6 +210,49 @@ def test_a_shipped_index_of_other_content_or_code_is_not_used(tmp_path, monkeypa
     assert [1] == read
 
 
+def test_a_passed_index_check_is_kept_by_the_files_stats(tmp_path, monkeypatch):
+    """An index found current is not checked again while it, its packs and the code keep
+    their sizes, times and inodes; a pack rewritten to the same size is checked again (and
+    the index passed over); files changed in the last two seconds are never taken on trust."""
+    import sys
+    import time
+
+    monkeypatch.setenv("ERRKB_NO_CACHE", "1")
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    monkeypatch.setattr(errkb.packs, "_checked_path", lambda: tmp_path / "checks.json")
+    monkeypatch.setattr(errkb.packs, "_checked_marks", None)
+    pack = write_pack(tmp_path / "gears.jsonl", gear_records(5))
+    index = errkb.packs.write_index(pack)
+    checks = []
+    real = errkb.packs._index_header
+    monkeypatch.setattr(errkb.packs, "_index_header", lambda *a: checks.append(1) or real(*a))
+
+    def settle(*paths: Path, seconds: int = 10) -> None:
+        past = time.time_ns() - seconds * 10**9
+        for path in paths:
+            os.utime(path, ns=(past, past))
+
+    def matched(registry) -> list[str]:
+        return [m.record.id for m in registry.matcher.match("gear9x slipped at 5 rpm")]
+
+    assert 5 == len(_load(pack))
+    assert 5 == len(_load(pack))
+    assert 2 == len(checks)  # just written: checked each time
+    assert not (tmp_path / "checks.json").exists()
+    settle(pack, index)
+    assert 5 == len(_load(pack))
+    assert 3 == len(checks)
+    assert [] == matched(_load(pack))
+    assert 3 == len(checks)  # taken on trust
+    assert (tmp_path / "checks.json").exists()
+    text = pack.read_text(encoding="utf-8")
+    pack.write_text(text.replace("gear1x", "gear9x"), encoding="utf-8")
+    assert pack.stat().st_size == len(text.encode())
+    settle(pack, seconds=20)  # the same size, a time of its own
+    assert ["acme-gear-1"] == matched(_load(pack))  # read again: the index no longer fits
+    assert 4 == len(checks)
+
+
 def test_a_pack_with_a_shipped_index_makes_refs_only_for_candidates(tmp_path, monkeypatch):
     """Loading reads the table only; a lookup makes the refs of its candidates, and finds
     exactly what the pack read whole finds (matches and ranking)."""
