@@ -37,6 +37,14 @@ def test_built_wheel_installs_and_explains(tmp_path):
         capture_output=True,
         timeout=600,
     )
+    [site] = env_dir.glob("lib/python*/site-packages/errkb")
+
+    def size() -> int:
+        return sum(p.stat().st_size for p in site.rglob("*") if p.is_file())
+
+    # Issue 15's size budget: errkb as pip installs it (its bytecode included) under 60 MB.
+    installed = size()
+    assert installed < 60 * 2**20
     proc = subprocess.run(
         [str(bindir / "errkb"), "explain", "--json", SEED_MESSAGE],
         capture_output=True,
@@ -60,8 +68,8 @@ def test_built_wheel_installs_and_explains(tmp_path):
     )
     mined = sum(len(p.read_bytes().splitlines()) for p in (ROOT / "records").rglob("*.jsonl"))
     assert shipped + mined == len(everything.stdout.decode().splitlines())
-    # Issue 15's size budget: the wheel under 25 MB, errkb installed under 60 MB.
+    # Issue 15's size budget: the wheel under 25 MB. What errkb writes beside its bytecode
+    # when it runs (attrs's compiled methods, the index checks: errkb/_attrs.py, errkb/packs.py)
+    # stays small.
     assert wheel.stat().st_size < 25 * 2**20
-    [site] = env_dir.glob("lib/python*/site-packages/errkb")
-    installed = sum(p.stat().st_size for p in site.rglob("*") if p.is_file())
-    assert installed < 60 * 2**20
+    assert size() - installed < 256 * 2**10
