@@ -367,20 +367,19 @@ class LazyPack:
             self._looked_up = True
             first = [t.found(have) for t, have in zip(self._first, met, strict=True)]
             second = [t.found(have) for t, have in zip(self._second, met, strict=True)]
-            for spans, numbers in zip(self._spans, first, strict=True):
-                spans.numbers = numbers
-            return first, [t.keys() for t in first], second, [t.keys() for t in second]
-        first = [t.as_dict() for t in self._first]
-        second = [t.as_dict() for t in self._second]
+            tables: _Tables = (first, [t.keys() for t in first], second, [t.keys() for t in second])
+        else:
+            first = [t.as_dict() for t in self._first]
+            second = [t.as_dict() for t in self._second]
+            tables = self._frozen = (
+                first,
+                [frozenset(t) for t in first],
+                second,
+                [frozenset(t) for t in second],
+            )
         for spans, numbers in zip(self._spans, first, strict=True):
-            spans.numbers = numbers
-        frozen = self._frozen = (
-            first,
-            [frozenset(t) for t in first],
-            second,
-            [frozenset(t) for t in second],
-        )
-        return frozen
+            spans.numbers = numbers  # a key's rows are read by the number found here
+        return tables
 
     def candidates(self, message: str, keys: MessageKeys | None = None) -> list[RecordRef]:
         """The refs of the records that may match ``message``, in pack order.
@@ -836,9 +835,14 @@ def _replace(where: Path, data: bytes) -> bool:
         where.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=where.parent, suffix=".tmp", delete=False) as out:
             out.write(data)
+    except OSError:
+        return False
+    try:
         Path(out.name).chmod(0o644)
         Path(out.name).replace(where)
     except OSError:
+        with contextlib.suppress(OSError):
+            Path(out.name).unlink(missing_ok=True)
         return False
     return True
 
@@ -1306,7 +1310,6 @@ def _remember(where: Path, mark: str, newest: int) -> None:
     would write bytecode (not under ``PYTHONDONTWRITEBYTECODE``), atomically; an index keeps
     its last few marks (a checkout and an install side by side).
     """
-    import tempfile
     import time
 
     if sys.dont_write_bytecode or time.time_ns() - newest < _SETTLED:
@@ -1316,21 +1319,7 @@ def _remember(where: Path, mark: str, newest: int) -> None:
         marks.clear()  # many indexes (tests' folders): start again rather than grow
     kept = [m for m in marks.get(str(where), []) if m != mark][-3:]
     marks[str(where)] = [*kept, mark]
-    path = _checked_path()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        out = tempfile.NamedTemporaryFile(  # noqa: SIM115 - closed, then moved or removed
-            "w", dir=path.parent, suffix=".tmp", delete=False, encoding="utf-8"
-        )
-    except OSError:
-        return
-    try:
-        with out:
-            out.write(json.dumps({"format": _CHECKED_FORMAT, "indexes": marks}))
-        Path(out.name).replace(path)
-    except OSError:
-        with contextlib.suppress(OSError):
-            Path(out.name).unlink(missing_ok=True)
+    _replace(_checked_path(), json.dumps({"format": _CHECKED_FORMAT, "indexes": marks}).encode())
 
 
 def _read_cache(where: Path, pack: _Pack, problems: list[RecordError]) -> list[RecordRef] | None:
