@@ -22,6 +22,7 @@ from errkb.hook import install, uninstall
 # `typing` costs milliseconds to import; the annotations never need it at run time.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
     from errkb.diagnosis import Diagnosis, diagnose, explain
@@ -68,9 +69,15 @@ def lookup(message: str, error_class: type[BaseException] | str | None = None) -
         ...                              "`gpu_memory_utilization` when initializing the engine.")][:1]
         ['vllm-no-cache-blocks']
     """
-    from errkb.registry import default_registry
+    global _default_registry  # noqa: PLW0603 - an import statement a lookup costs 8,000 instructions
+    if _default_registry is None:
+        from errkb.registry import default_registry
 
-    return default_registry().matcher.match(message, error_class)
+        _default_registry = default_registry
+    return _default_registry().matcher.match(message, error_class)
+
+
+_default_registry: Callable[[], Registry] | None = None  # imported by the first lookup
 
 
 def __getattr__(name: str) -> Any:

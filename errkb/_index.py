@@ -38,6 +38,7 @@ __all__ = [
     "message_keys",
     "plan_keys",
     "requirements",
+    "word_keys",
     "words_of",
 ]
 
@@ -265,14 +266,14 @@ _LONG_PREFIX = itemgetter(slice(LONG_AFFIX))
 _LONG_SUFFIX = itemgetter(slice(-LONG_AFFIX, None))
 
 
-def message_keys(message: str) -> MessageKeys:
+def message_keys(message: str, words: set[str] | None = None) -> MessageKeys:
     """The keys a message can meet, worked out once for every index it is looked up in.
 
-    Its words, and the prefix and suffix keys of its words (each word's first and last
-    :data:`AFFIX` and :data:`LONG_AFFIX` characters; a shorter word gives itself, which no key
-    of those lengths equals).
+    Its words (``words``, when the caller has them), and the prefix and suffix keys of its
+    words (each word's first and last :data:`AFFIX` and :data:`LONG_AFFIX` characters; a
+    shorter word gives itself, which no key of those lengths equals).
     """
-    tokens = set(words_of(message))
+    tokens = set(words_of(message)) if words is None else words
     starts = set(map(_PREFIX, tokens))
     ends = set(map(_SUFFIX, tokens))
     # A word shorter than LONG_AFFIX would give itself, which no long key equals.
@@ -281,6 +282,13 @@ def message_keys(message: str) -> MessageKeys:
         starts.update(map(_LONG_PREFIX, long))
         ends.update(map(_LONG_SUFFIX, long))
     return tokens, starts, ends
+
+
+def word_keys(word: str) -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    """The keys one word of a message can meet, by kind: :func:`message_keys` for one word."""
+    if len(word) >= LONG_AFFIX:
+        return (word,), (word[:AFFIX], word[:LONG_AFFIX]), (word[-AFFIX:], word[-LONG_AFFIX:])
+    return (word,), (word[:AFFIX],), (word[-AFFIX:],)
 
 
 # Every ASCII byte that \w does not match, as a space: an ASCII message splits into its words

@@ -99,7 +99,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 import regex
 
 from errkb._attrs import attrs
-from errkb._index import LiteralIndex, message_keys, requirements
+from errkb._index import LiteralIndex, literal_test, message_keys, requirements, words_of
 from errkb._lazy_regex import lazy_re
 from errkb._patterns import (
     DEFAULT_TIMEOUT,
@@ -120,7 +120,6 @@ from errkb.records import SITE_TAG, RecordRef
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping, Sequence
 
-    from errkb._index import MessageKeys
     from errkb.records import Listed, Record
 
 __all__ = [
@@ -440,10 +439,13 @@ class LazyRefs(Protocol):
 
     def __len__(self) -> int: ...
 
-    def candidates(self, message: str, keys: MessageKeys | None = None) -> list[RecordRef]:
+    def candidates(
+        self, message: str, words: Iterable[str], contains: Callable[[str], bool]
+    ) -> list[RecordRef]:
         """The refs of the records that may match ``message`` (see :mod:`errkb._index`).
 
-        ``keys`` are its :func:`errkb._index.message_keys`, worked out once for every pack.
+        ``words`` are its words (:func:`errkb._index.words_of`, each once), and ``contains``
+        its :func:`errkb._index.literal_test`, made once for every pack.
         """
         ...
 
@@ -522,14 +524,17 @@ class Matcher:
         """The entries worth a regex search for ``message``."""
         if self._index is None:  # every record is searched: the lazy ones were made eager
             return self._entries
-        keys = message_keys(message)
+        words = set(words_of(message))
         # The shipped records are all lazy: no eager entry to look at.
-        found = self._index.candidates(message, keys) if self._entries else []
+        found = (
+            self._index.candidates(message, message_keys(message, words)) if self._entries else []
+        )
         if not self._lazy:
             return found
         more = []
+        contains = literal_test(message)
         for pack in self._lazy:
-            for ref in pack.candidates(message, keys):
+            for ref in pack.candidates(message, words, contains):
                 entry = self._lazy_entries.get(id(ref))
                 if entry is None:  # the pack makes each ref once, so its id stays its own
                     entry = self._lazy_entries.setdefault(id(ref), _Entry(ref))
@@ -554,7 +559,7 @@ class Matcher:
         ``skipped`` when given, and always to :attr:`skipped`.
         """
         spec = ClassSpec.of(error_class)
-        paths = tuple("/" + f.replace("\\", "/").lstrip("/") for f in files)
+        paths = tuple("/" + f.replace("\\", "/").lstrip("/") for f in files) if files else ()
         # A mined match waits until every candidate is read: one that folds into a hand-written
         # match (see _fold) is only a place in that match's text, so its captures, its text and
         # its Match are made only if it does not fold.

@@ -33,10 +33,10 @@ import contextlib
 import functools
 import importlib
 import json
-import operator
 import os
 import sys
 from itertools import chain, compress
+from operator import itemgetter, not_
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -56,15 +56,13 @@ from errkb.records._files import is_pack, json_items
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator, Sequence
-    from collections.abc import Set as AbstractSet
 
-    from errkb._index import MessageKeys
     from errkb.records import Record
 
-    #: A pack's tables of keys, each level's, and their keys as sets (see LazyPack._tables).
-    _Tables = tuple[
-        list[dict[str, int]], list[AbstractSet[str]], list[dict[str, int]], list[AbstractSet[str]]
-    ]
+    #: What a word meets in an index, as LazyPack._word gives it.
+    _Met = tuple[frozenset[int], tuple[int, ...], tuple[int, ...], frozenset[int], frozenset[int]]
+    #: A key's number in each of a level's tables, or None when the table does not hold it.
+    _Lookups = list[Callable[[str], int | None]]
 
 __all__ = [
     "CACHE_FORMAT",
@@ -230,8 +228,8 @@ class LazyPack:
         self._second: list[_KeyTable] = [table[kind] for kind in KINDS[3:]]
         self._seconds = seconds
         self._rows = rows
-        # Each first-level kind's key -> its rows and their second-level keys, as read so far.
-        self._spans = [_Spans(t, rows, seconds) for t in self._first]
+        # A message's word -> what it meets in the index, as read so far (see _Words).
+        self._words = _Words(self._word)
         # Each row's literal sets, when the index holds them (the hand-written records'):
         # no pattern is read to tell what a row needs.
         self._sets = sets
@@ -245,8 +243,8 @@ class LazyPack:
         self._needs_of: dict[int, tuple[tuple[str, ...], tuple[tuple[str, ...], ...], Any]] = {}
         # What each row met so far needs of a message: its literals, and its any-of sets.
         self._checks: dict[int, tuple[tuple[str, ...], tuple[tuple[str, ...], ...]]] = {}
-        self._looked_up = False  # see _key_sets
-        self._frozen: _Tables | None = None
+        self._looked_up = False  # see _numbers
+        self._tables: tuple[_Lookups, _Lookups] | None = None
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -324,78 +322,105 @@ class LazyPack:
                     self._maps[pack] = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
         return bytes(self._maps[pack][offset : offset + length])
 
-    def _met(self, met: MessageKeys) -> set[int]:
-        """The rows a message's keys meet at both levels (see :func:`errkb._index.plan_keys`).
+    def _met(self, words: Iterable[str]) -> set[int]:
+        """The rows a message's words meet at both levels (see :func:`errkb._index.plan_keys`).
 
-        The rows filed under the first-level keys it meets, less those whose own second-level
-        key it does not meet: set operations and one filter, all in C. A key's rows, and their
-        second-level keys, are read from the index's arrays once, then kept as tuples: the
-        keys a process's messages meet are few. The rows checked for every message are added.
+        The rows filed under the first-level keys its words meet, less those whose own
+        second-level key no word meets: maps and one filter, all in C. What a word meets is
+        read from the index once (:class:`_Words`): a process's messages share most of their
+        words, so a lookup reads nearly nothing. The rows checked for every message are added.
         """
-        _, (words, starts, ends), second, second_keys = self._tables(met)
-        have_words, have_starts, have_ends = met
-        by_word, by_start, by_end = self._spans
-        # Each met key's rows and their second-level keys: mapped in C, not looped over.
-        spans = [
-            *map(by_word.__getitem__, words & have_words),
-            *map(by_start.__getitem__, starts & have_starts),
-            *map(by_end.__getitem__, ends & have_ends),
-        ]
-        if not spans:
+        if self._looked_up and self._tables is None:
+            self._tables = self._whole_tables()  # a second message: more will come
+        self._looked_up = True
+        met = list(filter(None, map(self._words.__getitem__, words)))
+        if not met:
             return set(self._always)
-        needed = {0}  # a row with no second-level key of its own is met at the first
-        for table, keys, have in zip(second, second_keys, met, strict=True):
-            needed.update(map(table.__getitem__, keys & have))
-        rows = chain.from_iterable(map(_ROWS, spans))
-        kept = set(compress(rows, map(needed.__contains__, chain.from_iterable(map(_KEYS, spans)))))
-        kept.update(self._always)
+        kept = set(self._always)
+        kept.update(*map(_FREE, met))
+        needed = _NONE.union(*map(_SECONDS, met))
+        # The words with a row whose second-level key is met, then those rows.
+        live = list(compress(met, map(not_, map(needed.isdisjoint, map(_KEYSET, met)))))
+        if live:
+            rows = chain.from_iterable(map(_ROWS, live))
+            keys = chain.from_iterable(map(_KEYS, live))
+            kept.update(compress(rows, map(needed.__contains__, keys)))
         return kept
 
-    def _tables(self, met: MessageKeys) -> _Tables:
-        """Each level's key tables, and their keys to intersect with a message's keys.
+    def _numbers(self) -> tuple[_Lookups, _Lookups]:
+        """Each level's tables, as key -> number functions (None: the table has no such key).
 
-        The first message a process looks up finds its own keys in the index's sorted keys
-        (:meth:`_KeyTable.found`): a hook's one diagnosis builds no table of the tens of
-        thousands of keys of the mined packs, which costs about 10 ms. From the second on,
-        the whole tables, their keys as frozensets (a frozenset meets a small set in half the
-        time of a dict's keys).
+        A process's first message has its words' keys found by bisecting the index's sorted
+        keys (:meth:`_KeyTable.get`): a hook's one diagnosis builds no table of the tens of
+        thousands of keys of the mined packs, which costs about 10 ms. From the second message
+        on, the whole tables as dicts: a new word costs a few dict lookups.
         """
-        frozen = self._frozen
-        if frozen is not None:
-            return frozen
-        if not self._looked_up:
-            self._looked_up = True
-            first = [t.found(have) for t, have in zip(self._first, met, strict=True)]
-            second = [t.found(have) for t, have in zip(self._second, met, strict=True)]
-            tables: _Tables = (first, [t.keys() for t in first], second, [t.keys() for t in second])
-        else:
-            first = [t.as_dict() for t in self._first]
-            second = [t.as_dict() for t in self._second]
-            tables = self._frozen = (
-                first,
-                [frozenset(t) for t in first],
-                second,
-                [frozenset(t) for t in second],
-            )
-        for spans, numbers in zip(self._spans, first, strict=True):
-            spans.numbers = numbers  # a key's rows are read by the number found here
-        return tables
+        tables = self._tables
+        if tables is not None:
+            return tables
+        return [t.get for t in self._first], [t.get for t in self._second]
 
-    def candidates(self, message: str, keys: MessageKeys | None = None) -> list[RecordRef]:
+    def _whole_tables(self) -> tuple[_Lookups, _Lookups]:
+        return (
+            [t.as_dict().get for t in self._first],
+            [t.as_dict().get for t in self._second],
+        )
+
+    def _word(self, word: str) -> _Met | None:
+        """What ``word`` meets in the index, in five parts; None: nothing.
+
+        The rows filed under the first-level keys it meets, in two parts: those met at the
+        first level alone (no second-level key of their own), and the others. Then those
+        others' second-level keys, and the same as a set (a message that meets none of them
+        passes the others over in one test). Last, the numbers of the second-level keys the
+        word meets.
+        """
+        from errkb._index import word_keys
+
+        first, second = self._numbers()
+        all_rows, seconds = self._rows, self._seconds
+        free: list[int] = []
+        rows: list[int] = []
+        keys: list[int] = []
+        met: list[int] = []
+        for kind, kind_keys in enumerate(word_keys(word)):
+            for key in kind_keys:
+                number = first[kind](key)
+                if number is not None:
+                    start, count = divmod(number, _SPAN)
+                    for row in all_rows[start : start + count]:
+                        own = seconds[row]
+                        if own:
+                            rows.append(row)
+                            keys.append(own)
+                        else:
+                            free.append(row)
+                number = second[kind](key)
+                if number is not None:
+                    met.append(number)
+        if not (free or rows or met):
+            return None
+        return frozenset(free), tuple(rows), tuple(keys), frozenset(keys), frozenset(met)
+
+    def candidates(
+        self,
+        message: str,
+        words: Iterable[str] | None = None,
+        contains: Callable[[str], bool] | None = None,
+    ) -> list[RecordRef]:
         """The refs of the records that may match ``message``, in pack order.
 
-        ``keys``: the message's :func:`errkb._index.message_keys`, when the caller has them.
+        ``words``: the message's words (:func:`errkb._index.words_of`, each once), and
+        ``contains`` its :func:`errkb._index.literal_test`, when the caller has them.
         """
-        if keys is None:
-            from errkb._index import message_keys
+        if words is None or contains is None:
+            from errkb._index import literal_test, words_of
 
-            keys = message_keys(message)
-        rows = self._met(keys)
+            words = set(words_of(message)) if words is None else words
+            contains = literal_test(message) if contains is None else contains
+        rows = self._met(words)
         if not rows:
             return []
-        from errkb._index import literal_test
-
-        contains = literal_test(message)
         checks = self._checks
         kept = []
         for row in rows:
@@ -882,36 +907,36 @@ def read_releases(folder: Path) -> dict[str, dict[str, Any]]:
     return out
 
 
-#: A span's rows, and their second-level keys.
-_ROWS, _KEYS = operator.itemgetter(0), operator.itemgetter(1)
+#: The parts of what a word meets (see LazyPack._word).
+_FREE, _ROWS, _KEYS, _KEYSET, _SECONDS = map(itemgetter, range(5))
+_NONE: frozenset[int] = frozenset()
 
 
-class _Spans(dict[str, tuple[tuple[int, ...], tuple[int, ...]]]):
-    """A first-level kind's key -> its rows and their second-level keys, read when first met.
+class _Words(dict[str, "_Met | None"]):
+    """A message's word -> what it meets in an index (:meth:`LazyPack._word`), read once.
 
-    A dict, so that a lookup maps a message's keys to their spans in C (:meth:`LazyPack._met`).
-    A key not read yet is read from the index's rows by its number in :attr:`numbers`, the
-    kind's table as :meth:`LazyPack._tables` last made it, else in the index (only keys the
-    index holds are asked for).
+    A dict, so that a lookup maps a message's words to what they meet in C
+    (:meth:`LazyPack._met`). Emptied when it holds :data:`_WORDS_KEPT` words: a long log's
+    numbers and ids are words too.
     """
 
-    __slots__ = ("_rows", "_seconds", "_table", "numbers")
+    __slots__ = ("_read",)
 
-    def __init__(self, table: _KeyTable, rows: Sequence[int], seconds: Sequence[int]) -> None:
+    def __init__(self, read: Callable[[str], _Met | None]) -> None:
         super().__init__()
-        self._table, self._rows, self._seconds = table, rows, seconds
-        self.numbers: dict[str, int] = {}
+        self._read = read
 
-    def __missing__(self, key: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
-        number = self.numbers.get(key)
-        if number is None:  # another thread's first lookup set its own part of the table
-            number = self._table.get(key)
-            if number is None:
-                raise KeyError(key)
-        start, count = divmod(number, _SPAN)
-        found = tuple(self._rows[start : start + count])
-        span = self[key] = (found, tuple(map(self._seconds.__getitem__, found)))
-        return span
+    def __missing__(self, word: str) -> _Met | None:
+        met = self._read(word)
+        if len(self) >= _WORDS_KEPT:
+            self.clear()
+        self[word] = met
+        return met
+
+
+#: How many words a pack keeps what they meet for: most meet nothing (a word and None,
+#: about 100 bytes), a common one a few hundred rows.
+_WORDS_KEPT = 20_000
 
 
 class _KeyTable:

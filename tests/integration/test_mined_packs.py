@@ -61,9 +61,9 @@ def test_the_packs_ship_one_current_index_and_listing():
 def test_a_first_lookup_bisects_the_index_keys_and_meets_the_rows_later_ones_meet():
     """A process's first lookup finds its message's keys by bisecting the index's sorted keys
     (no table of the 30,000 keys is built for a hook's one diagnosis); later ones use the
-    whole tables. Both meet the same rows, for messages made of the mined records' own words,
-    and for the message no record matches."""
-    from errkb._index import message_keys
+    whole tables, and what each word met is kept. All meet the same rows, for messages made of
+    the mined records' own words, and for the message no record matches."""
+    from errkb._index import words_of
 
     problems: list = []
     warm, _ = lazy_folder(MINED, str, problems)
@@ -75,17 +75,16 @@ def test_a_first_lookup_bisects_the_index_keys_and_meets_the_rows_later_ones_mee
         messages.append(" ".join([*singles, *(a[0] for a in alternatives)]))
     messages.append("Avg prompt throughput: 0.0 tokens/s, Running: 1 reqs, Pending: 0 reqs")
     for message in messages[:2]:  # the whole tables from here on
-        warm._met(message_keys(message))
-    assert warm._frozen is not None
+        warm._met(set(words_of(message)))
+    assert warm._tables is not None
     met = 0
     for message in messages:
         first, _ = lazy_folder(MINED, str, problems)
         assert first is not None
-        assert first._frozen is None
-        keys = message_keys(message)
-        rows = first._met(keys)
-        assert first._frozen is None  # it bisected
-        assert rows == warm._met(keys), message
+        words = set(words_of(message))
+        rows = first._met(words)
+        assert first._tables is None  # it bisected
+        assert rows == warm._met(words) == warm._met(words), message  # read, then kept
         met += bool(rows)
     assert met >= len(messages) * 0.9  # the messages meet rows: the comparison says something
 
