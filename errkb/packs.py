@@ -215,9 +215,12 @@ class LazyPack:
     ) -> None:
         import threading
 
-        from errkb._index import KINDS
+        from errkb._index import AFFIX, KINDS, MIN_LITERAL, word_keys
 
         self._packs = packs
+        self._word_keys = word_keys  # imported once: an import statement costs a lookup
+        # No key is shorter than this, and a shorter word gives itself as its affixes.
+        self._shortest = min(AFFIX, MIN_LITERAL)
         # Pack, line number, offset and length of each record's line: four columns.
         self._lines = lines
         self._maps: list[Any] = [None] * len(packs)  # each pack, mapped on first read
@@ -375,15 +378,15 @@ class LazyPack:
         passes the others over in one test). Last, the numbers of the second-level keys the
         word meets.
         """
-        from errkb._index import word_keys
-
+        if len(word) < self._shortest:
+            return None
         first, second = self._numbers()
         all_rows, seconds = self._rows, self._seconds
         free: list[int] = []
         rows: list[int] = []
         keys: list[int] = []
         met: list[int] = []
-        for kind, kind_keys in enumerate(word_keys(word)):
+        for kind, kind_keys in enumerate(self._word_keys(word)):
             for key in kind_keys:
                 number = first[kind](key)
                 if number is not None:
