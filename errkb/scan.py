@@ -49,6 +49,7 @@ from __future__ import annotations
 import functools
 import gzip
 import io
+import os
 from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
@@ -74,7 +75,9 @@ from errkb.parse import class_at
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator
 
-    Finder = Callable[[bytes], list[tuple[int, int, int]]]
+    #: Needles found in a block: (needle, start, end) of each.
+    Hits = list[tuple[int, int, int]]
+    Finder = Callable[[bytes], Hits]
 
     from errkb.match import Match, Matcher
     from errkb.records import Record, RecordRef
@@ -218,17 +221,30 @@ class _Needles:
         found.update((r.id, r) for r in self.spanning_anywhere)
         return tuple(found.values())
 
-    def lines_in(self, block: bytes) -> list[tuple[int, int]]:
-        """(start, end) of every line of ``block`` that holds a needle, in order."""
+    def found(self, block: bytes) -> Hits | None:
+        """Where the automaton finds needles in ``block``; None without the automaton.
+
+        A worker thread calls this for the next block while a block is matched (see
+        :func:`_prefetched`), then :meth:`lines_in` is given what it found.
+        """
+        if self._automaton is None:
+            return None
+        if not self._sampled and len(block) >= PLAN_MIN:
+            self._sampled = True  # one automaton, or SIMD passes: measured on this log
+            if len(self.needles) > _PACKED:
+                finders = (self._automaton, _packed(self.needles))
+                self._automaton = _faster(finders, block[:SAMPLE])
+        return _found(self._automaton, block)
+
+    def lines_in(self, block: bytes, hits: Hits | None = None) -> list[tuple[int, int]]:
+        """(start, end) of every line of ``block`` that holds a needle, in order.
+
+        ``hits``: what :meth:`found` found in ``block``, when it was searched already.
+        """
         spans: set[tuple[int, int]] = set()
         if self._automaton is not None:
-            if not self._sampled and len(block) >= PLAN_MIN:
-                self._sampled = True  # one automaton, or SIMD passes: measured on this log
-                if len(self.needles) > _PACKED:
-                    finders = (self._automaton, _packed(self.needles))
-                    self._automaton = _faster(finders, block[:SAMPLE])
             end = -1
-            for _, at, _ in _found(self._automaton, block):
+            for _, at, _ in (self.found(block) if hits is None else hits) or ():
                 if at > end:  # one hit is enough for a line
                     start, end = line_around(block, at)
                     spans.add((start, end))
@@ -368,19 +384,62 @@ _POOL: tuple[int, Any] | None = None
 
 def _pool() -> Any:
     """The worker thread that searches a block's second half; None with a single CPU."""
-    import os
-
     global _POOL  # noqa: PLW0603 - one worker per process, started on the first large block
     pid = os.getpid()
     if _POOL is None or _POOL[0] != pid:
-        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-        if (cpus or 1) < 2:
-            _POOL = (pid, None)
-        else:
-            from concurrent.futures import ThreadPoolExecutor
-
-            _POOL = (pid, ThreadPoolExecutor(max_workers=1, thread_name_prefix="errkb-scan"))
+        _POOL = (pid, _executor("errkb-scan") if _cpus() >= 2 else None)
     return _POOL[1]
+
+
+def _cpus() -> int:
+    """The CPUs this process may run on."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return cpus or 1
+
+
+def _executor(name: str) -> Any:
+    """A pool of one worker thread."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    return ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
+
+
+def _prefetched(
+    blocks: Iterator[tuple[bytes, int]], needles: _Needles
+) -> Iterator[tuple[bytes, int, Hits | None]]:
+    """``blocks``, each with its needles found, read and searched while the one before is matched.
+
+    The automaton and the reading let go of the interpreter: with a second CPU a reader thread
+    reads the next block and searches it (in two halves, see :func:`_found`) while this thread
+    matches the lines of the last one. Without the automaton, or with one CPU, each block is
+    read here and searched when it is matched.
+    """
+    reader = _reader() if needles.engine == "ahocorasick" else None
+    if reader is None:
+        yield from ((block, read, None) for block, read in blocks)
+        return
+
+    def ahead() -> tuple[bytes, int, Hits | None] | None:
+        item = next(blocks, None)
+        return None if item is None else (*item, needles.found(item[0]))
+
+    coming = reader.submit(ahead)
+    while (item := coming.result()) is not None:
+        coming = reader.submit(ahead)
+        yield item
+
+
+#: The reader thread, and the process it was started in (a forked child starts its own).
+_READER: tuple[int, Any] | None = None
+
+
+def _reader() -> Any:
+    """The thread that reads and searches the next block (:func:`_prefetched`); None, one CPU."""
+    global _READER  # noqa: PLW0603 - one reader per process, started on the first scan
+    pid = os.getpid()
+    if _READER is None or _READER[0] != pid:
+        _READER = (pid, _executor("errkb-read") if _cpus() >= 2 else None)
+    return _READER[1]
 
 
 def _faster(finders: tuple[Finder, ...], sample: bytes) -> Finder:
@@ -620,17 +679,20 @@ class _Scanner:
         # word for word under new timestamps, and matching is the same each time.
         self._alone: dict[tuple[str, str | None], tuple[list[tuple[Match, str]], bool]] = {}
 
-    def feed(self, block: bytes) -> None:
-        """Match the lines of ``block`` (whole lines), and those carried from the last one."""
+    def feed(self, block: bytes, hits: Hits | None = None) -> None:
+        """Match the lines of ``block`` (whole lines), and those carried from the last one.
+
+        ``hits``: the needles found in ``block`` already (:meth:`_Needles.found`), if any.
+        """
         if self.carried and len(block) > WINDOW_BYTES:
             # The carried lines' windows end in the first WINDOW_BYTES of this block: only
             # that much is joined to them, not the whole block.
             carried, self.carried = self.carried, b""
             self._match(carried + block[:WINDOW_BYTES], len(carried))
         elif self.carried:
-            block, self.carried = self.carried + block, b""
+            block, self.carried, hits = self.carried + block, b"", None
         ready = _ready(block)
-        self._match(block, ready)
+        self._match(block, ready, hits)
         self.carried = block[ready:]
 
     def finish(self, size: int) -> ScanResult:
@@ -641,10 +703,10 @@ class _Scanner:
             self.lines += 1  # a last line without its newline
         return self.counter.result(self.lines, size)
 
-    def _match(self, block: bytes, ready: int) -> None:
+    def _match(self, block: bytes, ready: int, hits: Hits | None = None) -> None:
         """Match the lines of ``block`` that start before ``ready`` (a line's start)."""
         last, line = 0, self.lines
-        spans = self.needles.lines_in(block)
+        spans = self.needles.lines_in(block, hits)
         # A fleet scan also reads the lines that look like errors (see _error_lines).
         errors = _error_lines(block, ready) if self.tally is not None else None
         needled = None
@@ -812,9 +874,9 @@ def scan_stream(
 
     scanner = _Scanner(registry or default_registry(), engine)
     size = 0
-    for block, read in _blocks(stream, progress):
+    for block, read, hits in _prefetched(_blocks(stream, progress), scanner.needles):
         size += read
-        scanner.feed(block)
+        scanner.feed(block, hits)
     return scanner.finish(size)
 
 
@@ -1264,9 +1326,9 @@ def scan_part(
     scanner = _Scanner(registry, engine, tally=tally, needles=_needles_for(registry, engine))
     stream: BinaryIO = io.BytesIO(data) if isinstance(data, bytes) else data
     size = 0
-    for block, read in _blocks(stream, progress):
+    for block, read, hits in _prefetched(_blocks(stream, progress), scanner.needles):
         size += read
-        scanner.feed(block)
+        scanner.feed(block, hits)
     result = scanner.finish(size)
     return tally.part(size, result.lines)
 
