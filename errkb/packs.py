@@ -979,15 +979,6 @@ class _KeyTable:
                 high = middle
         return None
 
-    def found(self, keys: Iterable[str]) -> dict[str, int]:
-        """The table's part for ``keys``: those it holds, with their numbers."""
-        found = {}
-        for key in keys:
-            number = self.get(key)
-            if number is not None:
-                found[key] = number
-        return found
-
     def as_dict(self) -> dict[str, int]:
         """The whole table as a dict."""
         if not self._values:
