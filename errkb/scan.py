@@ -225,7 +225,7 @@ class _Needles:
         """Where the automaton finds needles in ``block``; None without the automaton.
 
         A worker thread calls this for the next block while a block is matched (see
-        :func:`_prefetched`), then :meth:`lines_in` is given what it found.
+        :func:`_searched_ahead`), then :meth:`lines_in` is given what it found.
         """
         if self._automaton is None:
             return None
@@ -404,42 +404,42 @@ def _executor(name: str) -> Any:
     return ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
 
 
-def _prefetched(
-    blocks: Iterator[tuple[bytes, int]], needles: _Needles
+def _searched_ahead(
+    blocks: Iterable[tuple[bytes, int]], needles: _Needles
 ) -> Iterator[tuple[bytes, int, Hits | None]]:
-    """``blocks``, each with its needles found, read and searched while the one before is matched.
+    """``blocks``, each with its needles found, searched while the one before is matched.
 
-    The automaton and the reading let go of the interpreter: with a second CPU a reader thread
-    reads the next block and searches it (in two halves, see :func:`_found`) while this thread
-    matches the lines of the last one. Without the automaton, or with one CPU, each block is
-    read here and searched when it is matched.
+    The automaton lets go of the interpreter while it searches, so with a second CPU a worker
+    thread searches each block (in two halves, see :func:`_found`) while this thread matches
+    the lines of the block before. The blocks are read here, in the caller's thread: a stream
+    may only be read where it was made (the console's upload is pulled from its event loop).
+    Without the automaton, or with one CPU, each block is searched when it is matched.
     """
-    reader = _reader() if needles.engine == "ahocorasick" else None
-    if reader is None:
+    searcher = _searcher() if needles.engine == "ahocorasick" else None
+    if searcher is None:
         yield from ((block, read, None) for block, read in blocks)
         return
-
-    def ahead() -> tuple[bytes, int, Hits | None] | None:
-        item = next(blocks, None)
-        return None if item is None else (*item, needles.found(item[0]))
-
-    coming = reader.submit(ahead)
-    while (item := coming.result()) is not None:
-        coming = reader.submit(ahead)
-        yield item
-
-
-#: The reader thread, and the process it was started in (a forked child starts its own).
-_READER: tuple[int, Any] | None = None
+    held: tuple[bytes, int, Any] | None = None
+    for block, read in blocks:
+        coming = (block, read, searcher.submit(needles.found, block))
+        if held is not None:
+            yield held[0], held[1], held[2].result()
+        held = coming
+    if held is not None:
+        yield held[0], held[1], held[2].result()
 
 
-def _reader() -> Any:
-    """The thread that reads and searches the next block (:func:`_prefetched`); None, one CPU."""
-    global _READER  # noqa: PLW0603 - one reader per process, started on the first scan
+#: The thread that searches a block ahead, and the process it was started in.
+_AHEAD: tuple[int, Any] | None = None
+
+
+def _searcher() -> Any:
+    """The thread that searches the next block (:func:`_searched_ahead`); None with one CPU."""
+    global _AHEAD  # noqa: PLW0603 - one per process, started on the first scan
     pid = os.getpid()
-    if _READER is None or _READER[0] != pid:
-        _READER = (pid, _executor("errkb-read") if _cpus() >= 2 else None)
-    return _READER[1]
+    if _AHEAD is None or _AHEAD[0] != pid:
+        _AHEAD = (pid, _executor("errkb-ahead") if _cpus() >= 2 else None)
+    return _AHEAD[1]
 
 
 def _faster(finders: tuple[Finder, ...], sample: bytes) -> Finder:
@@ -874,7 +874,7 @@ def scan_stream(
 
     scanner = _Scanner(registry or default_registry(), engine)
     size = 0
-    for block, read, hits in _prefetched(_blocks(stream, progress), scanner.needles):
+    for block, read, hits in _searched_ahead(_blocks(stream, progress), scanner.needles):
         size += read
         scanner.feed(block, hits)
     return scanner.finish(size)
@@ -1326,7 +1326,7 @@ def scan_part(
     scanner = _Scanner(registry, engine, tally=tally, needles=_needles_for(registry, engine))
     stream: BinaryIO = io.BytesIO(data) if isinstance(data, bytes) else data
     size = 0
-    for block, read, hits in _prefetched(_blocks(stream, progress), scanner.needles):
+    for block, read, hits in _searched_ahead(_blocks(stream, progress), scanner.needles):
         size += read
         scanner.feed(block, hits)
     result = scanner.finish(size)

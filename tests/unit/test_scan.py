@@ -241,10 +241,10 @@ def test_a_window_carried_over_block_boundaries_loses_nothing(monkeypatch, engin
         assert expected == _found(text), block
 
 
-def test_blocks_read_and_searched_ahead_give_what_blocks_read_in_turn_give(monkeypatch):
-    """With a second CPU the next block is read and searched in a thread while one is matched
-    (scan._prefetched); the counts, line numbers and windows across block ends are the same
-    as when each block is read and searched in turn."""
+def test_blocks_searched_ahead_give_what_blocks_searched_in_turn_give(monkeypatch):
+    """With a second CPU the next block is searched in a thread while one is matched
+    (scan._searched_ahead); the counts, line numbers and windows across block ends are the
+    same as when each block is searched in turn."""
     pytest.importorskip("ahocorasick_rs")
     monkeypatch.setenv("ERRKB_SCAN_ENGINE", "ahocorasick")
     text = _log(_GATED, _SIZE_MISMATCH, _GATED, SEED_MESSAGE, before=30, after=30)
@@ -252,12 +252,12 @@ def test_blocks_read_and_searched_ahead_give_what_blocks_read_in_turn_give(monke
     monkeypatch.setattr(errkb.scan, "WINDOW_BYTES", 300)
     found = {}
     for ahead in (True, False):
-        monkeypatch.setattr(errkb.scan, "_READER", None)
+        monkeypatch.setattr(errkb.scan, "_AHEAD", None)
         monkeypatch.setattr(errkb.scan, "_cpus", lambda ahead=ahead: 2 if ahead else 1)
         for block in (7, 301, 1000):
             monkeypatch.setattr(errkb.scan, "BLOCK", block)
             found[ahead, block] = _found(text)
-        assert (errkb.scan._reader() is not None) is ahead
+        assert (errkb.scan._searcher() is not None) is ahead
     assert found[True, 1000]  # the log holds known errors: the comparison says something
     assert {k[1]: v for k, v in found.items() if k[0]} == {
         k[1]: v for k, v in found.items() if not k[0]
