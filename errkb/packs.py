@@ -246,7 +246,16 @@ class LazyPack:
         self._needs_of: dict[int, tuple[tuple[str, ...], tuple[tuple[str, ...], ...], Any]] = {}
         # What each row met so far needs of a message: its literals, and its any-of sets.
         self._checks: dict[int, tuple[tuple[str, ...], tuple[tuple[str, ...], ...]]] = {}
-        self._looked_up = False  # see _numbers
+        # Each level's tables as key -> number functions (None: no such key). A process's
+        # first message has its words' keys found by bisecting the index's sorted keys
+        # (_KeyTable.get): a hook's one diagnosis builds no table of the tens of thousands of
+        # keys of the mined packs, which costs about 10 ms. From the second message on, the
+        # whole tables as dicts (_tables): a new word costs a few dict lookups.
+        self._bisecting: tuple[_Lookups, _Lookups] = (
+            [t.get for t in self._first],
+            [t.get for t in self._second],
+        )
+        self._looked_up = False
         self._tables: tuple[_Lookups, _Lookups] | None = None
         self._lock = threading.Lock()
 
@@ -333,8 +342,11 @@ class LazyPack:
         read from the index once (:class:`_Words`): a process's messages share most of their
         words, so a lookup reads nearly nothing. The rows checked for every message are added.
         """
-        if self._looked_up and self._tables is None:
-            self._tables = self._whole_tables()  # a second message: more will come
+        if self._looked_up and self._tables is None:  # a second message: more will come
+            self._tables = (
+                [t.as_dict().get for t in self._first],
+                [t.as_dict().get for t in self._second],
+            )
         self._looked_up = True
         met = list(filter(None, map(self._words.__getitem__, words)))
         if not met:
@@ -350,25 +362,6 @@ class LazyPack:
             kept.update(compress(rows, map(needed.__contains__, keys)))
         return kept
 
-    def _numbers(self) -> tuple[_Lookups, _Lookups]:
-        """Each level's tables, as key -> number functions (None: the table has no such key).
-
-        A process's first message has its words' keys found by bisecting the index's sorted
-        keys (:meth:`_KeyTable.get`): a hook's one diagnosis builds no table of the tens of
-        thousands of keys of the mined packs, which costs about 10 ms. From the second message
-        on, the whole tables as dicts: a new word costs a few dict lookups.
-        """
-        tables = self._tables
-        if tables is not None:
-            return tables
-        return [t.get for t in self._first], [t.get for t in self._second]
-
-    def _whole_tables(self) -> tuple[_Lookups, _Lookups]:
-        return (
-            [t.as_dict().get for t in self._first],
-            [t.as_dict().get for t in self._second],
-        )
-
     def _word(self, word: str) -> _Met | None:
         """What ``word`` meets in the index, in five parts; None: nothing.
 
@@ -380,7 +373,7 @@ class LazyPack:
         """
         if len(word) < self._shortest:
             return None
-        first, second = self._numbers()
+        first, second = self._tables or self._bisecting
         all_rows, seconds = self._rows, self._seconds
         free: list[int] = []
         rows: list[int] = []

@@ -366,7 +366,7 @@ def _found(find: Finder, block: bytes) -> list[tuple[int, int, int]]:
     half after the middle line's end is searched in a worker thread meanwhile. No needle holds
     a newline: no hit crosses the cut.
     """
-    pool = _pool() if len(block) >= _SPLIT_MIN else None
+    pool = _worker(_HALVES) if len(block) >= _SPLIT_MIN else None
     cut = block.find(b"\n", len(block) // 2) + 1 if pool is not None else 0
     if pool is None or not 0 < cut < len(block):
         return find(block)
@@ -378,30 +378,30 @@ def _found(find: Finder, block: bytes) -> list[tuple[int, int, int]]:
 
 #: A block this large (or larger) is searched in two halves (see :func:`_found`).
 _SPLIT_MIN = 1 << 20
-#: The worker thread, and the process it was started in (a forked child starts its own).
-_POOL: tuple[int, Any] | None = None
+#: The worker threads: one searches a block's second half (:func:`_found`), the other the
+#: next block (:func:`_searched_ahead`).
+_HALVES, _AHEAD = "errkb-scan", "errkb-ahead"
+#: Each worker thread by name, and the process it was started in (a forked child starts its
+#: own: a thread inherited through ``fork`` never runs).
+_WORKERS: dict[str, tuple[int, Any]] = {}
 
 
-def _pool() -> Any:
-    """The worker thread that searches a block's second half; None with a single CPU."""
-    global _POOL  # noqa: PLW0603 - one worker per process, started on the first large block
+def _worker(name: str) -> Any:
+    """This process's worker thread ``name``, started on first use; None with a single CPU."""
     pid = os.getpid()
-    if _POOL is None or _POOL[0] != pid:
-        _POOL = (pid, _executor("errkb-scan") if _cpus() >= 2 else None)
-    return _POOL[1]
+    worker = _WORKERS.get(name)
+    if worker is None or worker[0] != pid:
+        from concurrent.futures import ThreadPoolExecutor
+
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name) if _cpus() >= 2 else None
+        worker = _WORKERS[name] = (pid, pool)
+    return worker[1]
 
 
 def _cpus() -> int:
     """The CPUs this process may run on."""
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return cpus or 1
-
-
-def _executor(name: str) -> Any:
-    """A pool of one worker thread."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    return ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
 
 
 def _searched_ahead(
@@ -415,7 +415,7 @@ def _searched_ahead(
     may only be read where it was made (the console's upload is pulled from its event loop).
     Without the automaton, or with one CPU, each block is searched when it is matched.
     """
-    searcher = _searcher() if needles.engine == "ahocorasick" else None
+    searcher = _worker(_AHEAD) if needles.engine == "ahocorasick" else None
     if searcher is None:
         yield from ((block, read, None) for block, read in blocks)
         return
@@ -427,19 +427,6 @@ def _searched_ahead(
         held = coming
     if held is not None:
         yield held[0], held[1], held[2].result()
-
-
-#: The thread that searches a block ahead, and the process it was started in.
-_AHEAD: tuple[int, Any] | None = None
-
-
-def _searcher() -> Any:
-    """The thread that searches the next block (:func:`_searched_ahead`); None with one CPU."""
-    global _AHEAD  # noqa: PLW0603 - one per process, started on the first scan
-    pid = os.getpid()
-    if _AHEAD is None or _AHEAD[0] != pid:
-        _AHEAD = (pid, _executor("errkb-ahead") if _cpus() >= 2 else None)
-    return _AHEAD[1]
 
 
 def _faster(finders: tuple[Finder, ...], sample: bytes) -> Finder:

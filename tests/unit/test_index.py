@@ -174,3 +174,18 @@ def test_words_of_a_message_are_what_a_word_regex_finds(text):
     import re
 
     assert words_of(text) == re.findall(r"\w+", text)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="ab_1é ", max_size=40))
+def test_a_messages_keys_are_its_words_keys_together(text):
+    """A shipped pack looks a message up word by word (word_keys), an index built in the
+    process by the whole message (message_keys): both name the same keys."""
+    from errkb._index import message_keys, word_keys
+
+    words = set(words_of(text))
+    by_word = [set(), set(), set()]
+    for word in words:
+        for kind, keys in zip(by_word, word_keys(word), strict=True):
+            kind.update(keys)
+    assert tuple(by_word) == message_keys(text)

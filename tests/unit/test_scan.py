@@ -252,12 +252,12 @@ def test_blocks_searched_ahead_give_what_blocks_searched_in_turn_give(monkeypatc
     monkeypatch.setattr(errkb.scan, "WINDOW_BYTES", 300)
     found = {}
     for ahead in (True, False):
-        monkeypatch.setattr(errkb.scan, "_AHEAD", None)
+        monkeypatch.delitem(errkb.scan._WORKERS, errkb.scan._AHEAD, raising=False)
         monkeypatch.setattr(errkb.scan, "_cpus", lambda ahead=ahead: 2 if ahead else 1)
         for block in (7, 301, 1000):
             monkeypatch.setattr(errkb.scan, "BLOCK", block)
             found[ahead, block] = _found(text)
-        assert (errkb.scan._searcher() is not None) is ahead
+        assert (errkb.scan._worker(errkb.scan._AHEAD) is not None) is ahead
     assert found[True, 1000]  # the log holds known errors: the comparison says something
     assert {k[1]: v for k, v in found.items() if k[0]} == {
         k[1]: v for k, v in found.items() if not k[0]
@@ -482,11 +482,11 @@ def test_a_large_block_searched_in_two_halves_finds_what_one_search_finds(monkey
     assert len(block) >= errkb.scan._SPLIT_MIN
     expected = find(block)
     assert len(expected) == 12
-    assert errkb.scan._pool() is not None  # this machine has two CPUs or more
+    assert errkb.scan._worker(errkb.scan._HALVES) is not None  # this machine has two CPUs or more
     assert expected == errkb.scan._found(find, block)
     import os
 
-    monkeypatch.setattr(errkb.scan, "_POOL", (os.getpid(), None))
+    monkeypatch.setitem(errkb.scan._WORKERS, errkb.scan._HALVES, (os.getpid(), None))
     assert expected == errkb.scan._found(find, block)
 
 
