@@ -87,6 +87,36 @@ def test_a_runaway_line_is_cut_and_the_lines_after_it_still_count(monkeypatch, e
     assert (3, len(log)) == (result.lines, result.bytes)
 
 
+@settings(max_examples=150, deadline=None)
+@given(
+    lines=st.lists(
+        st.sampled_from([b"", b"a", b"bb b", b"c" * 40, b"d" * 130, b"\xff\r"]), max_size=30
+    ),
+    ends=st.booleans(),
+    block=st.integers(1, 100),
+    start=st.integers(0, 20),
+)
+def test_a_file_on_disk_is_cut_into_the_blocks_a_stream_is(
+    tmp_path_factory, lines, ends, block, start
+):
+    """A file on disk has each block's last line found with os.pread and read in one piece;
+    the blocks and the bytes read are those that finishing the line with readline gives, lines
+    longer than MAX_LINE (cut the same way) and a read that starts mid-file included."""
+    data = b"\n".join(lines) + (b"\n" if ends else b"")
+    path = tmp_path_factory.mktemp("log") / "app.log"
+    path.write_bytes(data)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(errkb.scan, "BLOCK", block)
+        mp.setattr(errkb.scan, "MAX_LINE", 50)
+        stream = io.BytesIO(data)
+        stream.seek(min(start, len(data)))
+        expected = list(errkb.scan._blocks(stream, None))
+        with path.open("rb") as file:
+            file.seek(min(start, len(data)))
+            assert errkb.scan._plain_file(file)[0] is not None  # the way under test is taken
+            assert expected == list(errkb.scan._blocks(file, None))
+
+
 # Lines a log may hold: real messages of the shipped records (first lines, whole messages over
 # several lines, under a log prefix), near misses, noise, oddities.
 _RECORDS = [r for r in default_registry().hand_written().records if not r.retired]
