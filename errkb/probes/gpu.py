@@ -379,7 +379,10 @@ def probe_gpus(timeout: float = 5.0, *, import_torch: bool = True) -> GpuReading
     ``import_torch``, through torch imported now; else not at all, with the reason.
     """
     if "torch" not in sys.modules:
-        reading, _ = run_bounded(_nvml, timeout, "NVML")
+        # No driver, and no LD_LIBRARY_PATH folder to look in (on a cluster, a network
+        # folder that may hang): told by three stat calls here, without a thread to wait on.
+        bare = not os.environ.get("LD_LIBRARY_PATH") and _no_driver()
+        reading, _ = (None, None) if bare else run_bounded(_nvml, timeout, "NVML")
         if reading is not None:
             return reading
         if not import_torch:

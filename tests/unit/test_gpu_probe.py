@@ -154,3 +154,27 @@ def test_without_a_driver_nvml_is_not_loaded_and_ctypes_not_imported(fake_nvml, 
     # A driver's node present: the library is looked for, through ctypes.
     program = program.replace(repr(str(tmp_path / "no-such-node")), repr(str(folder)))
     assert run()[1] == "True"
+
+
+def test_without_a_driver_no_thread_is_started_to_learn_it(monkeypatch, tmp_path):
+    """A program without torch on a machine with no NVIDIA driver (and no LD_LIBRARY_PATH to
+    look in) is told so without a bounded thread: the hook's diagnosis waits on none. With a
+    LD_LIBRARY_PATH folder, which may be a network one, the look stays in the thread."""
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        pytest.skip("the driver's device nodes are Linux's")
+    monkeypatch.setattr(gpu, "_DRIVER_NODES", (str(tmp_path / "no-such-node"),))
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    monkeypatch.delenv("LD_LIBRARY_PATH", raising=False)
+    started = []
+    real = gpu.run_bounded
+    monkeypatch.setattr(
+        gpu, "run_bounded", lambda func, *a: started.append(func.__name__) or real(func, *a)
+    )
+    reading = gpu.probe_gpus(timeout=10, import_torch=False)
+    assert ([], ()) == (started, reading.devices)
+    assert "NVML (the NVIDIA driver's libnvidia-ml) is not available" in (reading.error or "")
+    monkeypatch.setenv("LD_LIBRARY_PATH", str(tmp_path))
+    assert reading == gpu.probe_gpus(timeout=10, import_torch=False)
+    assert ["_nvml"] == started
