@@ -1143,8 +1143,16 @@ class ScanPart:
 class _Tally:
     """What one piece's scan keeps for :class:`ScanPart`: told by the scanner as it counts."""
 
-    def __init__(self, source: str, start: int, host: str | None, mtime: float | None) -> None:
+    def __init__(
+        self,
+        source: str,
+        start: int,
+        host: str | None,
+        mtime: float | None,
+        opened: Callable[[str, str], None] | None = None,
+    ) -> None:
         self.source, self.start, self.host, self.mtime = source, start, host, mtime
+        self.opened = opened
         self.groups: dict[str, dict[str, Any]] = {}
         self.shapes: dict[str, dict[str, Any]] = {}
 
@@ -1170,6 +1178,8 @@ class _Tally:
                 "hosts": {},
                 "timeline": {},
             }
+            if self.opened is not None:
+                self.opened(record_id, example)
         g["count"] += 1
         if len(g["firsts"]) < FIRST_LINES:
             g["firsts"].append(number)
@@ -1322,6 +1332,7 @@ def scan_part(
     registry: Registry | None = None,
     engine: str | None = None,
     progress: Callable[[int], None] | None = None,
+    opened: Callable[[str, str], None] | None = None,
 ) -> ScanPart:
     r"""The map step of a fleet scan: one log (bytes, or a binary file object read to its end).
 
@@ -1330,7 +1341,8 @@ def scan_part(
     since the epoch) gives the year to times that lack one, and ``start`` is the byte offset
     of ``data`` in the source (its line numbers count from there). Parts add up with
     :func:`merge`; the same scanner as :func:`scan_stream` counts the failures (``progress``
-    is told the bytes read, as there).
+    is told the bytes read, as there). ``opened`` is told each group's record id and example
+    as the group opens (its first failure).
 
     >>> part = scan_part(b"ValueError: No available memory for the cache blocks. Try "
     ...                  b"increasing `gpu_memory_utilization` when initializing the engine.\n",
@@ -1341,7 +1353,7 @@ def scan_part(
     from errkb.registry import default_registry
 
     registry = registry or default_registry()
-    tally = _Tally(source, start, host, mtime)
+    tally = _Tally(source, start, host, mtime, opened)
     scanner = _Scanner(registry, engine, tally=tally, needles=_needles_for(registry, engine))
     stream: BinaryIO = io.BytesIO(data) if isinstance(data, bytes) else data
     size = 0

@@ -18,6 +18,7 @@ from errkb.cli._common import EXIT_NONE, EXIT_OK, EXIT_USAGE, registry
 
 if TYPE_CHECKING:
     import argparse
+    from collections.abc import Callable
 
     from errkb.fleet._run import FleetOptions
     from errkb.registry import Registry
@@ -76,16 +77,22 @@ def _single(args: argparse.Namespace) -> bool:
 
 def _scan(args: argparse.Namespace) -> dict[str, Any] | None:
     """The result of the scan the arguments ask for, or None (said on stderr)."""
-    from errkb._scanreport import report
+    from errkb._scanreport import fixes_ahead, report
 
-    records = registry(args)
     if _single(args):  # one file: none of the fleet's machinery is imported
-        part = _scan_file(args.paths[0], records, progress=args.progress)
+        # The groups' Fix lines are made in a child process while this one reads the log.
+        ahead = fixes_ahead(lambda: registry(args))
+        records = registry(args)
+        opened = ahead.want if ahead is not None else None
+        part = _scan_file(args.paths[0], records, progress=args.progress, opened=opened)
         if part is None:
+            if ahead is not None:
+                ahead.fixes()  # the child is told the scan ended, and waited for
             return None
-        result = report(part, records)
+        result = report(part, records, ahead)
         result["path"] = args.paths[0]
         return result
+    records = registry(args)
     from errkb.fleet._run import FleetOptions
     from errkb.fleet._run import run as run_fleet
 
@@ -127,7 +134,13 @@ def _has_dask() -> bool:
     return importlib.util.find_spec("dask") is not None
 
 
-def _scan_file(path: str, registry: Registry, *, progress: bool) -> ScanPart | None:
+def _scan_file(
+    path: str,
+    registry: Registry,
+    *,
+    progress: bool,
+    opened: Callable[[str, str], None] | None = None,
+) -> ScanPart | None:
     """One file (or stdin) scanned, or None (said on stderr) when it cannot be read.
 
     A file is read through the codec its extension names (gzip also by its magic bytes, as
@@ -142,16 +155,20 @@ def _scan_file(path: str, registry: Registry, *, progress: bool) -> ScanPart | N
     try:
         if path == "-":
             with open_log(path) as stream:
-                return _scan_with_progress(path, stream, registry, progress)
+                return _scan_with_progress(path, stream, registry, progress, opened)
         with Path(path).open("rb") as raw, decompressed(raw, compression_of(path)) as stream:
-            return _scan_with_progress(path, stream, registry, progress)
+            return _scan_with_progress(path, stream, registry, progress, opened)
     except (OSError, EOFError, zlib.error, lzma.LZMAError) as exc:
         print(f"errkb: cannot read {path}: {exc}", file=sys.stderr)
         return None
 
 
 def _scan_with_progress(
-    path: str, stream: BinaryIO, registry: Registry, progress: bool
+    path: str,
+    stream: BinaryIO,
+    registry: Registry,
+    progress: bool,
+    opened: Callable[[str, str], None] | None,
 ) -> ScanPart:
     """The scan of ``stream``, under a progress bar when stderr is a terminal and size known."""
     from errkb.scan import scan_part, source_host
@@ -162,6 +179,7 @@ def _scan_with_progress(
         "host": source_host(path) if path != "-" else None,
         "mtime": mtime,
         "registry": registry,
+        "opened": opened,
     }
     if not progress or size is None or not sys.stderr.isatty():
         return scan_part(stream, **common)

@@ -7,7 +7,7 @@ import io
 import json
 
 import pytest
-from helpers import DATA, NOISE, run_cli, serve_log
+from helpers import DATA, NOISE, run_cli, run_python, serve_log
 
 import errkb
 from errkb.exceptions import UsageError
@@ -118,3 +118,72 @@ def test_scan_and_explain_agree_on_every_record_example(record_id, example):
     for log in ("\n".join([*noise, example, *noise]), "\n".join([*noise, example])):
         groups = scan_stream(io.BytesIO(log.encode())).groups
         assert expected == (_original(groups[0].record) if groups else None), record_id
+
+
+def _many_groups_log(path) -> None:
+    """A log of the first lines of 60 records' examples under a vLLM prefix, among INFO lines."""
+    records = [r for r in default_registry().hand_written().records if r.examples][:60]
+    lines = [NOISE.format(n=1)]
+    for record in records:
+        lines += [f"ERROR 11-30 06:00:01 [core.py:9] {record.examples[0]}", NOISE.format(n=2)]
+    path.write_text("\n".join(lines) + "\n")
+
+
+_AHEAD = """
+import json, os, signal, sys
+from errkb._scanreport import fixes_ahead, report
+from errkb.registry import default_registry
+from errkb.scan import scan_part
+
+path, kill = sys.argv[1], sys.argv[2] == "kill"
+ahead = fixes_ahead(default_registry)
+if ahead is None:
+    sys.exit(3)
+if kill:  # the child is gone before the scan tells it anything
+    os.kill(ahead._pid, signal.SIGKILL)
+registry = default_registry()
+with open(path, "rb") as log:
+    part = scan_part(log, source=path, registry=registry, opened=ahead.want)
+made = ahead.fixes()
+ahead.fixes = lambda: made
+print(json.dumps([len(part.groups), len(made), report(part, registry, ahead), report(part, registry)]))
+"""
+
+
+@pytest.mark.parametrize("kill", ["keep", "kill"])
+def test_fix_lines_made_ahead_in_a_child_are_those_made_here(tmp_path, kill):
+    """errkb scan of one file has its groups' Fix lines made by a forked child while it reads
+    (_scanreport.fixes_ahead): the report is the one made in the process, and a child that
+    died leaves every line to be made in the process."""
+    path = tmp_path / "serve.log"
+    _many_groups_log(path)
+    proc = run_python(_AHEAD, str(path), kill)
+    if proc.returncode == 3:
+        pytest.skip("no child is forked here: it needs Linux and two CPUs")
+    assert 0 == proc.returncode, proc.stderr
+    groups, made, ahead, here = json.loads(proc.stdout)
+    assert groups >= 40  # a report that says something
+    assert (groups if kill == "keep" else 0) == made
+    assert here == ahead
+
+
+def test_cli_scan_of_one_file_prints_what_a_scan_in_the_process_gives(tmp_path):
+    """The CLI's report, Fix lines made by its child, is the in-process report; the child
+    prints nothing."""
+    from errkb._scanreport import report
+    from errkb.scan import scan_part
+
+    path = tmp_path / "serve.log"
+    _many_groups_log(path)
+    proc = run_cli("scan", "--json", str(path))
+    assert 0 == proc.returncode, proc.stderr
+    assert b"" == proc.stderr
+    registry = default_registry()
+    with path.open("rb") as log:
+        expected = report(scan_part(log, source=str(path), registry=registry), registry)
+    got = json.loads(proc.stdout)
+    keys = ("id", "count", "first_lines", "example", "fix")
+    assert len(got["groups"]) >= 40
+    assert [[g[k] for k in keys] for g in expected["groups"]] == [
+        [g[k] for k in keys] for g in got["groups"]
+    ]
