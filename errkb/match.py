@@ -106,13 +106,12 @@ from errkb._patterns import (
     PatternTimeoutError,
     compile_pattern,
     fill_template,
-    head_pattern,
     head_regex,
     literal_sets,
+    pattern_facts,
     required_literals,
     search,
     search_prefix,
-    specificity,
     template_names,
 )
 from errkb.records import SITE_TAG, RecordRef
@@ -371,8 +370,7 @@ class _Entry:
         """
         if self._facts is None:
             ref = self.ref
-            whole = specificity(ref.message_pattern)
-            cut = specificity(head_pattern(ref.message_pattern) or "")
+            _, whole, cut = pattern_facts(ref.message_pattern)
             self._facts = (
                 MINED_TAG in ref.tags,
                 FALLBACK_TAG in ref.tags,

@@ -212,6 +212,7 @@ class LazyPack:
         seconds: Sequence[int],
         listing: Path | None = None,
         sets: Sequence[Any] | None = None,
+        facts: Sequence[Any] | None = None,
     ) -> None:
         import threading
 
@@ -236,6 +237,8 @@ class LazyPack:
         # Each row's literal sets, when the index holds them (the hand-written records'):
         # no pattern is read to tell what a row needs.
         self._sets = sets
+        # ...and what scoring reads of each row's pattern (errkb._patterns.pattern_facts).
+        self._facts = facts
         self._always: list[int] = table["always"]
         self._written: list[int] = table["written"]  # the rows not tagged mined
         self._sited: list[int] = table["sited"]  # ...of those, the rows with sitePatterns
@@ -313,6 +316,10 @@ class LazyPack:
             pack, number, offset, length = self._where(row)
             line = _Line(self._packs[pack], number, offset, length)
             ref = _written_ref(data, line, sets)
+            if ref is not None and self._facts is not None:
+                from errkb._patterns import know_facts
+
+                know_facts(ref.message_pattern, self._facts[row])
             if ref is None:
                 record, _ = record_from_dict(data, source=line.source, validate=False)
                 if record is None:  # the pack changed under the index: a pattern never runs
@@ -591,8 +598,18 @@ def _lazy(
         if not isinstance(sets, list) or len(sets) != len(seconds):
             return None
         sets = [None if s is None else tuple(map(tuple, s)) for s in sets]
+    facts = table.get("facts")
+    if facts is not None and (not isinstance(facts, list) or len(facts) != len(seconds)):
+        return None
     return LazyPack(
-        packs, table, where_lines, rows, seconds, listing if listing.is_file() else None, sets
+        packs,
+        table,
+        where_lines,
+        rows,
+        seconds,
+        listing if listing.is_file() else None,
+        sets,
+        facts,
     )
 
 
@@ -775,7 +792,10 @@ def _write_index(
     table["lines"] = [numbers.add(column, _width(column)) for column in lines]
     table["second"] = numbers.add(seconds, _width(seconds))
     if sets:
+        from errkb._patterns import pattern_facts
+
         table["sets"] = [ref.literal_sets() for ref in refs]
+        table["facts"] = [pattern_facts(ref.message_pattern) for ref in refs]
     header = _index_header(packs, [p.path.relative_to(where.parent).as_posix() for p in packs])
     text = "".join(json.dumps(x, separators=(",", ":")) + "\n" for x in (header, bad, table))
     if not _replace(where, text.encode("utf-8") + numbers.data()):

@@ -127,3 +127,37 @@ def test_a_backtick_is_optional_and_splits_the_literals():
     assert not regex.search(loosen("cache`"), "cachemax")  # not the middle of a word
     assert (("Try increasing ",), ("gpu_memory_utilization",), (" now",)) == literal_sets(pattern)
     assert r"a`+b" == loosen(r"a`+b")  # a quantified backtick is the pattern's own rule
+
+
+def test_the_facts_an_index_holds_are_those_read_from_each_pattern():
+    """The records index keeps each hand-written pattern's head length and specificities
+    (pattern_facts): what head_pattern and the match score then give is what reading the
+    pattern gives."""
+    import errkb._patterns as patterns
+    from errkb.registry import default_registry
+
+    refs = default_registry().hand_written().refs
+    known = {r.message_pattern for r in refs if r.message_pattern in patterns._FACTS}
+    assert len(known) == len({r.message_pattern for r in refs})  # every one, from the index
+    for pattern in known:
+        head = patterns._head_pattern(pattern)
+        read = (
+            -1 if head is None else len(head),
+            patterns.specificity(pattern),
+            patterns.specificity(head or ""),
+        )
+        assert read == patterns.pattern_facts(pattern), pattern
+        assert head == patterns.head_pattern(pattern), pattern
+
+
+@pytest.mark.parametrize("facts", [[1, 2], [9, 1, 1], ["1", 2, 3], [True, 1, 1], None, "123"])
+def test_facts_that_are_not_a_patterns_are_passed_over(monkeypatch, facts):
+    """An index another code wrote cannot give a head longer than the pattern, or no numbers."""
+    import errkb._patterns as patterns
+
+    monkeypatch.setattr(patterns, "_FACTS", {})
+    patterns.know_facts("abcd", facts)
+    assert {} == patterns._FACTS
+    assert (-1, 4, 0) == patterns.pattern_facts("abcd")
+    patterns.know_facts("abcd", [2, 7, 1])  # what an index of this code holds is taken as is
+    assert ("ab", (2, 7, 1)) == (patterns.head_pattern("abcd"), patterns.pattern_facts("abcd"))
