@@ -523,6 +523,28 @@ def _ready(block: bytes) -> int:
     return max(by_bytes, at + 1)
 
 
+def _newlines(block: bytes, start: int, end: int) -> int:
+    """How many newlines ``block[start:end]`` holds.
+
+    Counted a 32 KiB piece at a time as the bytes a piece loses when its newlines are taken
+    out: that runs on memchr, where ``bytes.count`` looks at each byte in turn, and takes
+    about half its time (a tenth of a scan's own work). A piece that size stays in the CPU's
+    cache and its copy is not a fresh mapping of memory.
+    """
+    if end - start <= _SMALL_COUNT:
+        return block.count(b"\n", start, end)
+    found = 0
+    for at in range(start, end, _COUNT_PIECE):
+        piece = block[at : min(at + _COUNT_PIECE, end)]
+        found += len(piece) - len(piece.replace(b"\n", b""))
+    return found
+
+
+_COUNT_PIECE = 1 << 15
+#: Up to this many bytes bytes.count is as fast (no piece to copy).
+_SMALL_COUNT = 1 << 10
+
+
 def _decode(line: bytes) -> str:
     return line[:MAX_LINE].decode("utf-8", "replace").rstrip("\r")
 
@@ -737,7 +759,7 @@ class _Scanner:
         for start, end in spans:
             if start >= ready:
                 break
-            line += block.count(b"\n", last, start)
+            line += _newlines(block, last, start)
             last = start
             if line + 1 > self.covered:
                 known = (needled is None or (start, end) in needled) and self._line(
@@ -745,7 +767,7 @@ class _Scanner:
                 )
                 if not known and errors and (start, end) in errors and self.tally is not None:
                     self.tally.unknown(_decode(block[start : min(end, start + MAX_LINE)]), line + 1)
-        self.lines = line + block.count(b"\n", last, ready)
+        self.lines = line + _newlines(block, last, ready)
 
     def _line(self, block: bytes, start: int, end: int, number: int) -> bool:
         """Match the line at ``start:end`` of ``block`` (line ``number``), and count its failure.

@@ -117,6 +117,24 @@ def test_a_file_on_disk_is_cut_into_the_blocks_a_stream_is(
             assert expected == list(errkb.scan._blocks(file, None))
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    block=st.binary(max_size=300).map(lambda b: b.replace(b"\x00", b"\n")),
+    piece=st.integers(1, 40),
+    small=st.integers(0, 50),
+    data=st.data(),
+)
+def test_newlines_are_counted_as_bytes_count_counts_them(block, piece, small, data):
+    """scan._newlines counts a stretch of a block a piece at a time, by what taking the
+    newlines out of each piece takes away: it gives bytes.count's number, pieces cut anywhere."""
+    start = data.draw(st.integers(0, len(block)))
+    end = data.draw(st.integers(start, len(block)))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(errkb.scan, "_COUNT_PIECE", piece)
+        mp.setattr(errkb.scan, "_SMALL_COUNT", small)
+        assert block.count(b"\n", start, end) == errkb.scan._newlines(block, start, end)
+
+
 # Lines a log may hold: real messages of the shipped records (first lines, whole messages over
 # several lines, under a log prefix), near misses, noise, oddities.
 _RECORDS = [r for r in default_registry().hand_written().records if not r.retired]
