@@ -70,10 +70,11 @@ def report(part: ScanPart, registry: Registry, ahead: FixesAhead | None = None) 
 def fixes_ahead(registry: Callable[[], Registry]) -> FixesAhead | None:
     """A child process that makes Fix lines as a scan finds its groups; None where none can run.
 
-    Forked (Linux, two CPUs or more) before the scan starts: no other thread runs then, so the
-    child holds no lock another thread held. It shares what this process loaded, explains each
-    group's example as the scan tells it (:meth:`FixesAhead.want`) on another CPU while this
-    process reads the log, and prints nothing.
+    Forked (Linux, two CPUs or more) before the scan starts and before ``registry`` is called:
+    no other thread runs then, so the child holds no lock another thread held, and it makes its
+    own registry (nothing this process loads after the fork is copied on write). It explains
+    each group's example as the scan tells it (:meth:`FixesAhead.want`) on another CPU while
+    this process reads the log, and prints nothing.
     """
     import threading
 
