@@ -459,7 +459,7 @@ def _blocks(
         want = BLOCK
         if fd is not None:
             # Where the line the block would cut ends, looked up first: the block is then read
-            # in one piece, not finished by readline and copied whole again (70 ms of a 134 MB
+            # in one piece, not finished by readline and copied whole again (60 ms of a 134 MB
             # log's scan). A line longer than MAX_LINE there, a pipe and a stream that
             # decompresses take the way below.
             end = os.pread(fd, MAX_LINE + 1, at + BLOCK - 1).find(b"\n")
@@ -527,8 +527,8 @@ def _newlines(block: bytes, start: int, end: int) -> int:
     """How many newlines ``block[start:end]`` holds.
 
     Counted a 32 KiB piece at a time as the bytes a piece loses when its newlines are taken
-    out: that runs on memchr, where ``bytes.count`` looks at each byte in turn, and takes
-    about half its time (a tenth of a scan's own work). A piece that size stays in the CPU's
+    out: that runs on memchr, where ``bytes.count`` looks at each byte in turn (a quarter of a
+    scan's main thread), and takes about half its time. A piece that size stays in the CPU's
     cache and its copy is not a fresh mapping of memory.
     """
     if end - start <= _SMALL_COUNT:
