@@ -738,6 +738,14 @@ class _Scanner:
         self._match(block, ready, hits)
         self.carried = block[ready:]
 
+    def read(self, stream: BinaryIO, progress: Callable[[int], None] | None) -> ScanResult:
+        """Scan ``stream`` to its end, in blocks searched ahead (see :func:`_searched_ahead`)."""
+        size = 0
+        for block, read, hits in _searched_ahead(_blocks(stream, progress), self.needles):
+            size += read
+            self.feed(block, hits)
+        return self.finish(size)
+
     def finish(self, size: int) -> ScanResult:
         """Match the lines still carried (the log ends there) and return the result."""
         block, self.carried = self.carried, b""
@@ -915,12 +923,7 @@ def scan_stream(
     """
     from errkb.registry import default_registry
 
-    scanner = _Scanner(registry or default_registry(), engine)
-    size = 0
-    for block, read, hits in _searched_ahead(_blocks(stream, progress), scanner.needles):
-        size += read
-        scanner.feed(block, hits)
-    return scanner.finish(size)
+    return _Scanner(registry or default_registry(), engine).read(stream, progress)
 
 
 def scan(
@@ -1380,12 +1383,8 @@ def scan_part(
     tally = _Tally(source, start, host, mtime, opened)
     scanner = _Scanner(registry, engine, tally=tally, needles=_needles_for(registry, engine))
     stream: BinaryIO = io.BytesIO(data) if isinstance(data, bytes) else data
-    size = 0
-    for block, read, hits in _searched_ahead(_blocks(stream, progress), scanner.needles):
-        size += read
-        scanner.feed(block, hits)
-    result = scanner.finish(size)
-    return tally.part(size, result.lines)
+    result = scanner.read(stream, progress)
+    return tally.part(result.bytes, result.lines)
 
 
 #: A byte range's ends move to a line that this many lines without a match start precede:
