@@ -13,13 +13,13 @@ import sys
 import threading
 from typing import TYPE_CHECKING
 
-import regex
-
-from errkb._lazy_regex import lazy_compile, lazy_re
+from errkb._lazy_regex import engine, lazy_compile, lazy_re
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
     from pathlib import Path
+
+    import regex
 
 __all__ = [
     "DEFAULT_TIMEOUT",
@@ -60,13 +60,18 @@ def compile_pattern(pattern: str) -> regex.Pattern[str]:
 
     A pattern a file of compiled patterns holds (see :func:`use_compiled`) is taken from it:
     ``regex`` compiles in Python, about a millisecond a pattern, and a first diagnosis or a
-    scan would otherwise compile a hundred.
+    scan would otherwise compile a hundred. ``regex``'s Python half is imported only for a
+    pattern the file does not hold (see :func:`errkb._lazy_regex.engine`).
     """
     if _compiled_files:
         _load_compiled()
     pickled = _compiled.get(pattern)
     found = _unpickle(pickled) if pickled is not None else None
-    return found if found is not None else regex.compile(loosen(pattern))
+    if found is not None:
+        return found
+    import regex
+
+    return regex.compile(loosen(pattern))
 
 
 # What a record writes as whitespace: a space, a newline, a tab (or one of them escaped).
@@ -173,11 +178,24 @@ def _load_compiled() -> None:
 
 
 def _regex_stamp() -> str:
-    """What the compiled form of a pattern depends on: the ``regex`` release and the machine."""
-    engine = sys.modules.get("regex._regex")  # regex's C engine, loaded with regex
+    """What the compiled form of a pattern depends on: the ``regex`` release and the machine.
+
+    The release is read from ``regex`` when it is imported, else from its installed metadata
+    (the same string), so that reading the file does not import it (:func:`engine`).
+    """
+    loaded = sys.modules.get("regex")
+    release = getattr(loaded, "__version__", None)
+    if release is None:
+        from errkb._dists import version
+
+        release = version("regex")
+    if release is None:
+        import regex
+
+        release = regex.__version__
+    code = engine()
     return (
-        f"{regex.__version__} {getattr(engine, 'MAGIC', '?')} "
-        f"{getattr(engine, 'CODE_SIZE', '?')} {sys.byteorder}"
+        f"{release} {getattr(code, 'MAGIC', '?')} {getattr(code, 'CODE_SIZE', '?')} {sys.byteorder}"
     )
 
 
@@ -207,6 +225,8 @@ def write_compiled(path: Path, patterns: Iterable[str]) -> int:
 
 
 def _compiled_or_none(pattern: str) -> regex.Pattern[str] | None:
+    import regex
+
     try:
         return regex.compile(pattern)
     except (regex.error, RecursionError, OverflowError):
@@ -273,15 +293,16 @@ def _unpickle(data: bytes) -> regex.Pattern[str] | None:
         loaded = _Unpickler(io.BytesIO(zlib.decompress(data))).load()
     except (ValueError, TypeError, AttributeError, EOFError, pickle.UnpicklingError, zlib.error):
         return None
-    return loaded if isinstance(loaded, regex.Pattern) else None
+    kind = type(loaded)  # regex.Pattern, named without importing regex (see engine())
+    return loaded if (kind.__module__, kind.__name__) == ("_regex", "Pattern") else None
 
 
 class _Unpickler(pickle.Unpickler):
-    """An unpickler that calls nothing but ``regex``'s own compile."""
+    """An unpickler that calls nothing but ``regex``'s own compile (its engine's)."""
 
     def find_class(self, module: str, name: str) -> object:
         if name == "compile" and module in ("regex._regex", "_regex"):
-            return super().find_class(module, name)
+            return engine().compile
         raise pickle.UnpicklingError(f"{module}.{name} is not allowed here")
 
 

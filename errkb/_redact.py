@@ -8,9 +8,10 @@ engine call errkb rewrites). Everything errkb renders or prints as JSON passes t
 from __future__ import annotations
 
 import re
-from typing import Any, overload
+from typing import TYPE_CHECKING, Any, overload
 
-import regex
+if TYPE_CHECKING:
+    import regex
 
 __all__ = ["MASK", "redact", "redact_all"]
 
@@ -73,6 +74,8 @@ def redact(text: str) -> str:
         if any(word in seen for word in words) and (after is None or re.search(after, seen)):
             compiled = _compiled.get(pattern)
             if compiled is None:
+                import regex  # only for a text that holds a secret's marks
+
                 compiled = _compiled.setdefault(pattern, regex.compile(pattern))
             text = compiled.sub(replacement, text)
     return text

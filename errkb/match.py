@@ -96,11 +96,9 @@ import sys
 import threading
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
-import regex
-
 from errkb._attrs import attrs
 from errkb._index import LiteralIndex, literal_test, message_keys, requirements, words_of
-from errkb._lazy_regex import lazy_re
+from errkb._lazy_regex import lazy_re, regex_errors
 from errkb._patterns import (
     DEFAULT_TIMEOUT,
     PatternTimeoutError,
@@ -118,6 +116,8 @@ from errkb.records import SITE_TAG, RecordRef
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping, Sequence
+
+    import regex
 
     from errkb.records import Listed, Record
 
@@ -578,7 +578,7 @@ class Matcher:
             except PatternTimeoutError:
                 self._skip("timed_out", record.id, skipped)
                 continue
-            except (regex.error, RecursionError, OverflowError, MemoryError):
+            except regex_errors(RecursionError, OverflowError, MemoryError):
                 self._skip("broken", record.id, skipped)
                 continue
             worded = mined and entry.worded

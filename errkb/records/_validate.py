@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import regex
-
+from errkb._lazy_regex import regex_errors
 from errkb._patterns import (
     PatternTimeoutError,
     compile_pattern,
@@ -35,6 +34,9 @@ from errkb.records._schema import (
     camel,
     release_key,
 )
+
+if TYPE_CHECKING:
+    import regex
 
 #: The longest any one text field may be; a record is data to read, not a payload.
 MAX_TEXT = 256 * 1024
@@ -136,7 +138,7 @@ def record_from_dict(  # noqa: PLR0915 - one pass over the schema reads best in 
     if pattern is not None and not fatal:
         try:
             compiled = compile_pattern(pattern)
-        except regex.error as exc:
+        except regex_errors() as exc:
             # The regex module's error carries the message and the position as attributes.
             pos, msg = getattr(exc, "pos", None), getattr(exc, "msg", str(exc))
             where = f" at position {pos}" if pos is not None else ""

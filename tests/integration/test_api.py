@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from helpers import NO_BLOCKS_MESSAGE, run_cli, run_python
+from helpers import NO_BLOCKS_MESSAGE, SEED_MESSAGE, run_cli, run_python
 
 import errkb
 
@@ -37,3 +37,62 @@ def test_explain_api_matches_the_cli_json():
     ours = json.loads(json.dumps(d.to_dict(), default=str))
     assert cli["matches"][0]["id"] == ours["matches"][0]["id"]
     assert cli["schema"] == ours["schema"]
+
+
+def test_a_first_diagnosis_runs_its_compiled_patterns_without_regex_s_python_half():
+    """The seed's diagnosis under the hook loads only regex's C engine: its patterns come compiled.
+
+    regex's parser (``regex._regex_core``) costs ten milliseconds to import; the diagnosis is
+    printed all the same, from patterns the shipped file holds.
+    """
+    code = (
+        "import atexit, sys, errkb; errkb.install()\n"
+        "atexit.register(lambda: print('regex' in sys.modules, 'regex._regex' in sys.modules))\n"
+        f"raise ValueError({SEED_MESSAGE!r})\n"
+    )
+    proc = run_python(code)
+    assert 1 == proc.returncode
+    assert b"vllm-kv-cache-max-seq-len" in proc.stderr, proc.stderr.decode()
+    assert b"False False" == proc.stdout.strip()
+
+
+def test_regex_imported_after_the_engine_alone_is_regex_as_usual():
+    """A program that imports regex after errkb loaded its engine alone sees regex unchanged.
+
+    The engine's patterns are regex's patterns (one type), regex compiles and pickles as ever,
+    and ``regex._regex`` is there as an attribute and a module.
+    """
+    code = f"""if True:
+        import pickle, sys
+        import errkb
+        from errkb._lazy_regex import engine
+        from errkb._patterns import compile_pattern
+        [found, *_] = errkb.lookup({NO_BLOCKS_MESSAGE!r})
+        assert "regex" not in sys.modules and "regex._regex" not in sys.modules
+        loaded = compile_pattern(found.record.message_pattern)
+        assert loaded.search({NO_BLOCKS_MESSAGE!r}) is not None
+        import regex
+        import regex._regex
+        assert regex._regex is sys.modules["regex._regex"]
+        assert regex._regex.compile is engine().compile
+        assert isinstance(loaded, regex.Pattern), type(loaded)
+        again = pickle.loads(pickle.dumps(regex.compile(r"(?P<n>\\d+) blocks")))
+        assert again.search("12 blocks")["n"] == "12"
+        assert regex.sub(r"\\d", "#", "a1b2") == "a#b#"
+        print("ok")
+    """
+    proc = run_python(code)
+    assert 0 == proc.returncode, proc.stderr.decode()
+    assert b"ok" == proc.stdout.strip()
+
+
+def test_the_engine_is_regex_s_own_once_regex_is_imported():
+    """With regex imported first, the engine is regex's ``_regex`` module itself."""
+    code = (
+        "import regex, regex._regex\n"
+        "from errkb._lazy_regex import engine, regex_errors\n"
+        "print(engine() is regex._regex, regex_errors(OSError) == (OSError, regex.error))"
+    )
+    proc = run_python(code)
+    assert 0 == proc.returncode, proc.stderr.decode()
+    assert b"True True" == proc.stdout.strip()

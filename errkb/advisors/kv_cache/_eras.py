@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import re
 
-import regex
-
 from errkb._attrs import attrs
 
 __all__ = [
@@ -57,7 +55,7 @@ V_CPU_WORDING: Version = (0, 22, 0)
 
 def parse_version(text: str) -> Version | None:
     """``"0.9.0.post1"`` -> ``(0, 9, 0)``; None when it does not start with a release number."""
-    m = regex.match(r"(\d+)\.(\d+)(?:\.(\d+))?", text.strip())
+    m = re.match(r"(\d+)\.(\d+)(?:\.(\d+))?", text.strip())
     if m is None:
         return None
     return tuple(int(g or 0) for g in m.groups())
@@ -159,6 +157,8 @@ def _narrow(
     marks: tuple[tuple[str, Version | None, Version | None, str], ...],
     text: str,
 ) -> tuple[Version | None, Version | None, list[str]]:
+    import regex
+
     why: list[str] = []
     for pattern, lo, hi, what in marks:
         if regex.search(pattern, text):
