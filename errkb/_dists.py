@@ -8,10 +8,16 @@ the ``Version:`` line of its metadata file, entry points from its ``entry_points
 first distribution of a name on ``sys.path`` wins, as the import system would find it.
 Distributions inside zip files, or found by a custom finder, are not seen: a version is then
 unknown, which every caller already allows.
+
+What an installer's folder (``site-packages``, ``dist-packages``) holds is kept between
+processes (:func:`_site_dists`): a first diagnosis otherwise lists a hundred and fifty metadata
+folders and tries to open an ``entry_points.txt`` in each, three hundred system calls, to find
+that none names errkb's groups.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import threading
@@ -19,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Iterator, Sequence
 
 __all__ = [
     "EntryPoint",
@@ -36,6 +42,8 @@ _lock = threading.Lock()
 _seen_path: list[str] | None = None
 _folders: dict[str, str] = {}
 _groups: dict[str, list[EntryPoint]] = {}  # group -> its entry points, while the listing holds
+# Metadata folder -> the groups its entry_points.txt names, where a kept listing told (_Kept).
+_declared: dict[str, tuple[str, ...] | None] = {}
 
 
 class EntryPoint:
@@ -72,11 +80,17 @@ def _listed() -> dict[str, str]:
     with _lock:
         if _seen_path != sys.path:
             found: dict[str, str] = {}
+            declared: dict[str, tuple[str, ...] | None] = {}
+            kept = _Kept()
             for entry in sys.path:
-                for name, folder in metadata_folders(entry or "."):
+                for name, folder, groups in kept.dists(entry or "."):
                     found.setdefault(name, folder)
+                    declared[folder] = groups
+            kept.save()
             _folders.clear()
             _folders.update(found)
+            _declared.clear()
+            _declared.update(declared)
             _groups.clear()
             _seen_path = list(sys.path)
         return _folders
@@ -137,23 +151,41 @@ def entry_points(group: str) -> list[EntryPoint]:
     found: list[EntryPoint] = []
     wanted = group.encode()
     for folder in list(folders.values()):
-        # os.open and os.read, not open() or pathlib: this runs for each distribution
-        # installed, and a file object costs four more system calls than the three needed.
-        try:
-            fd = os.open(os.path.join(folder, "entry_points.txt"), os.O_RDONLY)  # noqa: PTH118
-        except OSError:
-            continue
-        try:
-            data = _read_all(fd)
-        except OSError:
-            continue
-        finally:
-            os.close(fd)
-        if wanted in data:  # most never name errkb's groups: not decoded or parsed
+        named = _declared.get(folder)
+        if named is not None and group not in named:
+            continue  # a kept listing says so: the file is not opened
+        data = _entry_points_file(folder)
+        if data and wanted in data:  # most never name errkb's groups: not decoded or parsed
             found.extend(_parse(data.decode("utf-8", errors="replace"), group))
     with _lock:
         _groups[group] = found
     return list(found)
+
+
+def _entry_points_file(folder: str) -> bytes | None:
+    """The bytes of a metadata folder's ``entry_points.txt``; ``None`` when it has none."""
+    # os.open and os.read, not open() or pathlib: this runs for each distribution installed
+    # (on a listing not kept), and a file object costs four more system calls than the three.
+    try:
+        fd = os.open(os.path.join(folder, "entry_points.txt"), os.O_RDONLY)  # noqa: PTH118
+    except OSError:
+        return None
+    try:
+        return _read_all(fd)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _groups_named(data: bytes | None) -> tuple[str, ...]:
+    """The ``[group]`` sections an ``entry_points.txt`` holds, in its order."""
+    if not data or b"[" not in data:
+        return ()
+    lines = (raw.strip() for raw in data.decode("utf-8", errors="replace").splitlines())
+    return tuple(
+        line[1:-1].strip() for line in lines if line.startswith("[") and line.endswith("]")
+    )
 
 
 def _read_all(fd: int) -> bytes:
@@ -176,3 +208,97 @@ def _parse(text: str, group: str) -> Iterator[EntryPoint]:
         elif current == group and "=" in line:
             name, _, value = line.partition("=")
             yield EntryPoint(name.strip(), value.strip(), group)
+
+
+# The listing of an installer's folder, kept beside this module's bytecode as Python keeps a
+# module's (see errkb.packs for the index marks): by the folder's modification time and inode,
+# which change when a distribution is installed, upgraded or removed there, since installers
+# write and remove whole metadata folders. Other folders (a project checkout, whose egg-info a
+# `setup.py develop` rewrites in place) are listed every time.
+_KEPT_FORMAT = 1
+_KEPT_MAX = 32  # folders remembered
+_SETTLED = 2_000_000_000  # ns: a folder changed this recently is listed again next time
+_INSTALLERS = ("site-packages", "dist-packages")
+
+
+class _Kept:
+    """The kept listings, read at the first folder that may have one; written when they grew."""
+
+    def __init__(self) -> None:
+        self.folders: dict[str, Any] | None = None
+        self.changed = False
+
+    def dists(self, entry: str) -> Sequence[tuple[str, str, tuple[str, ...] | None]]:
+        """(normalized name, metadata folder, the groups its entry points name) in ``entry``.
+
+        The groups are ``None`` (not read) outside an installer's folder.
+        """
+        if os.path.basename(os.path.normpath(entry)) not in _INSTALLERS:  # noqa: PTH119
+            return [(name, folder, None) for name, folder in metadata_folders(entry)]
+        where = os.path.abspath(entry)  # noqa: PTH100
+        try:
+            st = os.stat(where)  # noqa: PTH116
+        except OSError:
+            return []
+        mark = [st.st_mtime_ns, st.st_ino]
+        known = self._read().get(where)
+        if isinstance(known, list) and len(known) == 3 and known[:2] == mark:
+            try:
+                # String work, not pathlib: this runs for each distribution installed.
+                return [
+                    (str(name), os.path.join(where, str(base)), tuple(map(str, groups)))  # noqa: PTH118
+                    for name, base, groups in known[2]
+                ]
+            except (TypeError, ValueError):
+                pass  # not what this code writes: listed again
+        listed = [
+            (name, folder, _groups_named(_entry_points_file(folder)))
+            for name, folder in metadata_folders(where)
+        ]
+        import time
+
+        if time.time_ns() - st.st_mtime_ns >= _SETTLED:
+            folders = self._read()
+            folders.pop(where, None)  # a folder listed anew goes last: the latest are kept
+            folders[where] = [
+                *mark,
+                [[n, os.path.basename(f), list(g)] for n, f, g in listed],  # noqa: PTH119
+            ]
+            self.changed = True
+        return listed
+
+    def _read(self) -> dict[str, Any]:
+        if self.folders is None:
+            import json
+
+            try:
+                data = json.loads(_kept_path().read_bytes())
+                folders = data["folders"] if data.get("format") == _KEPT_FORMAT else {}
+            except (OSError, ValueError, TypeError, KeyError, AttributeError, RecursionError):
+                folders = {}
+            self.folders = folders if isinstance(folders, dict) else {}
+        return self.folders
+
+    def save(self) -> None:
+        """Write the listings, when one was made anew, atomically; a failure costs nothing."""
+        if not self.changed or sys.dont_write_bytecode:
+            return
+        import json
+
+        folders = dict(list(self._read().items())[-_KEPT_MAX:])  # the latest listed last
+        path = _kept_path()
+        temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            temporary.write_text(json.dumps({"format": _KEPT_FORMAT, "folders": folders}))
+            temporary.replace(path)
+        except (OSError, ValueError):
+            with contextlib.suppress(OSError):
+                temporary.unlink(missing_ok=True)
+
+
+def _kept_path() -> Path:
+    import importlib.util
+
+    pyc = Path(importlib.util.cache_from_source(__file__, optimization=""))
+    return pyc.with_name(f"dists.{sys.implementation.cache_tag}.json")
