@@ -124,12 +124,25 @@ def cache_dir() -> Path | None:
 
 
 class _Pack:
-    """One pack file as it was when it was loaded."""
+    """One pack file as it was when it was loaded.
 
-    __slots__ = ("label", "path", "stamp")
+    ``where`` is its path as a string, what opening and naming it need; :attr:`path` is made
+    from it when asked (an index of the hand-written records covers 241 files, and a first
+    diagnosis opens two of them).
+    """
 
-    def __init__(self, path: Path, label: str, stamp: tuple[int, int, int]) -> None:
-        self.path, self.label, self.stamp = path, label, stamp
+    __slots__ = ("_path", "label", "stamp", "where")
+
+    def __init__(self, path: Path | str, label: str, stamp: tuple[int, int, int]) -> None:
+        self.where = os.fspath(path)
+        self._path = path if isinstance(path, Path) else None
+        self.label, self.stamp = label, stamp
+
+    @property
+    def path(self) -> Path:
+        if self._path is None:
+            self._path = Path(self.where)
+        return self._path
 
 
 class _Line:
@@ -558,9 +571,10 @@ def _lazy(
 
     try:
         packs = []
+        base = os.fspath(folder)
         for name, label in labels.items():
-            path = folder / name
-            st = os.stat(path)  # noqa: PTH116 - a hundred files: no pathlib
+            path = os.path.join(base, name)  # noqa: PTH118 - a hundred files: no pathlib
+            st = os.stat(path)  # noqa: PTH116
             packs.append(_Pack(path, label, (st.st_size, st.st_mtime_ns, st.st_ino)))
         with where.open("rb") as file:
             head = file.readline()
@@ -1265,7 +1279,7 @@ def _index_header(packs: Sequence[_Pack], names: list[str]) -> dict[str, object]
     for pack, name in zip(packs, names, strict=True):
         # os.open and os.read, not open(): a file object costs three more system calls
         # (fstat, the terminal check, the position) for each of the hand-written records' 230.
-        fd = os.open(pack.path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+        fd = os.open(pack.where, os.O_RDONLY | getattr(os, "O_BINARY", 0))
         try:
             digest = zlib.crc32(os.read(fd, _EDGE))
             if pack.stamp[0] > _EDGE:  # lseek and read: Windows has no pread
@@ -1298,7 +1312,8 @@ def _check_mark(fd: int, packs: Sequence[_Pack]) -> tuple[str, int]:
 
     st = os.fstat(fd)
     digest = zlib.crc32(repr([st.st_size, st.st_mtime_ns, st.st_ino, _code_marks()]).encode())
-    digest = zlib.crc32(repr([(p.path.name, p.stamp) for p in packs]).encode(), digest)
+    names = [(os.path.basename(p.where), p.stamp) for p in packs]  # noqa: PTH119 - see _Pack
+    digest = zlib.crc32(repr(names).encode(), digest)
     newest = max([st.st_mtime_ns, *(p.stamp[1] for p in packs)])
     return f"{INDEX_FORMAT} {len(packs)} {digest:08x}", newest
 

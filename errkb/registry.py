@@ -242,6 +242,7 @@ class Registry:
         # Folder -> the files its folder index covers (read once, with the first file).
         indexed: dict[str, frozenset[str]] = {}
         tops = [Path(s).resolve() for s in trusted]
+        given = [os.path.normpath(os.fspath(s)) for s in trusted]  # see _within
 
         def read_pack(
             path: Path, label: str, found: list[RecordError]
@@ -262,7 +263,7 @@ class Registry:
             above = (os.path.dirname(parent), f"{os.path.basename(parent)}/{name}")  # noqa: PTH119, PTH120
             for folder, inside in ((parent, name), above):
                 covered = indexed.get(folder)
-                if covered is None and not _within(Path(folder), tops):
+                if covered is None and not _within(folder, given, tops):
                     # An index above the folder given would bring in records not asked for.
                     covered = indexed[folder] = frozenset()
                 if covered is None:
@@ -324,9 +325,15 @@ def _label(base: str, name: str) -> str:
     return base + (name if os.sep == "/" else name.replace("/", os.sep))
 
 
-def _within(folder: Path, tops: list[Path]) -> bool:
-    """Whether ``folder`` is one of ``tops`` or inside one."""
-    here = folder.resolve()
+def _within(folder: str, given: list[str], tops: list[Path]) -> bool:
+    """Whether ``folder`` is one of ``tops`` or inside one.
+
+    ``given`` are the tops as given: a folder the walk of one reached is below it as written,
+    which a string tells without resolving each folder's links (four system calls a folder).
+    """
+    if any(folder == top or folder.startswith(top + os.sep) for top in given):
+        return True
+    here = Path(folder).resolve()
     return any(here == top or top in here.parents for top in tops)
 
 

@@ -59,7 +59,7 @@ def record_files(path: Path, problems: list[RecordError]) -> Iterator[Path]:
     seen: set[tuple[int, int]] = set()
     for root, dirs, names in os.walk(path, followlinks=True, onerror=walk_error):
         try:
-            st = Path(root).stat()
+            st = os.stat(root)  # noqa: PTH116 - a Path is made below only if it holds files
         except OSError:
             dirs.clear()
             continue
@@ -68,9 +68,11 @@ def record_files(path: Path, problems: list[RecordError]) -> Iterator[Path]:
             continue
         seen.add((st.st_dev, st.st_ino))
         dirs.sort()
+        folder = None
         for name in sorted(names):
             if name.endswith((".json", *PACK_SUFFIXES)):
-                yield Path(root) / name
+                folder = folder or Path(root)
+                yield folder / name
 
 
 def json_items(path: Path, label: str, problems: list[RecordError]) -> Iterator[tuple[object, str]]:
