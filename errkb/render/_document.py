@@ -123,7 +123,7 @@ def wrap(text: str, width: int, lead: str = "", indent: str | None = None) -> li
     others. Words longer than a line (URLs, paths) are broken.
     """
     rest = " " * len(lead) if indent is None else indent
-    width = max(width, len(lead) + 8, len(rest) + 8)
+    width = _room(width, lead, rest)
     out: list[str] = []
     for paragraph in text.split("\n"):
         out.extend(
@@ -141,6 +141,20 @@ def wrap(text: str, width: int, lead: str = "", indent: str | None = None) -> li
             out.append(lead.rstrip())
         lead = rest
     return out
+
+
+def _room(width: int, lead: str, rest: str) -> int:
+    """The width :func:`wrap` wraps at: room for eight columns after the lead or the indent."""
+    return max(width, len(lead) + 8, len(rest) + 8)
+
+
+# What textwrap counts as whitespace: dropped where a line breaks, the rest of a text is kept.
+_DROPPED = str.maketrans("", "", "\t\n\x0b\x0c\r ")
+
+
+def _shown(text: str) -> int:
+    """How many of ``text``'s characters every wrapping of it shows: all but its whitespace."""
+    return len(text.translate(_DROPPED))
 
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z(`'\"])")
@@ -184,8 +198,17 @@ def fit(
     ending = f"{mark} {tail}" if tail else mark
     words = text.split(" ")
     # Tried one by one: the mark sticks to the last word, so a longer text can take fewer lines.
-    while len(words) > 1 and len(wrap(" ".join(words) + ending, width, lead, indent)) > lines:
+    # A cut whose shown characters alone overflow the lines' columns cannot fit: passed over
+    # unwrapped (a solution cut to one line took twenty wraps, now three or four).
+    shown = [_shown(word) for word in words]
+    rest = " " * len(lead) if indent is None else indent
+    columns = lines * _room(width, lead, rest) - len(lead) - _shown(ending)
+    total = sum(shown)
+    while len(words) > 1 and (
+        total > columns or len(wrap(" ".join(words) + ending, width, lead, indent)) > lines
+    ):
         words.pop()
+        total -= shown.pop()
     kept = wrap(" ".join(words) + ending, width, lead, indent)
     if len(kept) > lines:  # one word, or the tail alone, is longer than the room
         kept = kept[:lines]

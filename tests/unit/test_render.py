@@ -408,7 +408,9 @@ def _fit_by_trying_each_cut(text, width, lines, lead="", *, tail="", ascii_only=
 _WORDS = st.sampled_from(
     ["Lower", "the", "length", "from", "32768", "to", "12288.", "It", "fits", "(now).", "A",
      "gpu_memory_utilization=0.95", "https://docs.vllm.ai/en/latest/serving/engine_args.html",
-     "`max_model_len`", "is", "larger", "than", "what", "fits.", "Use", "fp8!", "OK?", "x" * 30]
+     "`max_model_len`", "is", "larger", "than", "what", "fits.", "Use", "fp8!", "OK?", "x" * 30,
+     # what wrapping drops or keeps: a double space, a tab, a line break, glue, no-break space
+     "", "a\tb", "line\nbreak", "glued\x1fwords", "no\u00a0break"]
 )  # fmt: skip
 
 
