@@ -7,13 +7,17 @@ nothing here does more with a pattern than compile and search it.
 from __future__ import annotations
 
 import functools
-import pickle
 import re
 import sys
 import threading
 from typing import TYPE_CHECKING
 
 from errkb._lazy_regex import engine, lazy_compile, lazy_re
+
+try:  # the C unpickler alone: importing pickle's Python module costs 3.5 ms of a first diagnosis
+    from _pickle import Unpickler, UnpicklingError
+except ImportError:  # an interpreter without it
+    from pickle import Unpickler, UnpicklingError
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Mapping
@@ -209,6 +213,7 @@ def write_compiled(path: Path, patterns: Iterable[str]) -> int:
     installed package's size budget) since only those are decompressed, a few microseconds each.
     """
     import json
+    import pickle
     import zlib
 
     pairs = [(p, _compiled_or_none(loosen(p))) for p in sorted(set(patterns))]
@@ -270,7 +275,7 @@ def _read_pickled(path: Path) -> dict[str, bytes] | None:
             if header.get("format") != COMPILED_FORMAT or header.get("regex") != _regex_stamp():
                 return None
             loaded = _Unpickler(file).load()
-    except (OSError, ValueError, TypeError, AttributeError, EOFError, pickle.UnpicklingError):
+    except (OSError, ValueError, TypeError, AttributeError, EOFError, UnpicklingError):
         return None
     if not isinstance(loaded, list):
         return None
@@ -291,19 +296,19 @@ def _unpickle(data: bytes) -> regex.Pattern[str] | None:
 
     try:
         loaded = _Unpickler(io.BytesIO(zlib.decompress(data))).load()
-    except (ValueError, TypeError, AttributeError, EOFError, pickle.UnpicklingError, zlib.error):
+    except (ValueError, TypeError, AttributeError, EOFError, UnpicklingError, zlib.error):
         return None
     kind = type(loaded)  # regex.Pattern, named without importing regex (see engine())
     return loaded if (kind.__module__, kind.__name__) == ("_regex", "Pattern") else None
 
 
-class _Unpickler(pickle.Unpickler):
+class _Unpickler(Unpickler):
     """An unpickler that calls nothing but ``regex``'s own compile (its engine's)."""
 
     def find_class(self, module: str, name: str) -> object:
         if name == "compile" and module in ("regex._regex", "_regex"):
             return engine().compile
-        raise pickle.UnpicklingError(f"{module}.{name} is not allowed here")
+        raise UnpicklingError(f"{module}.{name} is not allowed here")
 
 
 def search(
