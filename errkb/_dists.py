@@ -10,7 +10,7 @@ Distributions inside zip files, or found by a custom finder, are not seen: a ver
 unknown, which every caller already allows.
 
 What an installer's folder (``site-packages``, ``dist-packages``) holds is kept between
-processes (:func:`_site_dists`): a first diagnosis otherwise lists a hundred and fifty metadata
+processes (:class:`_Kept`): a first diagnosis otherwise lists a hundred and fifty metadata
 folders and tries to open an ``entry_points.txt`` in each, three hundred system calls, to find
 that none names errkb's groups.
 """
