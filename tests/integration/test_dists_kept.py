@@ -93,3 +93,24 @@ def test_nothing_is_kept_where_python_writes_no_bytecode(tmp_path):
     done = run_python(_LIST, str(site), env=env)
     assert 0 == done.returncode, done.stderr.decode()
     assert json.loads(done.stdout)["kept"] is None
+
+
+def test_a_damaged_kept_file_is_passed_over_and_written_again(tmp_path):
+    site = tmp_path / "site-packages"
+    site.mkdir()
+    _dist(site, "Acme_Gears", "1.2.3", "[errkb.records]\ngears = acme:where\n")
+    _settle(site)
+    env = {"PYTHONPYCACHEPREFIX": str(tmp_path / "pycache"), "PYTHONDONTWRITEBYTECODE": ""}
+    first = run_python(_LIST, str(site), env=env)
+    assert 0 == first.returncode, first.stderr.decode()
+    [kept] = (tmp_path / "pycache").rglob("dists.*.json")
+    good = json.loads(kept.read_text())
+    mark = good["folders"][str(site)][:2]  # as stat gives it: the listing below is what is bad
+    unreadable = {"format": 1, "folders": {str(site): [*mark, [[3]]]}}
+    for damage in (json.dumps(unreadable), "{not json"):
+        kept.write_text(damage)
+        done = run_python(_LIST, str(site), env=env)
+        assert 0 == done.returncode, done.stderr.decode()
+        out = json.loads(done.stdout)
+        assert (out["version"], out["records"]) == ("1.2.3", [["gears", "acme:where"]])
+        assert str(site) in out["kept"]

@@ -419,3 +419,28 @@ def test_a_shipped_index_gives_the_records_whose_literals_a_message_holds(tmp_pa
             if all(map(holds, singles)) and all(any(map(holds, a)) for a in alternatives)
         ]
         assert expected == [ref.id for ref in lazy.candidates(text)]
+
+
+def test_an_index_above_the_folder_given_is_not_used_and_one_at_it_is(tmp_path, monkeypatch):
+    """The records index of recs/ serves recs/ given (or a link to it), never recs/lib/ given
+    alone: an index above a folder would bring in records not asked for. Either way the
+    records are the same; only how they are read differs."""
+    monkeypatch.setenv("ERRKB_NO_CACHE", "1")
+    recs = tmp_path / "recs"
+    for name in ("lib", "other"):
+        (recs / name).mkdir(parents=True)
+    for i, record in enumerate(gear_records(6)):
+        folder = recs / ("lib" if i < 4 else "other")
+        (folder / f"{record['id']}.json").write_text(json.dumps(record))
+    errkb.packs.write_records_index(recs)
+    (tmp_path / "link").symlink_to(recs, target_is_directory=True)
+
+    def load(path: Path) -> Registry:
+        return Registry.from_paths([path], builtin=False, env=False, entry_points=False)
+
+    given_top, through_link, given_lib = load(recs), load(tmp_path / "link"), load(recs / "lib")
+    assert len(given_top._lazy) == len(through_link._lazy) == 1
+    assert not given_lib._lazy  # recs/packs.index lies above recs/lib: read file by file
+    assert sorted(r.id for r in given_top.refs) == [f"acme-gear-{i}" for i in range(6)]
+    assert sorted(r.id for r in through_link.refs) == [f"acme-gear-{i}" for i in range(6)]
+    assert sorted(r.id for r in given_lib.refs) == [f"acme-gear-{i}" for i in range(4)]
