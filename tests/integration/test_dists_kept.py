@@ -25,6 +25,9 @@ print(json.dumps({
 """
 
 
+_GEARS = "[errkb.records]\ngears = acme:where\n"
+
+
 def _dist(site, name: str, version: str, entry_points: str) -> None:
     info = site / f"{name}-{version}.dist-info"
     info.mkdir()
@@ -38,6 +41,27 @@ def _settle(site, ago: float = 60) -> None:
     os.utime(site, (old, old))
 
 
+def _site(tmp_path, entry_points: str = _GEARS, *, settled: bool = True):
+    """A site-packages folder holding Acme_Gears 1.2.3 with ``entry_points``."""
+    site = tmp_path / "lib" / "site-packages"
+    site.mkdir(parents=True)
+    _dist(site, "Acme_Gears", "1.2.3", entry_points)
+    if settled:
+        _settle(site)
+    return site
+
+
+def _listed(tmp_path, site, *, bytecode: bool = True) -> dict:
+    """What a child with ``site`` first on its path lists, its bytecode under tmp_path."""
+    env = {
+        "PYTHONPYCACHEPREFIX": str(tmp_path / "pycache"),
+        "PYTHONDONTWRITEBYTECODE": "" if bytecode else "1",
+    }
+    done = run_python(_LIST, str(site), env=env)
+    assert 0 == done.returncode, done.stderr.decode()
+    return json.loads(done.stdout)
+
+
 def test_an_installer_folder_s_listing_is_kept_until_a_distribution_comes_or_goes(tmp_path):
     """A site-packages listing is kept between processes, by the folder's modification time.
 
@@ -45,72 +69,43 @@ def test_an_installer_folder_s_listing_is_kept_until_a_distribution_comes_or_goe
     an entry_points.txt edited in place (no installer does that) is not seen. Installing a
     distribution, as an installer does, makes a new folder: the listing is made again.
     """
-    site = tmp_path / "lib" / "site-packages"
-    site.mkdir(parents=True)
-    _dist(site, "Acme_Gears", "1.2.3", "[console_scripts]\ngears = acme:main\n")
-    _settle(site)
-    env = {"PYTHONPYCACHEPREFIX": str(tmp_path / "pycache"), "PYTHONDONTWRITEBYTECODE": ""}
-
-    def listed() -> dict:
-        done = run_python(_LIST, str(site), env=env)
-        assert 0 == done.returncode, done.stderr.decode()
-        return json.loads(done.stdout)
-
-    first = listed()
+    site = _site(tmp_path, "[console_scripts]\ngears = acme:main\n")
+    first = _listed(tmp_path, site)
     assert first["version"] == "1.2.3"
     assert first["records"] == []
     assert str(site) in first["kept"]
 
     entry_points = site / "Acme_Gears-1.2.3.dist-info" / "entry_points.txt"
-    entry_points.write_text("[errkb.records]\ngears = acme:where\n")  # site's time is as it was
-    assert listed()["records"] == [], "the kept listing stands: the file is not read again"
+    entry_points.write_text(_GEARS)  # site's time is as it was
+    assert _listed(tmp_path, site)["records"] == [], "the kept listing stands: not read again"
 
     _dist(site, "Other", "0.1", "[errkb.records]\nother = other:where\n")
     _settle(site, ago=30)  # a time of its own, as the installer's making of a folder gives
-    again = listed()
+    again = _listed(tmp_path, site)
     assert again["records"] == [["gears", "acme:where"], ["other", "other:where"]]
     assert again["version"] == "1.2.3"
 
 
 def test_a_folder_changed_within_two_seconds_is_not_kept(tmp_path):
-    site = tmp_path / "site-packages"
-    site.mkdir()
-    _dist(site, "Acme_Gears", "1.2.3", "[errkb.records]\ngears = acme:where\n")
-    env = {"PYTHONPYCACHEPREFIX": str(tmp_path / "pycache"), "PYTHONDONTWRITEBYTECODE": ""}
-    done = run_python(_LIST, str(site), env=env)
-    assert 0 == done.returncode, done.stderr.decode()
-    out = json.loads(done.stdout)
+    site = _site(tmp_path, settled=False)
+    out = _listed(tmp_path, site)
     assert out["records"] == [["gears", "acme:where"]]
     assert str(site) not in (out["kept"] or [])
 
 
 def test_nothing_is_kept_where_python_writes_no_bytecode(tmp_path):
-    site = tmp_path / "site-packages"
-    site.mkdir()
-    _dist(site, "Acme_Gears", "1.2.3", "")
-    _settle(site)
-    env = {"PYTHONPYCACHEPREFIX": str(tmp_path / "pycache"), "PYTHONDONTWRITEBYTECODE": "1"}
-    done = run_python(_LIST, str(site), env=env)
-    assert 0 == done.returncode, done.stderr.decode()
-    assert json.loads(done.stdout)["kept"] is None
+    site = _site(tmp_path)
+    assert _listed(tmp_path, site, bytecode=False)["kept"] is None
 
 
 def test_a_damaged_kept_file_is_passed_over_and_written_again(tmp_path):
-    site = tmp_path / "site-packages"
-    site.mkdir()
-    _dist(site, "Acme_Gears", "1.2.3", "[errkb.records]\ngears = acme:where\n")
-    _settle(site)
-    env = {"PYTHONPYCACHEPREFIX": str(tmp_path / "pycache"), "PYTHONDONTWRITEBYTECODE": ""}
-    first = run_python(_LIST, str(site), env=env)
-    assert 0 == first.returncode, first.stderr.decode()
+    site = _site(tmp_path)
+    _listed(tmp_path, site)
     [kept] = (tmp_path / "pycache").rglob("dists.*.json")
-    good = json.loads(kept.read_text())
-    mark = good["folders"][str(site)][:2]  # as stat gives it: the listing below is what is bad
+    mark = json.loads(kept.read_text())["folders"][str(site)][:2]  # the listing is what is bad
     unreadable = {"format": 1, "folders": {str(site): [*mark, [[3]]]}}
     for damage in (json.dumps(unreadable), "{not json"):
         kept.write_text(damage)
-        done = run_python(_LIST, str(site), env=env)
-        assert 0 == done.returncode, done.stderr.decode()
-        out = json.loads(done.stdout)
+        out = _listed(tmp_path, site)
         assert (out["version"], out["records"]) == ("1.2.3", [["gears", "acme:where"]])
         assert str(site) in out["kept"]
