@@ -107,6 +107,12 @@ def engine() -> ModuleType:
 def _engine_alone() -> ModuleType | None:
     import _imp
 
+    # What _load_engine imports, imported before the lock is taken: an import made under it
+    # could wait for a module another thread is importing, itself waiting for the lock. The
+    # engine's own loading imports nothing.
+    import importlib.machinery
+    import importlib.util  # noqa: F401
+
     _imp.acquire_lock()  # no other thread imports regex while the engine is in sys.modules
     try:
         if "regex" in sys.modules or "regex._regex" in sys.modules:
