@@ -17,10 +17,8 @@ read, is passed over. A process unmarshals the entries of the classes it makes, 
 them: a first diagnosis makes half of the hundred the file holds, and reading it costs a
 fifth of what inflating and unmarshalling the whole did (3 ms). A method is taken from it only
 when attrs wrote exactly the cached source: a changed class compiles as usual and replaces its
-entry. Like ``.pyc`` files,
-the file is written only where Python would write bytecode (not under
-``PYTHONDONTWRITEBYTECODE``), atomically, at exit, and only when something was compiled anew;
-a failure to write it costs nothing but the next process's compile.
+entry. The file is written as :mod:`errkb._beside` writes, at exit, and only when something
+was compiled anew.
 """
 
 from __future__ import annotations
@@ -48,11 +46,9 @@ _lock = threading.Lock()
 
 def _path() -> Any:
     """Where the file is: beside this module's bytecode, as Python places it."""
-    import importlib.util
-    from pathlib import Path
+    from errkb import _beside
 
-    pyc = Path(importlib.util.cache_from_source(__file__, optimization=""))
-    return pyc.with_name(f"attrs-methods.{sys.implementation.cache_tag}.marshal")
+    return _beside.path(__file__, "attrs-methods.marshal")
 
 
 def _header() -> bytes:
@@ -99,23 +95,14 @@ def _entry(kept: object) -> tuple[str, CodeType, int | None] | None:
 
 def _write() -> None:
     """Write what this process compiled, merged with what the file holds (at exit)."""
-    import contextlib
-    import os
+    from errkb import _beside
 
     if sys.dont_write_bytecode or not _fresh:
         return
     with _lock:
         table = {**_read(), **_fresh}
         _fresh.clear()
-    path = _path()
-    temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        temporary.write_bytes(_header() + marshal.dumps(table))
-        temporary.replace(path)
-    except (OSError, ValueError):
-        with contextlib.suppress(OSError):
-            temporary.unlink(missing_ok=True)
+    _beside.write(_path(), _header() + marshal.dumps(table))
 
 
 def _compile(source: Any, filename: Any = "", mode: Any = "exec", *args: Any, **kwargs: Any) -> Any:

@@ -17,7 +17,6 @@ that none names errkb's groups.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
 import threading
@@ -210,14 +209,13 @@ def _parse(text: str, group: str) -> Iterator[EntryPoint]:
             yield EntryPoint(name.strip(), value.strip(), group)
 
 
-# The listing of an installer's folder, kept beside this module's bytecode as Python keeps a
-# module's (see errkb.packs for the index marks): by the folder's modification time and inode,
-# which change when a distribution is installed, upgraded or removed there, since installers
-# write and remove whole metadata folders. Other folders (a project checkout, whose egg-info a
-# `setup.py develop` rewrites in place) are listed every time.
+# The listing of an installer's folder, kept beside this module's bytecode (errkb._beside) by
+# the folder's modification time and inode, which change when a distribution is installed,
+# upgraded or removed there, since installers write and remove whole metadata folders. Other
+# folders (a project checkout, whose egg-info a `setup.py develop` rewrites in place) are
+# listed every time.
 _KEPT_FORMAT = 1
 _KEPT_MAX = 32  # folders remembered
-_SETTLED = 2_000_000_000  # ns: a folder changed this recently is listed again next time
 _INSTALLERS = ("site-packages", "dist-packages")
 
 
@@ -257,7 +255,9 @@ class _Kept:
         ]
         import time
 
-        if time.time_ns() - st.st_mtime_ns >= _SETTLED:
+        from errkb._beside import SETTLED_NS
+
+        if time.time_ns() - st.st_mtime_ns >= SETTLED_NS:  # else listed again next time
             folders = self._read()
             folders.pop(where, None)  # a folder listed anew goes last: the latest are kept
             folders[where] = [
@@ -280,25 +280,19 @@ class _Kept:
         return self.folders
 
     def save(self) -> None:
-        """Write the listings, when one was made anew, atomically; a failure costs nothing."""
-        if not self.changed or sys.dont_write_bytecode:
+        """Write the listings, when one was made anew (see :mod:`errkb._beside`)."""
+        if not self.changed:
             return
         import json
 
+        from errkb import _beside
+
         folders = dict(list(self._read().items())[-_KEPT_MAX:])  # the latest listed last
-        path = _kept_path()
-        temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            temporary.write_text(json.dumps({"format": _KEPT_FORMAT, "folders": folders}))
-            temporary.replace(path)
-        except (OSError, ValueError):
-            with contextlib.suppress(OSError):
-                temporary.unlink(missing_ok=True)
+        data = json.dumps({"format": _KEPT_FORMAT, "folders": folders}).encode()
+        _beside.write(_kept_path(), data)
 
 
 def _kept_path() -> Path:
-    import importlib.util
+    from errkb import _beside
 
-    pyc = Path(importlib.util.cache_from_source(__file__, optimization=""))
-    return pyc.with_name(f"dists.{sys.implementation.cache_tag}.json")
+    return _beside.path(__file__, "dists.json")

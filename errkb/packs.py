@@ -1293,12 +1293,11 @@ def _index_header(packs: Sequence[_Pack], names: list[str]) -> dict[str, object]
 
 # An index whose files were checked (sizes and CRCs, above) is not checked again while they and
 # errkb's code are as they were: by size, modification time and inode, as Python trusts a .pyc
-# while its source's stay. The marks are kept beside this module's bytecode, as attrs's
-# compiled methods are (errkb/_attrs.py): 241 files read and hashed at every start become 241
-# stats, which the index's loading makes anyway.
+# while its source's stay. The marks are kept beside this module's bytecode (errkb._beside),
+# as attrs's compiled methods are: 241 files read and hashed at every start become 241 stats,
+# which the index's loading makes anyway.
 _CHECKED_FORMAT = 1
 _CHECKED_MAX = 64  # indexes remembered
-_SETTLED = 2_000_000_000  # ns: files younger than this are checked again next time
 _checked_marks: dict[str, list[str]] | None = None  # index path -> its marks, read once
 
 
@@ -1328,10 +1327,9 @@ def _code_marks() -> list[tuple[str, int, int]]:
 
 
 def _checked_path() -> Path:
-    import importlib.util
+    from errkb import _beside
 
-    pyc = Path(importlib.util.cache_from_source(__file__, optimization=""))
-    return pyc.with_name(f"index-checks.{sys.implementation.cache_tag}.json")
+    return _beside.path(__file__, "index-checks.json")
 
 
 def _checked(where: Path) -> list[str]:
@@ -1351,22 +1349,25 @@ def _checked(where: Path) -> list[str]:
 def _remember(where: Path, mark: str, newest: int) -> None:
     """Keep ``mark`` for the index at ``where``, found current; a failure to write costs nothing.
 
-    Not while a file is newer than :data:`_SETTLED` (``newest``, ns): a file system keeps times
-    to a clock tick, so a file rewritten within one with the same size would keep its mark (as
-    git treats a file changed in the second its index was written). Written only where Python
-    would write bytecode (not under ``PYTHONDONTWRITEBYTECODE``), atomically; an index keeps
-    its last few marks (a checkout and an install side by side).
+    Not while a file is newer than :data:`errkb._beside.SETTLED_NS` (``newest``, ns): a file
+    system keeps times to a clock tick, so a file rewritten within one with the same size would
+    keep its mark. Written as :mod:`errkb._beside` writes; an index keeps its last few marks (a
+    checkout and an install side by side).
     """
     import time
 
-    if sys.dont_write_bytecode or time.time_ns() - newest < _SETTLED:
+    from errkb import _beside
+
+    if sys.dont_write_bytecode or time.time_ns() - newest < _beside.SETTLED_NS:
         return
     marks = _checked_marks if _checked_marks is not None else {}
     if len(marks) >= _CHECKED_MAX and str(where) not in marks:
         marks.clear()  # many indexes (tests' folders): start again rather than grow
     kept = [m for m in marks.get(str(where), []) if m != mark][-3:]
     marks[str(where)] = [*kept, mark]
-    _replace(_checked_path(), json.dumps({"format": _CHECKED_FORMAT, "indexes": marks}).encode())
+    _beside.write(
+        _checked_path(), json.dumps({"format": _CHECKED_FORMAT, "indexes": marks}).encode()
+    )
 
 
 def _read_cache(where: Path, pack: _Pack, problems: list[RecordError]) -> list[RecordRef] | None:
