@@ -122,7 +122,7 @@ def wrap(text: str, width: int, lead: str = "", indent: str | None = None) -> li
     ``lead`` starts the first line, ``indent`` (``lead``'s width in spaces by default) the
     others. Words longer than a line (URLs, paths) are broken.
     """
-    rest = " " * len(lead) if indent is None else indent
+    rest = _rest(lead, indent)
     width = _room(width, lead, rest)
     out: list[str] = []
     for paragraph in text.split("\n"):
@@ -141,6 +141,11 @@ def wrap(text: str, width: int, lead: str = "", indent: str | None = None) -> li
             out.append(lead.rstrip())
         lead = rest
     return out
+
+
+def _rest(lead: str, indent: str | None) -> str:
+    """What starts the lines after the first: ``indent``, else as many spaces as ``lead``."""
+    return " " * len(lead) if indent is None else indent
 
 
 def _room(width: int, lead: str, rest: str) -> int:
@@ -201,8 +206,7 @@ def fit(
     # A cut whose shown characters alone overflow the lines' columns cannot fit: passed over
     # unwrapped (a solution cut to one line took twenty wraps, now three or four).
     shown = [_shown(word) for word in words]
-    rest = " " * len(lead) if indent is None else indent
-    columns = lines * _room(width, lead, rest) - len(lead) - _shown(ending)
+    columns = lines * _room(width, lead, _rest(lead, indent)) - len(lead) - _shown(ending)
     total = sum(shown)
     while len(words) > 1 and (
         total > columns or len(wrap(" ".join(words) + ending, width, lead, indent)) > lines
