@@ -29,15 +29,16 @@ starts on.
 from __future__ import annotations
 
 import functools
+import re
 from collections import Counter
 from typing import TYPE_CHECKING
 
-import regex
+from errkb._lazy_regex import lazy_re
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
-__all__ = ["FindPlan", "first_line", "line_around", "spans_lines"]
+__all__ = ["FindPlan", "first_line", "first_newline", "know_newline", "line_around", "spans_lines"]
 
 #: The share of a log's bytes that the rare-byte pass may stop at.
 RARE_SHARE = 1 / 4096
@@ -195,7 +196,7 @@ def _cover(
 
 # The pieces of a pattern that decide whether, and where, it can first match a newline:
 # escapes, classes, flag groups, parentheses, a newline written as itself, ".", "|".
-_PIECE = regex.compile(
+_PIECE = lazy_re(
     r"""
     \\(?:x\{[0-9a-fA-F]+\}|x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|U[0-9a-fA-F]{8}|[0-7]{1,3}
         |[NpP]\{[^}]*\}|.)
@@ -203,13 +204,13 @@ _PIECE = regex.compile(
     | \(\?[a-zA-Z]*-?[a-zA-Z]*[:)]
     | [()|.\n]
     """,
-    regex.VERBOSE | regex.DOTALL,
+    re.VERBOSE | re.DOTALL,
 )
 # One member of a class: an escape, a POSIX class, or a character.
-_MEMBER = regex.compile(
+_MEMBER = lazy_re(
     r"\\(?:x\{[0-9a-fA-F]+\}|x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|[0-7]{1,3}|[NpP]\{[^}]*\}|.)"
     r"|\[:[a-z]+:\]|.",
-    regex.DOTALL,
+    re.DOTALL,
 )
 # Escapes that match a newline, or may (a property, a named character, a grapheme).
 _NEWLINE_ESCAPES = frozenset("nsWDvRXpPN")
@@ -221,7 +222,7 @@ def spans_lines(pattern: str) -> bool:
     >>> spans_lines(r"Error\(s\) in loading state_dict for (\w+):\n\t"), spans_lines(r"[^,\n]+")
     (True, False)
     """
-    return _first_newline(pattern) is not None
+    return first_newline(pattern) is not None
 
 
 def first_line(pattern: str) -> str | None:
@@ -235,20 +236,49 @@ def first_line(pattern: str) -> str | None:
     >>> first_line(r"(\d{3}) Client Error\.\s+Cannot access gated repo")
     '(\\d{3}) Client Error\\.'
     """
-    found = _first_newline(pattern)
+    found = first_newline(pattern)
     if found is None:
         return pattern
     at, alternatives = found
     return None if alternatives else pattern[:at]
 
 
-@functools.lru_cache(maxsize=1 << 14)
-def _first_newline(pattern: str) -> tuple[int, bool] | None:
+def first_newline(pattern: str) -> tuple[int, bool] | None:
     """Where a match can first run over a newline, and whether an alternative follows.
 
     The start of the first piece that can match a newline, or of the outermost group that
-    holds it; and whether a top-level ``|`` comes after it. None when no piece can.
+    holds it; and whether a top-level ``|`` comes after it. None when no piece can. The
+    records index holds it for each hand-written pattern (:func:`know_newline`).
     """
+    if pattern in _NEWLINES:
+        return _NEWLINES[pattern]
+    return _first_newline(pattern)
+
+
+#: Where each pattern a prebuilt index knows can first match a newline (see :func:`know_newline`).
+_NEWLINES: dict[str, tuple[int, bool] | None] = {}
+
+
+def know_newline(pattern: str, fact: object) -> None:
+    """Take ``fact`` as :func:`first_newline` of ``pattern`` (from an index).
+
+    Anything but None or ``[place in the pattern, bool]`` is passed over: it is then read from
+    the pattern.
+    """
+    if fact is None:
+        _NEWLINES[pattern] = None
+    elif (
+        isinstance(fact, list)
+        and len(fact) == 2
+        and type(fact[0]) is int
+        and 0 <= fact[0] <= len(pattern)
+        and type(fact[1]) is bool
+    ):
+        _NEWLINES[pattern] = (fact[0], fact[1])
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _first_newline(pattern: str) -> tuple[int, bool] | None:
     dotall = False
     depth = outer = 0  # outer: where the outermost open group starts
     first: int | None = None

@@ -226,6 +226,7 @@ class LazyPack:
         listing: Path | None = None,
         sets: Sequence[Any] | None = None,
         facts: Sequence[Any] | None = None,
+        readings: Sequence[Any] | None = None,
     ) -> None:
         import threading
 
@@ -252,6 +253,10 @@ class LazyPack:
         self._sets = sets
         # ...and what scoring reads of each row's pattern (errkb._patterns.pattern_facts).
         self._facts = facts
+        # ...and the whole pattern's literal sets and where it can first match a newline
+        # (errkb._patterns.literal_sets, errkb._scanplan.first_newline): what a lookup's
+        # searches and a scan's needles read of it.
+        self._readings = readings
         self._always: list[int] = table["always"]
         self._written: list[int] = table["written"]  # the rows not tagged mined
         self._sited: list[int] = table["sited"]  # ...of those, the rows with sitePatterns
@@ -333,6 +338,8 @@ class LazyPack:
                 from errkb._patterns import know_facts
 
                 know_facts(ref.message_pattern, self._facts[row])
+            if ref is not None and self._readings is not None:
+                _know_reading(ref.message_pattern, self._readings[row])
             if ref is None:
                 record, _ = record_from_dict(data, source=line.source, validate=False)
                 if record is None:  # the pack changed under the index: a pattern never runs
@@ -612,9 +619,10 @@ def _lazy(
         if not isinstance(sets, list) or len(sets) != len(seconds):
             return None
         sets = [None if s is None else tuple(map(tuple, s)) for s in sets]
-    facts = table.get("facts")
-    if facts is not None and (not isinstance(facts, list) or len(facts) != len(seconds)):
-        return None
+    facts, readings = table.get("facts"), table.get("readings")
+    for column in (facts, readings):
+        if column is not None and (not isinstance(column, list) or len(column) != len(seconds)):
+            return None
     return LazyPack(
         packs,
         table,
@@ -624,6 +632,7 @@ def _lazy(
         listing if listing.is_file() else None,
         sets,
         facts,
+        readings,
     )
 
 
@@ -806,10 +815,15 @@ def _write_index(
     table["lines"] = [numbers.add(column, _width(column)) for column in lines]
     table["second"] = numbers.add(seconds, _width(seconds))
     if sets:
-        from errkb._patterns import pattern_facts
+        from errkb._patterns import literal_sets, pattern_facts
+        from errkb._scanplan import first_newline
 
         table["sets"] = [ref.literal_sets() for ref in refs]
         table["facts"] = [pattern_facts(ref.message_pattern) for ref in refs]
+        table["readings"] = [
+            [literal_sets(ref.message_pattern), first_newline(ref.message_pattern)]
+            for ref in refs
+        ]
     header = _index_header(packs, [p.path.relative_to(where.parent).as_posix() for p in packs])
     text = "".join(json.dumps(x, separators=(",", ":")) + "\n" for x in (header, bad, table))
     if not _replace(where, text.encode("utf-8") + numbers.data()):
@@ -1173,6 +1187,16 @@ def _ref(pack: _Pack, row: list[Any]) -> RecordRef:
 
 
 _intern = sys.intern
+
+
+def _know_reading(pattern: str, reading: object) -> None:
+    """Tell what the index read of ``pattern`` (``[literal sets, first newline]``)."""
+    if isinstance(reading, list) and len(reading) == 2:
+        from errkb._patterns import know_sets
+        from errkb._scanplan import know_newline
+
+        know_sets(pattern, reading[0])
+        know_newline(pattern, reading[1])
 
 
 def _written_ref(data: dict[str, Any], body: _Line, sets: Any) -> RecordRef | None:

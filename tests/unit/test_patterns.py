@@ -150,6 +150,52 @@ def test_the_facts_an_index_holds_are_those_read_from_each_pattern():
         assert head == patterns.head_pattern(pattern), pattern
 
 
+def test_the_readings_an_index_holds_are_those_read_from_each_pattern():
+    """The records index also keeps each hand-written pattern's literal sets and where it can
+    first match a newline: what a lookup's searches and a scan's needles are made of is what
+    reading the pattern gives."""
+    import errkb._patterns as patterns
+    import errkb._scanplan as scanplan
+    from errkb.registry import default_registry
+
+    refs = default_registry().hand_written().refs
+    written = {r.message_pattern for r in refs}
+    assert written <= patterns._SETS.keys()
+    assert written <= scanplan._NEWLINES.keys()
+    for pattern in written:
+        assert patterns._literal_sets(pattern) == patterns.literal_sets(pattern), pattern
+        assert scanplan._first_newline(pattern) == scanplan.first_newline(pattern), pattern
+    assert any(scanplan.first_newline(p) is not None for p in written)  # both kinds compared
+
+
+@pytest.mark.parametrize("sets", [[["a"], []], [[""]], [["a", 1]], "ab", [("a",)], [[None]]])
+def test_literal_sets_that_are_not_a_patterns_are_passed_over(monkeypatch, sets):
+    import errkb._patterns as patterns
+
+    monkeypatch.setattr(patterns, "_SETS", {})
+    patterns.know_sets("abc", sets)
+    assert {} == patterns._SETS
+    assert (("abc",),) == patterns.literal_sets("abc")
+    patterns.know_sets("abc", [["b"]])  # what an index of this code holds is taken as is
+    assert (("b",),) == patterns.literal_sets("abc")
+    patterns.know_sets("abc", None)  # a pattern the reader cannot read
+    assert patterns.literal_sets("abc") is None
+
+
+@pytest.mark.parametrize("fact", [[1], [9, False], [-1, False], [1, 0], ["1", True], "x", 3])
+def test_newline_facts_that_are_not_a_patterns_are_passed_over(monkeypatch, fact):
+    import errkb._scanplan as scanplan
+
+    monkeypatch.setattr(scanplan, "_NEWLINES", {})
+    scanplan.know_newline(r"ab\nc", fact)
+    assert {} == scanplan._NEWLINES
+    assert (2, False) == scanplan.first_newline(r"ab\nc")
+    scanplan.know_newline(r"ab\nc", [1, True])  # what an index of this code holds is taken as is
+    assert (1, True) == scanplan.first_newline(r"ab\nc")
+    scanplan.know_newline(r"ab\nc", None)
+    assert not scanplan.spans_lines(r"ab\nc")
+
+
 @pytest.mark.parametrize("facts", [[1, 2], [9, 1, 1], ["1", 2, 3], [True, 1, 1], None, "123"])
 def test_facts_that_are_not_a_patterns_are_passed_over(monkeypatch, facts):
     """An index another code wrote cannot give a head longer than the pattern, or no numbers."""
