@@ -78,6 +78,9 @@ if TYPE_CHECKING:
 
     #: Needles found in a block: (needle, start, end) of each.
     Hits = list[tuple[int, int, int]]
+    #: What was found in a block: its needles, and the words of lines that look like errors
+    #: (:func:`_error_lines`); None where not searched for.
+    Found = tuple[Hits | None, Hits | None]
     Finder = Callable[[bytes], Hits]
 
     from errkb.match import Match, Matcher
@@ -406,15 +409,17 @@ def _cpus() -> int:
 
 
 def _searched_ahead(
-    blocks: Iterable[tuple[bytes, int]], needles: _Needles
-) -> Iterator[tuple[bytes, int, Hits | None]]:
-    """``blocks``, each with its needles found, searched while the one before is matched.
+    blocks: Iterable[tuple[bytes, int]], needles: _Needles, *, errors: bool = False
+) -> Iterator[tuple[bytes, int, Found | None]]:
+    """``blocks``, each with what was found in it, searched while the one before is matched.
 
     The automaton lets go of the interpreter while it searches, so with a second CPU a worker
-    thread searches each block (in two halves, see :func:`_found`) while this thread matches
-    the lines of the block before. The blocks are read here, in the caller's thread: a stream
-    may only be read where it was made (the console's upload is pulled from its event loop).
-    Without the automaton, or with one CPU, each block is searched when it is matched.
+    thread searches each block (in two halves, see :func:`_found`) for the needles, and for
+    the words of lines that look like errors when ``errors`` (a fleet scan's, see
+    :func:`_error_lines`), while this thread matches the lines of the block before. The
+    blocks are read here, in the caller's thread: a stream may only be read where it was made
+    (the console's upload is pulled from its event loop). Without the automaton, or with one
+    CPU, each block is searched when it is matched.
     """
     searcher = _worker(_AHEAD) if needles.engine == "ahocorasick" else None
     if searcher is None:
@@ -422,12 +427,18 @@ def _searched_ahead(
         return
     held: tuple[bytes, int, Any] | None = None
     for block, read in blocks:
-        coming = (block, read, searcher.submit(needles.found, block))
+        coming = (block, read, searcher.submit(_search, needles, block, errors))
         if held is not None:
             yield held[0], held[1], held[2].result()
         held = coming
     if held is not None:
         yield held[0], held[1], held[2].result()
+
+
+def _search(needles: _Needles, block: bytes, errors: bool) -> Found:
+    """What :func:`_searched_ahead`'s worker finds in ``block``."""
+    find = _error_finder() if errors else None
+    return needles.found(block), (find(block) if find is not None else None)
 
 
 def _faster(finders: tuple[Finder, ...], sample: bytes) -> Finder:
@@ -711,10 +722,12 @@ class _Scanner:
         self.counter = _Counter()
         #: What a fleet scan keeps besides the counts: times, hosts, unknown shapes.
         self.tally = tally
+        #: Whether lines that look like errors are read too (for the tally's unknown shapes).
+        self.errors = tally is not None
         self.lines = 0  # lines before the first one not matched yet
         self.covered = 0  # the last line of a message already matched
         self.carried = b""
-        self._carried_hits: Hits | None = None
+        self._carried_found: Found | None = None
         # Matchers for windows, by the records a line may start: a regex search a record.
         self._window_matchers: dict[tuple[str, ...], Matcher] = {}
         # What a line read alone gave, by its message and class: a log repeats its failures
@@ -723,48 +736,50 @@ class _Scanner:
         #: Where a record matched such a line, by its id and the line's text.
         self._spans: dict[tuple[str, str], tuple[int, int] | None] = {}
 
-    def feed(self, block: bytes, hits: Hits | None = None) -> None:
+    def feed(self, block: bytes, found: Found | None = None) -> None:
         """Match the lines of ``block`` (whole lines), and those carried from the last one.
 
-        ``hits``: the needles found in ``block`` already (:meth:`_Needles.found`), if any.
+        ``found``: what was found in ``block`` already (see :func:`_searched_ahead`), if any.
         """
         carried, self.carried = self.carried, b""
         if carried and len(block) > WINDOW_BYTES:
             # The carried lines' windows end in the first WINDOW_BYTES of this block: only
             # that much is joined to them, not the whole block; only they are matched.
-            self._match(carried + block[:WINDOW_BYTES], len(carried), self._carried_hits)
+            self._match(carried + block[:WINDOW_BYTES], len(carried), self._carried_found)
         elif carried:
-            hits = _joined(self._carried_hits, hits, len(carried))
+            found = _joined(self._carried_found, found, len(carried))
             block = carried + block
         ready = _ready(block)
-        self._match(block, ready, hits)
+        self._match(block, ready, found)
         self.carried = block[ready:]
         # What was found in the lines carried, kept for them: the next block's search starts
-        # after them (no needle spans lines).
-        self._carried_hits = _from(hits, ready)
+        # after them (nothing looked for spans lines).
+        self._carried_found = _from(found, ready)
 
     def read(self, stream: BinaryIO, progress: Callable[[int], None] | None) -> ScanResult:
         """Scan ``stream`` to its end, in blocks searched ahead (see :func:`_searched_ahead`)."""
         size = 0
-        for block, read, hits in _searched_ahead(_blocks(stream, progress), self.needles):
+        blocks = _blocks(stream, progress)
+        for block, read, found in _searched_ahead(blocks, self.needles, errors=self.errors):
             size += read
-            self.feed(block, hits)
+            self.feed(block, found)
         return self.finish(size)
 
     def finish(self, size: int) -> ScanResult:
         """Match the lines still carried (the log ends there) and return the result."""
         block, self.carried = self.carried, b""
-        self._match(block, len(block), self._carried_hits)
+        self._match(block, len(block), self._carried_found)
         if block and not block.endswith(b"\n"):
             self.lines += 1  # a last line without its newline
         return self.counter.result(self.lines, size)
 
-    def _match(self, block: bytes, ready: int, hits: Hits | None = None) -> None:
+    def _match(self, block: bytes, ready: int, found: Found | None = None) -> None:
         """Match the lines of ``block`` that start before ``ready`` (a line's start)."""
         last, line = 0, self.lines
+        hits, error_hits = found or (None, None)
         spans = self.needles.lines_in(block, hits)
         # A fleet scan also reads the lines that look like errors (see _error_lines).
-        errors = _error_lines(block, ready) if self.tally is not None else None
+        errors = _error_lines(block, ready, error_hits) if self.errors else None
         needled = None
         if errors:
             needled = set(spans)
@@ -916,18 +931,33 @@ class _Scanner:
         return matcher
 
 
-def _joined(first: Hits | None, then: Hits | None, shift: int) -> Hits | None:
-    """The hits of two texts joined, ``then``'s moved by ``shift``; None unless both are known."""
+def _joined(first: Found | None, then: Found | None, shift: int) -> Found | None:
+    """What was found in two texts joined, ``then``'s moved by ``shift``.
+
+    A kind is None unless it is known in both.
+    """
     if first is None or then is None:
         return None
-    return [*first, *((n, start + shift, end + shift) for n, start, end in then)]
+
+    def joined(a: Hits | None, b: Hits | None) -> Hits | None:
+        if a is None or b is None:
+            return None
+        return [*a, *((n, start + shift, end + shift) for n, start, end in b)]
+
+    return joined(first[0], then[0]), joined(first[1], then[1])
 
 
-def _from(hits: Hits | None, at: int) -> Hits | None:
-    """The hits at or after ``at``, moved to count from it."""
-    if hits is None:
+def _from(found: Found | None, at: int) -> Found | None:
+    """What was found at or after ``at``, moved to count from it."""
+    if found is None:
         return None
-    return [(n, start - at, end - at) for n, start, end in hits if start >= at]
+
+    def moved(hits: Hits | None) -> Hits | None:
+        if hits is None:
+            return None
+        return [(n, start - at, end - at) for n, start, end in hits if start >= at]
+
+    return moved(found[0]), moved(found[1])
 
 
 #: How many lines read alone a scan keeps the matches of (see _Scanner._rank_alone).
@@ -1012,17 +1042,18 @@ def open_log(path: str) -> BinaryIO:
 _ERROR_WORDS = (b"Error", b"Exception", b"ERROR", b"CRITICAL", b"FATAL")
 
 
-def _error_lines(block: bytes, ready: int) -> set[tuple[int, int]]:
+def _error_lines(block: bytes, ready: int, found: Hits | None = None) -> set[tuple[int, int]]:
     """(start, end) of the lines before ``ready`` that hold a word of :data:`_ERROR_WORDS`.
 
     One automaton pass with the ``fast`` extra (a ``bytes.find`` pass a word costs as much
-    as the rest of a fleet scan of a quiet log); a pass a word without it.
+    as the rest of a fleet scan of a quiet log); a pass a word without it. ``found``: where
+    the automaton found the words in ``block`` already (see :func:`_searched_ahead`).
     """
     spans: set[tuple[int, int]] = set()
-    find = _error_finder()
-    if find is not None:
+    find = _error_finder() if found is None else None
+    if found is not None or find is not None:
         end = -1
-        for _, at, _ in find(block):
+        for _, at, _ in find(block) if find is not None else found or ():
             if at >= ready:
                 break
             if at > end:

@@ -289,27 +289,53 @@ def test_a_window_carried_over_block_boundaries_loses_nothing(monkeypatch, engin
         assert expected == _found(text), block
 
 
-def test_blocks_searched_ahead_give_what_blocks_searched_in_turn_give(monkeypatch):
-    """With a second CPU the next block is searched in a thread while one is matched
-    (scan._searched_ahead); the counts, line numbers and windows across block ends are the
-    same as when each block is searched in turn."""
+def _ahead_and_in_turn(monkeypatch, text, blocks, scan_one) -> dict:
+    """``scan_one(text)`` for each block size, with the blocks searched ahead in a worker
+    thread (a second CPU) and searched in turn (one), by (ahead, block size)."""
     pytest.importorskip("ahocorasick_rs")
     monkeypatch.setenv("ERRKB_SCAN_ENGINE", "ahocorasick")
-    text = _log(_GATED, _SIZE_MISMATCH, _GATED, SEED_MESSAGE, before=30, after=30)
     monkeypatch.setattr(errkb.scan, "WINDOW_LINES", 4)
     monkeypatch.setattr(errkb.scan, "WINDOW_BYTES", 300)
     found = {}
     for ahead in (True, False):
         monkeypatch.delitem(errkb.scan._WORKERS, errkb.scan._AHEAD, raising=False)
         monkeypatch.setattr(errkb.scan, "_cpus", lambda ahead=ahead: 2 if ahead else 1)
-        for block in (7, 301, 1000):
+        for block in blocks:
             monkeypatch.setattr(errkb.scan, "BLOCK", block)
-            found[ahead, block] = _found(text)
+            found[ahead, block] = scan_one(text)
         assert (errkb.scan._worker(errkb.scan._AHEAD) is not None) is ahead
+    return found
+
+
+def test_blocks_searched_ahead_give_what_blocks_searched_in_turn_give(monkeypatch):
+    """With a second CPU the next block is searched in a thread while one is matched
+    (scan._searched_ahead); the counts, line numbers and windows across block ends are the
+    same as when each block is searched in turn."""
+    text = _log(_GATED, _SIZE_MISMATCH, _GATED, SEED_MESSAGE, before=30, after=30)
+    found = _ahead_and_in_turn(monkeypatch, text, (7, 301, 1000), _found)
     assert found[True, 1000]  # the log holds known errors: the comparison says something
     assert {k[1]: v for k, v in found.items() if k[0]} == {
         k[1]: v for k, v in found.items() if not k[0]
     }
+
+
+def test_a_fleet_part_searched_ahead_is_the_part_searched_in_turn(monkeypatch):
+    """A fleet scan also reads the lines that look like errors no record knows; with a second
+    CPU the worker finds their words with the needles, and what a block's last lines held is
+    kept for them while they wait for the next block. The part is the one each block searched
+    in turn gives, unknown shapes and their line numbers included."""
+    unknown = "ERROR 11-30 06:00:01 [core.py:7] RuntimeError: a failure no record knows"
+    text = _log(_GATED, unknown, _SIZE_MISMATCH, unknown, SEED_MESSAGE, before=30, after=30)
+    parts = _ahead_and_in_turn(
+        monkeypatch,
+        text,
+        (7, 301, 1000, 1 << 20),
+        lambda text: errkb.scan.scan_part(io.BytesIO(text.encode()), source="node-1/vllm.log"),
+    )
+    whole = parts[False, 1 << 20]
+    assert len(whole.groups) == 3  # three known failures, and an unknown shape below
+    assert [2] == [u.count for u in whole.unknown]
+    assert all(part == whole for part in parts.values())  # line numbers of examples included
 
 
 def test_a_window_is_bounded_by_lines(monkeypatch, engine):
