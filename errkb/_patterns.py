@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_TIMEOUT",
     "EDGE",
+    "UNKNOWN",
     "PatternTimeoutError",
     "best_set",
     "compile_pattern",
@@ -35,7 +36,9 @@ __all__ = [
     "head_pattern",
     "key_sets",
     "know_facts",
+    "know_newline",
     "know_sets",
+    "known_newline",
     "lazy_compile",
     "loosen",
     "pattern_facts",
@@ -542,6 +545,36 @@ def know_sets(pattern: str, sets: object) -> None:
     ):
         return
     _SETS[pattern] = tuple(tuple(s) for s in sets)
+
+
+#: Where each pattern a prebuilt index knows can first match a newline, told by
+#: :func:`know_newline` (what :func:`errkb._scanplan.first_newline` reads from a pattern).
+_NEWLINES: dict[str, tuple[int, bool] | None] = {}
+#: What :func:`known_newline` gives for a pattern no index told of.
+UNKNOWN = object()
+
+
+def know_newline(pattern: str, fact: object) -> None:
+    """Take ``fact`` as where ``pattern`` can first match a newline (from an index).
+
+    None (nowhere) or ``[place in the pattern, whether an alternative follows]``; anything
+    else is passed over, and read from the pattern when asked for.
+    """
+    if fact is None:
+        _NEWLINES[pattern] = None
+    elif (
+        isinstance(fact, list)
+        and len(fact) == 2
+        and type(fact[0]) is int
+        and 0 <= fact[0] <= len(pattern)
+        and type(fact[1]) is bool
+    ):
+        _NEWLINES[pattern] = (fact[0], fact[1])
+
+
+def known_newline(pattern: str) -> tuple[int, bool] | object | None:
+    """What :func:`know_newline` was told of ``pattern``, else :data:`UNKNOWN`."""
+    return _NEWLINES.get(pattern, UNKNOWN)
 
 
 @functools.lru_cache(maxsize=1 << 18)

@@ -31,14 +31,15 @@ from __future__ import annotations
 import functools
 import re
 from collections import Counter
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from errkb._lazy_regex import lazy_re
+from errkb._patterns import UNKNOWN, known_newline
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
-__all__ = ["FindPlan", "first_line", "first_newline", "know_newline", "line_around", "spans_lines"]
+__all__ = ["FindPlan", "first_line", "first_newline", "line_around", "spans_lines"]
 
 #: The share of a log's bytes that the rare-byte pass may stop at.
 RARE_SHARE = 1 / 4096
@@ -248,33 +249,12 @@ def first_newline(pattern: str) -> tuple[int, bool] | None:
 
     The start of the first piece that can match a newline, or of the outermost group that
     holds it; and whether a top-level ``|`` comes after it. None when no piece can. The
-    records index holds it for each hand-written pattern (:func:`know_newline`).
+    records index holds it for each hand-written pattern (:func:`errkb._patterns.know_newline`).
     """
-    if pattern in _NEWLINES:
-        return _NEWLINES[pattern]
-    return _first_newline(pattern)
-
-
-#: Where each pattern a prebuilt index knows can first match a newline (see :func:`know_newline`).
-_NEWLINES: dict[str, tuple[int, bool] | None] = {}
-
-
-def know_newline(pattern: str, fact: object) -> None:
-    """Take ``fact`` as :func:`first_newline` of ``pattern`` (from an index).
-
-    Anything but None or ``[place in the pattern, bool]`` is passed over: it is then read from
-    the pattern.
-    """
-    if fact is None:
-        _NEWLINES[pattern] = None
-    elif (
-        isinstance(fact, list)
-        and len(fact) == 2
-        and type(fact[0]) is int
-        and 0 <= fact[0] <= len(pattern)
-        and type(fact[1]) is bool
-    ):
-        _NEWLINES[pattern] = (fact[0], fact[1])
+    known = known_newline(pattern)
+    if known is UNKNOWN:
+        return _first_newline(pattern)
+    return cast("tuple[int, bool] | None", known)
 
 
 @functools.lru_cache(maxsize=1 << 14)

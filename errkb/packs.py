@@ -35,7 +35,7 @@ import importlib
 import json
 import os
 import sys
-from itertools import chain, compress
+from itertools import chain, compress, pairwise
 from operator import itemgetter, not_
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -226,7 +226,7 @@ class LazyPack:
         listing: Path | None = None,
         sets: Sequence[Any] | None = None,
         facts: Sequence[Any] | None = None,
-        readings: Sequence[Any] | None = None,
+        readings: _Texts | None = None,
     ) -> None:
         import threading
 
@@ -607,6 +607,10 @@ def _lazy(
             )
         rows = _ints(numbers, *table["rows"])
         lines = tuple(_ints(numbers, *column) for column in (*table["lines"], table["second"]))
+        readings = table.get("readings")
+        if readings is not None:
+            (at, length), starts = readings
+            readings = _Texts(mapped, tail + at, length, _ints(numbers, *starts))
     except (OSError, ValueError, TypeError, RecursionError):
         return None
     if len(lines) != 5 or len({len(column) for column in lines}) != 1:
@@ -619,10 +623,11 @@ def _lazy(
         if not isinstance(sets, list) or len(sets) != len(seconds):
             return None
         sets = [None if s is None else tuple(map(tuple, s)) for s in sets]
-    facts, readings = table.get("facts"), table.get("readings")
-    for column in (facts, readings):
-        if column is not None and (not isinstance(column, list) or len(column) != len(seconds)):
-            return None
+    facts = table.get("facts")
+    if facts is not None and (not isinstance(facts, list) or len(facts) != len(seconds)):
+        return None
+    if readings is not None and len(readings) != len(seconds):
+        return None
     return LazyPack(
         packs,
         table,
@@ -820,10 +825,15 @@ def _write_index(
 
         table["sets"] = [ref.literal_sets() for ref in refs]
         table["facts"] = [pattern_facts(ref.message_pattern) for ref in refs]
-        table["readings"] = [
-            [literal_sets(ref.message_pattern), first_newline(ref.message_pattern)]
-            for ref in refs
-        ]
+        table["readings"] = numbers.texts(
+            [
+                json.dumps(
+                    [literal_sets(ref.message_pattern), first_newline(ref.message_pattern)],
+                    separators=(",", ":"),
+                )
+                for ref in refs
+            ]
+        )
     header = _index_header(packs, [p.path.relative_to(where.parent).as_posix() for p in packs])
     text = "".join(json.dumps(x, separators=(",", ":")) + "\n" for x in (header, bad, table))
     if not _replace(where, text.encode("utf-8") + numbers.data()):
@@ -1028,6 +1038,26 @@ class _KeyTable:
         return dict(zip(keys, list(self._values), strict=True))
 
 
+class _Texts:
+    """Texts of an index, one a row, as :meth:`_Numbers.texts` wrote them."""
+
+    __slots__ = ("_at", "_data", "_starts")
+
+    def __init__(self, data: Any, at: int, length: int, starts: Sequence[int]) -> None:
+        if at < 0 or length < 0 or at + length > len(data):
+            raise ValueError("the index's texts are cut short")
+        if not starts or starts[-1] != length or any(a > b for a, b in pairwise(starts)):
+            raise ValueError("the index's texts and where they start do not agree")
+        self._data, self._at, self._starts = data, at, starts
+
+    def __len__(self) -> int:
+        return len(self._starts) - 1
+
+    def __getitem__(self, row: int) -> bytes:
+        text: bytes = self._data[self._at + self._starts[row] : self._at + self._starts[row + 1]]
+        return text
+
+
 class _Numbers:
     """The binary tail of an index: the tables' keys, and arrays of little-endian integers.
 
@@ -1070,6 +1100,19 @@ class _Numbers:
             self.add(starts, 4),
             self.add([value for _, value in encoded], 8),
         ]
+
+    def texts(self, texts: list[str]) -> list[Any]:
+        """Place ``texts`` one after another, and where each starts; returns where the two are.
+
+        Read back as :class:`_Texts`, which decodes one item without reading the others.
+        """
+        encoded = [text.encode("utf-8") for text in texts]
+        starts, at = [], 0
+        for item in encoded:
+            starts.append(at)
+            at += len(item)
+        starts.append(at)
+        return [self.add_bytes(b"".join(encoded)), self.add(starts, 4)]
 
     def add_bytes(self, data: bytes) -> list[int]:
         """Place ``data`` as it is; returns where: [byte offset, length]."""
@@ -1189,11 +1232,14 @@ def _ref(pack: _Pack, row: list[Any]) -> RecordRef:
 _intern = sys.intern
 
 
-def _know_reading(pattern: str, reading: object) -> None:
-    """Tell what the index read of ``pattern`` (``[literal sets, first newline]``)."""
+def _know_reading(pattern: str, text: bytes) -> None:
+    """Tell what the index read of ``pattern``: ``[literal sets, first newline]`` in JSON."""
+    try:
+        reading = json.loads(text)
+    except ValueError:
+        return  # not what this code writes: both are read from the pattern
     if isinstance(reading, list) and len(reading) == 2:
-        from errkb._patterns import know_sets
-        from errkb._scanplan import know_newline
+        from errkb._patterns import know_newline, know_sets
 
         know_sets(pattern, reading[0])
         know_newline(pattern, reading[1])

@@ -444,3 +444,28 @@ def test_an_index_above_the_folder_given_is_not_used_and_one_at_it_is(tmp_path, 
     assert sorted(r.id for r in given_top.refs) == [f"acme-gear-{i}" for i in range(6)]
     assert sorted(r.id for r in through_link.refs) == [f"acme-gear-{i}" for i in range(6)]
     assert sorted(r.id for r in given_lib.refs) == [f"acme-gear-{i}" for i in range(4)]
+
+
+@given(st.lists(st.text(max_size=40), max_size=30))
+def test_an_index_text_is_read_back_alone(texts):
+    """An index keeps one text a row in its binary tail (each hand-written pattern's readings);
+    each is read back by itself, whatever the others hold."""
+    from errkb.packs import _Numbers, _Texts
+
+    numbers = _Numbers()
+    (at, length), starts = numbers.texts(texts)
+    data = b"head" + numbers.data()
+    read = _Texts(data, 4 + at, length, errkb.packs._ints(data[4:], *starts))
+    assert texts == [read[row].decode("utf-8") for row in range(len(read))]
+
+
+@pytest.mark.parametrize(
+    ("starts", "length"), [([], 0), ([0, 5, 3, 9], 9), ([0, 4], 9), ([0, 4], 3)]
+)
+def test_index_texts_that_do_not_agree_are_refused(starts, length):
+    """Starts that go back, or end elsewhere than the texts do: the index is not this code's,
+    and is passed over (its readings are then read from each pattern)."""
+    from errkb.packs import _Texts
+
+    with pytest.raises(ValueError, match="index's texts"):
+        _Texts(b"0123456789", 0, length, starts)

@@ -161,7 +161,7 @@ def test_the_readings_an_index_holds_are_those_read_from_each_pattern():
     refs = default_registry().hand_written().refs
     written = {r.message_pattern for r in refs}
     assert written <= patterns._SETS.keys()
-    assert written <= scanplan._NEWLINES.keys()
+    assert written <= patterns._NEWLINES.keys()
     for pattern in written:
         assert patterns._literal_sets(pattern) == patterns.literal_sets(pattern), pattern
         assert scanplan._first_newline(pattern) == scanplan.first_newline(pattern), pattern
@@ -184,15 +184,16 @@ def test_literal_sets_that_are_not_a_patterns_are_passed_over(monkeypatch, sets)
 
 @pytest.mark.parametrize("fact", [[1], [9, False], [-1, False], [1, 0], ["1", True], "x", 3])
 def test_newline_facts_that_are_not_a_patterns_are_passed_over(monkeypatch, fact):
+    import errkb._patterns as patterns
     import errkb._scanplan as scanplan
 
-    monkeypatch.setattr(scanplan, "_NEWLINES", {})
-    scanplan.know_newline(r"ab\nc", fact)
-    assert {} == scanplan._NEWLINES
+    monkeypatch.setattr(patterns, "_NEWLINES", {})
+    patterns.know_newline(r"ab\nc", fact)
+    assert {} == patterns._NEWLINES
     assert (2, False) == scanplan.first_newline(r"ab\nc")
-    scanplan.know_newline(r"ab\nc", [1, True])  # what an index of this code holds is taken as is
+    patterns.know_newline(r"ab\nc", [1, True])  # what an index of this code holds is taken as is
     assert (1, True) == scanplan.first_newline(r"ab\nc")
-    scanplan.know_newline(r"ab\nc", None)
+    patterns.know_newline(r"ab\nc", None)
     assert not scanplan.spans_lines(r"ab\nc")
 
 
