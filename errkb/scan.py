@@ -53,7 +53,7 @@ import os
 import stat
 from operator import itemgetter
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO, cast
 
 import regex
 
@@ -460,10 +460,16 @@ def _blocks(
 
     The line a block cuts is finished from the stream, keeping at most :data:`MAX_LINE` more
     bytes of it (no more of a line is matched); the rest is read past, so a runaway line
-    cannot make a block grow without bound.
+    cannot make a block grow without bound. A block of a file on disk is a buffer that the
+    block after the next one is read into: it is to be done with by then.
     """
     read, readline = stream.read, stream.readline
     fd, at = _plain_file(stream)
+    # A file on disk is read into two buffers that take turns (a block is kept only until the
+    # block after next is read: see _searched_ahead). A fresh 4 MiB object a block was fresh
+    # memory each time, a page fault every 4 KiB: 6,000 of a 134 MB log's scan.
+    buffers = (bytearray(), bytearray()) if fd is not None else None
+    turn = 0
     while True:
         want = BLOCK
         if fd is not None:
@@ -474,7 +480,12 @@ def _blocks(
             end = os.pread(fd, MAX_LINE + 1, at + BLOCK - 1).find(b"\n")
             if end >= 0:
                 want += end
-        chunk = read(want)
+        if buffers is not None:
+            # A bytearray has every method of bytes that a block is read with.
+            chunk = cast("bytes", _read_into(stream, buffers[turn], want))
+            turn ^= 1
+        else:
+            chunk = read(want)
         if not chunk:
             return
         size = len(chunk)
@@ -495,6 +506,18 @@ def _blocks(
         if progress is not None:
             progress(size)
         yield chunk, size
+
+
+def _read_into(stream: BinaryIO, buffer: bytearray, want: int) -> bytearray:
+    """``buffer``, made ``want`` bytes long and filled from ``stream`` (shorter at its end)."""
+    if len(buffer) < want:
+        buffer.extend(bytes(want - len(buffer)))
+    elif len(buffer) > want:
+        del buffer[want:]
+    got = cast("io.BufferedReader", stream).readinto(buffer)
+    if got < want:
+        del buffer[got:]
+    return buffer
 
 
 def _plain_file(stream: BinaryIO) -> tuple[int | None, int]:

@@ -99,9 +99,10 @@ def test_a_runaway_line_is_cut_and_the_lines_after_it_still_count(monkeypatch, e
 def test_a_file_on_disk_is_cut_into_the_blocks_a_stream_is(
     tmp_path_factory, lines, ends, block, start
 ):
-    """A file on disk has each block's last line found with os.pread and read in one piece;
-    the blocks and the bytes read are those that finishing the line with readline gives, lines
-    longer than MAX_LINE (cut the same way) and a read that starts mid-file included."""
+    """A file on disk has each block's last line found with os.pread and read in one piece,
+    into buffers that take turns; the blocks and the bytes read are those that finishing the
+    line with readline gives, lines longer than MAX_LINE (cut the same way) and a read that
+    starts mid-file included."""
     data = b"\n".join(lines) + (b"\n" if ends else b"")
     path = tmp_path_factory.mktemp("log") / "app.log"
     path.write_bytes(data)
@@ -114,7 +115,8 @@ def test_a_file_on_disk_is_cut_into_the_blocks_a_stream_is(
         with path.open("rb") as file:
             file.seek(min(start, len(data)))
             assert errkb.scan._plain_file(file)[0] is not None  # the way under test is taken
-            assert expected == list(errkb.scan._blocks(file, None))
+            # Each block is taken before the next is read: its buffer is then read into again.
+            assert expected == [(bytes(b), n) for b, n in errkb.scan._blocks(file, None)]
 
 
 @settings(max_examples=300, deadline=None)
