@@ -107,6 +107,10 @@ _EDGE = 1 << 14
 # The modules whose code decides what a cache holds: a change to any file of them (every
 # module of a package) rebuilds it. The files are found from the modules, so none is missed.
 _CODE = ("errkb.records", "errkb._patterns", "errkb._index", "errkb.packs")
+# ...and modules of errkb's folder named by their file, not imported to find it: the hand-
+# written records' index holds what _scanplan reads of each pattern (where it can first match
+# a newline), and a first diagnosis does not import it.
+_CODE_BESIDE = ("_scanplan.py",)
 
 
 def cache_dir() -> Path | None:
@@ -1302,6 +1306,7 @@ def _code_files() -> list[Path]:
             files.update(path for folder in folders for path in Path(folder).rglob("*.py"))
         elif module.__file__:
             files.add(Path(module.__file__))
+    files.update(Path(__file__).with_name(name) for name in _CODE_BESIDE)
     return sorted(files)
 
 

@@ -100,9 +100,12 @@ def test_a_change_to_errkb_code_reads_the_pack_again(tmp_path, pack_cache, monke
 
 
 def test_the_code_stamp_covers_every_file_of_the_records_package():
-    """The stamp hashes every .py file of errkb/records/ and the modules packs build on, sorted."""
+    """The stamp hashes every .py file of errkb/records/ and the modules packs build on, and
+    _scanplan's, whose reading of each pattern the records index holds; sorted."""
+    import errkb._scanplan
+
     files = errkb.packs._code_files()
-    modules = (errkb._patterns, errkb._index, errkb.packs)
+    modules = (errkb._patterns, errkb._index, errkb.packs, errkb._scanplan)
     expected = {*Path(errkb.records.__file__).parent.rglob("*.py")}
     expected |= {Path(m.__file__) for m in modules}
     assert expected == set(files)
