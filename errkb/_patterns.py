@@ -28,7 +28,6 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_TIMEOUT",
     "EDGE",
-    "UNKNOWN",
     "PatternTimeoutError",
     "best_set",
     "compile_pattern",
@@ -550,8 +549,6 @@ def know_sets(pattern: str, sets: object) -> None:
 #: Where each pattern a prebuilt index knows can first match a newline, told by
 #: :func:`know_newline` (what :func:`errkb._scanplan.first_newline` reads from a pattern).
 _NEWLINES: dict[str, tuple[int, bool] | None] = {}
-#: What :func:`known_newline` gives for a pattern no index told of.
-UNKNOWN = object()
 
 
 def know_newline(pattern: str, fact: object) -> None:
@@ -572,9 +569,9 @@ def know_newline(pattern: str, fact: object) -> None:
         _NEWLINES[pattern] = (fact[0], fact[1])
 
 
-def known_newline(pattern: str) -> tuple[int, bool] | object | None:
-    """What :func:`know_newline` was told of ``pattern``, else :data:`UNKNOWN`."""
-    return _NEWLINES.get(pattern, UNKNOWN)
+def known_newline(pattern: str) -> tuple[int, bool] | None:
+    """What :func:`know_newline` was told of ``pattern``; ``KeyError`` when nothing."""
+    return _NEWLINES[pattern]
 
 
 @functools.lru_cache(maxsize=1 << 18)

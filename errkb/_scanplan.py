@@ -31,10 +31,10 @@ from __future__ import annotations
 import functools
 import re
 from collections import Counter
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 from errkb._lazy_regex import lazy_re
-from errkb._patterns import UNKNOWN, known_newline
+from errkb._patterns import known_newline
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -251,10 +251,10 @@ def first_newline(pattern: str) -> tuple[int, bool] | None:
     holds it; and whether a top-level ``|`` comes after it. None when no piece can. The
     records index holds it for each hand-written pattern (:func:`errkb._patterns.know_newline`).
     """
-    known = known_newline(pattern)
-    if known is UNKNOWN:
+    try:
+        return known_newline(pattern)
+    except KeyError:
         return _first_newline(pattern)
-    return cast("tuple[int, bool] | None", known)
 
 
 @functools.lru_cache(maxsize=1 << 14)

@@ -87,6 +87,10 @@ if TYPE_CHECKING:
     from errkb.records import Record, RecordRef
     from errkb.registry import Registry
 
+    #: A line read alone: its matches, best first, each with the text it matched; whether any
+    #: record matched before the window judged it; where the best one matched.
+    _Alone = tuple[list[tuple[Match, str]], bool, tuple[int, int] | None]
+
 __all__ = [
     "ENGINES",
     "PartGroup",
@@ -745,19 +749,16 @@ class _Scanner:
         self.counter = _Counter()
         #: What a fleet scan keeps besides the counts: times, hosts, unknown shapes.
         self.tally = tally
-        #: Whether lines that look like errors are read too (for the tally's unknown shapes).
-        self.errors = tally is not None
         self.lines = 0  # lines before the first one not matched yet
         self.covered = 0  # the last line of a message already matched
         self.carried = b""
         self._carried_found: Found | None = None
         # Matchers for windows, by the records a line may start: a regex search a record.
         self._window_matchers: dict[tuple[str, ...], Matcher] = {}
-        # What a line read alone gave, by its message and class: a log repeats its failures
-        # word for word under new timestamps, and matching is the same each time.
-        self._alone: dict[tuple[str, str | None], tuple[list[tuple[Match, str]], bool]] = {}
-        #: Where a record matched such a line, by its id and the line's text.
-        self._spans: dict[tuple[str, str], tuple[int, int] | None] = {}
+        # What a line read alone gave, by its message and class, and where the best record
+        # matched it: a log repeats its failures word for word under new timestamps, and
+        # matching is the same each time.
+        self._alone: dict[tuple[str, str | None], _Alone] = {}
 
     def feed(self, block: bytes, found: Found | None = None) -> None:
         """Match the lines of ``block`` (whole lines), and those carried from the last one.
@@ -783,7 +784,8 @@ class _Scanner:
         """Scan ``stream`` to its end, in blocks searched ahead (see :func:`_searched_ahead`)."""
         size = 0
         blocks = _blocks(stream, progress)
-        for block, read, found in _searched_ahead(blocks, self.needles, errors=self.errors):
+        errors = self.tally is not None  # the tally's unknown shapes: see _error_lines
+        for block, read, found in _searched_ahead(blocks, self.needles, errors=errors):
             size += read
             self.feed(block, found)
         return self.finish(size)
@@ -802,7 +804,7 @@ class _Scanner:
         hits, error_hits = found or (None, None)
         spans = self.needles.lines_in(block, hits)
         # A fleet scan also reads the lines that look like errors (see _error_lines).
-        errors = _error_lines(block, ready, error_hits) if self.errors else None
+        errors = _error_lines(block, ready, error_hits) if self.tally is not None else None
         needled = None
         if errors:
             needled = set(spans)
@@ -831,9 +833,10 @@ class _Scanner:
         starting = self.needles.starting(text)
         after = _After(block, end, prefix) if starting else None
         readings = ((message, cls), (text, None)) if cls is not None else ((text, None),)
+        where = None
         for subject, error_class in readings:
             if after is None:
-                ranked, any_found = self._rank_alone(subject, error_class)
+                ranked, any_found, where = self._rank_alone(subject, error_class)
             else:
                 ranked, any_found = self._rank(subject, error_class, after, starting)
             if any_found:
@@ -841,12 +844,7 @@ class _Scanner:
         if not ranked:
             return False
         best, window = ranked[0]
-        if after is None:  # a line read alone: where it matched is kept with its matches
-            key = (best.record.id, window)
-            if key not in self._spans:
-                self._spans[key] = _where(best.record, window)
-            where = self._spans[key]
-        else:
+        if after is not None:
             where = _where(best.record, window)
         lines_after = 0
         matched = window
@@ -898,17 +896,19 @@ class _Scanner:
         order = [found[m.record.id] for m in ranked(m for m, _ in found.values())]
         return order, any_found or bool(order)
 
-    def _rank_alone(
-        self, subject: str, error_class: str | None
-    ) -> tuple[list[tuple[Match, str]], bool]:
-        """:meth:`_rank` for a line no record may start a message of more lines on, kept."""
+    def _rank_alone(self, subject: str, error_class: str | None) -> _Alone:
+        """:meth:`_rank` for a line no record may start a message of more lines on, kept.
+
+        With where the best record matched it (None when none did).
+        """
         key = (subject, error_class)
         found = self._alone.get(key)
         if found is None:
             if len(self._alone) >= _ALONE_KEPT:
                 self._alone.clear()
-                self._spans.clear()
-            found = self._alone[key] = self._rank(subject, error_class, None, ())
+            ranked, any_found = self._rank(subject, error_class, None, ())
+            where = _where(ranked[0][0].record, ranked[0][1]) if ranked else None
+            found = self._alone[key] = (ranked, any_found, where)
         return found
 
     def _window(
@@ -954,6 +954,13 @@ class _Scanner:
         return matcher
 
 
+def _moved(hits: Hits | None, by: int, since: int = 0) -> Hits | None:
+    """The ``hits`` that start at ``since`` or later, moved by ``by``; None stays None."""
+    if hits is None:
+        return None
+    return [(n, start + by, end + by) for n, start, end in hits if start >= since]
+
+
 def _joined(first: Found | None, then: Found | None, shift: int) -> Found | None:
     """What was found in two texts joined, ``then``'s moved by ``shift``.
 
@@ -961,26 +968,20 @@ def _joined(first: Found | None, then: Found | None, shift: int) -> Found | None
     """
     if first is None or then is None:
         return None
+    return _join(first[0], then[0], shift), _join(first[1], then[1], shift)
 
-    def joined(a: Hits | None, b: Hits | None) -> Hits | None:
-        if a is None or b is None:
-            return None
-        return [*a, *((n, start + shift, end + shift) for n, start, end in b)]
 
-    return joined(first[0], then[0]), joined(first[1], then[1])
+def _join(first: Hits | None, then: Hits | None, shift: int) -> Hits | None:
+    """The hits of two texts joined, ``then``'s moved by ``shift``; None unless both are known."""
+    moved = _moved(then, shift)
+    return None if first is None or moved is None else [*first, *moved]
 
 
 def _from(found: Found | None, at: int) -> Found | None:
     """What was found at or after ``at``, moved to count from it."""
     if found is None:
         return None
-
-    def moved(hits: Hits | None) -> Hits | None:
-        if hits is None:
-            return None
-        return [(n, start - at, end - at) for n, start, end in hits if start >= at]
-
-    return moved(found[0]), moved(found[1])
+    return _moved(found[0], -at, at), _moved(found[1], -at, at)
 
 
 #: How many lines read alone a scan keeps the matches of (see _Scanner._rank_alone).
@@ -1073,10 +1074,12 @@ def _error_lines(block: bytes, ready: int, found: Hits | None = None) -> set[tup
     the automaton found the words in ``block`` already (see :func:`_searched_ahead`).
     """
     spans: set[tuple[int, int]] = set()
-    find = _error_finder() if found is None else None
-    if found is not None or find is not None:
+    if found is None:
+        find = _error_finder()
+        found = find(block) if find is not None else None
+    if found is not None:
         end = -1
-        for _, at, _ in find(block) if find is not None else found or ():
+        for _, at, _ in found:
             if at >= ready:
                 break
             if at > end:
