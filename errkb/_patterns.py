@@ -31,6 +31,7 @@ __all__ = [
     "PatternTimeoutError",
     "best_set",
     "compile_pattern",
+    "cut_pattern",
     "fill_template",
     "head_pattern",
     "key_sets",
@@ -84,6 +85,7 @@ def compile_pattern(pattern: str) -> regex.Pattern[str]:
 # What a record writes as whitespace: a space, a newline, a tab (or one of them escaped).
 _SPACE_ESCAPES = frozenset({"\\ ", "\\n", "\\t", "\\r"})
 _SPACES = re.compile(r"[ \n\t\r]+")
+_WHITESPACE = frozenset(" \n\t\r")
 
 
 def loosen(pattern: str) -> str:
@@ -104,9 +106,11 @@ def loosen(pattern: str) -> str:
     out: list[str] = []
     run: list[str] = []  # the pending whitespace, one entry a character, as the pattern wrote it
 
-    def flush() -> None:
+    def flush(*, edge: bool = False) -> None:
         if run:
-            out.append("\\s+")
+            # At either end of the pattern the run is optional: a message's text is often
+            # stripped (a log line, str() of a triple-quoted message, a paste).
+            out.append("\\s*" if edge or not out else "\\s+")
             run.clear()
 
     tokens = [(t.lastgroup, t.group()) for t in _TOKEN.finditer(pattern)]
@@ -123,8 +127,8 @@ def loosen(pattern: str) -> str:
             if start < len(text):
                 flush()
                 out.append(_ticks(text[start:], quantified=quantified))
-        elif kind == "esc" and text in _SPACE_ESCAPES:
-            run.append(text)
+        elif kind == "esc" and (text in _SPACE_ESCAPES or text[1:] in _WHITESPACE):
+            run.append(text)  # \n, or a newline escaped as re.escape writes one
         elif kind == "esc" and text == "\\`" and not quantified:
             flush()
             out.append(_TICK_LOOSE)
@@ -140,7 +144,7 @@ def loosen(pattern: str) -> str:
         else:
             flush()
             out.append(text)
-    flush()
+    flush(edge=True)
     return "".join(out)
 
 
@@ -160,7 +164,7 @@ def _ticks(text: str, *, quantified: bool) -> str:
 
 
 #: The format of a file of compiled patterns (:func:`write_compiled`).
-COMPILED_FORMAT = "errkb.compiled/4"
+COMPILED_FORMAT = "errkb.compiled/5"
 
 _compiled: dict[str, bytes] = {}  # pattern -> its compiled form, pickled: loaded when used
 _compiled_files: list[Path] = []  # given to use_compiled, not read yet
@@ -335,29 +339,106 @@ def search(
 
 
 def search_prefix(
-    compiled: regex.Pattern[str],
+    cut: regex.Pattern[str],
     head: regex.Pattern[str],
     text: str,
     timeout: float = DEFAULT_TIMEOUT,
 ) -> regex.Match[str] | None:
-    """A match of ``compiled`` cut short by the end of ``text``, whose ``head`` is whole.
+    """A match of a pattern cut short by the end of ``text``, whose ``head`` is whole.
 
     A log line, an issue title or a first-line paste cuts a message; the part that is there
-    still identifies it when it holds the pattern's head (:func:`head_pattern`). The match's
-    groups are those captured before the cut. ``None`` when ``text`` does not end inside such
-    a match; a full match is not looked for here (search first).
+    still identifies it when it holds the pattern's head (:func:`head_pattern`). ``cut`` is the
+    pattern compiled from :func:`cut_pattern`, so that a wildcard cannot run on to the end over
+    the words that should have followed it. The match's groups are those captured before the
+    cut. ``None`` when ``text`` does not end inside such a match; a full match is not looked
+    for here (search first).
     """
     for attempt in range(2):  # a timeout is tried once more, as in search()
         try:
-            found = compiled.search(text, timeout=timeout, concurrent=True, partial=True)
+            found = cut.search(text, timeout=timeout, concurrent=True, partial=True)
             break
         except TimeoutError as exc:
             if attempt:
-                raise PatternTimeoutError(compiled.pattern) from exc
+                raise PatternTimeoutError(cut.pattern) from exc
     if found is None or not found.partial:
         return None
     whole_head = head.match(text, found.start(), timeout=timeout, concurrent=True)
     return found if whole_head is not None else None
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def cut_pattern(pattern: str) -> str:
+    r"""``pattern`` for a search of a message cut short (:func:`search_prefix`).
+
+    A cut match is one that the end of the text interrupts, so an unbounded wildcard (``.+?``,
+    ``.*``) reaches that end over anything: ``max seq len \((?P<n>.+?)\)\. Try increasing
+    `VLLM_CPU_KVCACHE_SPACE``` would read the whole of the GPU worker's message, which says
+    ``gpu_memory_utilization`` there, as the CPU worker's cut short. Here each such wildcard may
+    not run over the literal text that follows it in the pattern (its first three characters
+    that are not spaces; a backtick, which a paste may drop, ends them): it stops where that
+    text begins, as in a whole match, and the message must go on as the pattern does. A value
+    that holds those characters itself is still found in a whole match. The pattern is
+    returned as it is when no wildcard is followed by literal text, or when it is unreadable.
+    """
+    tokens = [(m.lastgroup, m.group()) for m in _TOKEN.finditer(pattern)]
+    if "".join(text for _, text in tokens) != pattern:
+        return pattern
+    out: list[str] = []
+    changed = False
+    for i, (kind, text) in enumerate(tokens):
+        if kind == "any" and text == "." and i + 1 < len(tokens) and tokens[i + 1][0] == "quant":
+            following = _following_literal(tokens, i + 2)
+            if following:
+                out.append(f"(?:(?!{following}).)")
+                changed = True
+                continue
+        out.append(text)
+    return "".join(out) if changed else pattern
+
+
+def _following_literal(tokens: list[tuple[str | None, str]], i: int) -> str:
+    """The literal text every match requires at ``tokens[i]``, as a regex; ``""``: none.
+
+    Groups that close there are passed over (unless quantified); it ends at the first token
+    that is not a literal character required once, at a backtick, or once it holds three
+    characters that are not spaces. Spaces are written as one space (:func:`loosen` reads
+    it as any run of them); ``""`` when it holds nothing but spaces.
+    """
+    while i < len(tokens) and tokens[i][0] == "close":
+        if i + 1 < len(tokens) and tokens[i + 1][0] == "quant":
+            return ""
+        i += 1
+    chars: list[str] = []
+    solid = 0
+    while i < len(tokens) and solid < 3:
+        kind, text = tokens[i]
+        quantified = i + 1 < len(tokens) and tokens[i + 1][0] == "quant"
+        cut_short = kind == "lit" and quantified  # the run's last character is optional
+        if kind == "lit":
+            run = text[:-1] if quantified else text
+        elif (
+            kind == "esc"
+            and len(text) == 2
+            and not (text[1] in _CLASS_ESCAPES or text[1].isdigit() or quantified)
+        ):
+            run = _LITERAL_ESCAPES.get(text[1], text[1])
+        else:
+            break
+        for char in run:
+            if char == "`" or solid == 3:
+                break
+            if char.isspace():
+                if not chars or chars[-1] != " ":
+                    chars.append(" ")
+            else:
+                chars.append(re.escape(char))
+                solid += 1
+        else:
+            if not cut_short:
+                i += 1
+                continue
+        break
+    return "".join(chars) if solid else ""
 
 
 #: A head ends at the first sentence end after this many literal characters...

@@ -103,6 +103,7 @@ from errkb._patterns import (
     DEFAULT_TIMEOUT,
     PatternTimeoutError,
     compile_pattern,
+    cut_pattern,
     fill_template,
     head_regex,
     literal_sets,
@@ -342,6 +343,7 @@ class _Entry:
     __slots__ = (
         "_compiled",
         "_covers",
+        "_cut",
         "_facts",
         "_head",
         "_place",
@@ -355,6 +357,7 @@ class _Entry:
         self.ref = ref
         self._compiled: regex.Pattern[str] | None = None
         self._head: regex.Pattern[str] | bool | None = False  # False: not looked at yet
+        self._cut: regex.Pattern[str] | None = None
         self._rest: _Needs | None = None
         self._worded: bool | None = None
         self._skeleton: bool | None = None
@@ -430,6 +433,14 @@ class _Entry:
             text = head_regex(self.ref.message_pattern)
             self._head = compile_pattern(text) if text is not None else None
         return self._head  # type: ignore[return-value]
+
+    @property
+    def cut(self) -> regex.Pattern[str]:
+        """The pattern compiled for a message cut short (:func:`errkb._patterns.cut_pattern`)."""
+        if self._cut is None:
+            text = cut_pattern(self.ref.message_pattern)
+            self._cut = self.compiled if text == self.ref.message_pattern else compile_pattern(text)
+        return self._cut
 
 
 class LazyRefs(Protocol):
@@ -641,7 +652,7 @@ class Matcher:
         )
         form = 0.0
         if hit is None and entry.head is not None:
-            hit = search_prefix(entry.compiled, entry.head, message, self.timeout)
+            hit = search_prefix(entry.cut, entry.head, message, self.timeout)
             form = _CUT if hit is not None else 0.0
         if searched is not None:
             searched[pattern] = (hit, form)
@@ -1140,7 +1151,10 @@ def _fold(found: list[Match | _Held], by_site: list[Match]) -> list[Match]:
     unless it joins the hand-written tier (see :func:`_joins`): both matched the same message,
     so the mined record is the same error raised at another place or release. It is kept as an
     "also raised at" line, in the order :func:`ranked` would have put it, and no Match is made
-    of it: only the mined matches that do not fold are made (:meth:`_Held.built`).
+    of it: only the mined matches that do not fold are made (:meth:`_Held.built`). One that
+    holds the message's literal run alone is dropped: a message of its library that the
+    hand-written record matched whole or cut is its own, and the run is what a sibling message
+    shares (vLLM's CPU worker words the seed's message with another setting to raise).
     ``by_site`` are the matches of the raise site alone.
     """
     best = _best_sites(m for m in found if isinstance(m, Match))
@@ -1150,7 +1164,8 @@ def _fold(found: list[Match | _Held], by_site: list[Match]) -> list[Match]:
         if isinstance(m, Match):
             made.append(m)
         elif m.library in best and not _joins(m.site, m.library, best):
-            folded.append(m)
+            if m.hit is not None:  # a literal run alone does not say the message is its own
+                folded.append(m)
         else:
             made.append(m.built())
     kept = ranked([*made, *by_site])
@@ -1170,15 +1185,25 @@ def _fold(found: list[Match | _Held], by_site: list[Match]) -> list[Match]:
 
 
 def _place(record: Record) -> str:
-    """Where a mined record says its message is raised: ``path:line (versions)``."""
-    where = f"{record.file_path}:{record.line_number}" if record.file_path else record.id
+    """Where a mined record says its message is raised: ``path:line (distribution release)``.
+
+    The release is the one whose sources that line was read in (its entry in
+    ``versions.sites``). Not the message's range of releases: a message raised from several
+    files over time is mined as one record a file, each holding the whole range, so the range
+    beside one file would say that file raised it in releases where another did. No release
+    when the sites do not list the line.
+    """
+    if not record.file_path:
+        return record.id
+    where = f"{record.file_path}:{record.line_number}"
     v = record.versions
-    if v is None:
-        return where
-    span = v.first or "?"
-    if v.last != v.first:
-        span += f" to {v.last}" if v.last else " and later"
-    return f"{where} ({v.distribution} {span})"
+    read = None
+    path = ""
+    for release, site in v.sites if v is not None else ():
+        path = site.rpartition(":")[0] or path  # ":line": the file listed before it
+        if f"{path}:{site.rpartition(':')[2]}" == where:
+            read = release
+    return where if read is None or v is None else f"{where} ({v.distribution} {read})"
 
 
 def _captures(hit: regex.Match[str]) -> dict[str | int, object]:

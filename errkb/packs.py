@@ -737,6 +737,7 @@ def _matches(ref: RecordRef, message: str) -> bool:
     from errkb._patterns import (
         PatternTimeoutError,
         compile_pattern,
+        cut_pattern,
         head_regex,
         search,
         search_prefix,
@@ -748,15 +749,21 @@ def _matches(ref: RecordRef, message: str) -> bool:
             return True
         head = head_regex(ref.message_pattern)
         return head is not None and (
-            search_prefix(compiled, compile_pattern(head), message) is not None
+            search_prefix(
+                compile_pattern(cut_pattern(ref.message_pattern)), compile_pattern(head), message
+            )
+            is not None
         )
     except (PatternTimeoutError, regex.error, RecursionError, OverflowError):
         return False
 
 
 def records_patterns(refs: Iterable[RecordRef | Record]) -> set[str]:
-    """The patterns a lookup or a scan may compile for ``refs``: each one's, and its head's."""
-    from errkb._patterns import head_regex
+    """The patterns a lookup or a scan may compile for ``refs``.
+
+    Each one's, its head's, and the one a message cut short is searched with.
+    """
+    from errkb._patterns import cut_pattern, head_regex
 
     found: set[str] = set()
     for ref in refs:
@@ -764,6 +771,7 @@ def records_patterns(refs: Iterable[RecordRef | Record]) -> set[str]:
         head = head_regex(ref.message_pattern)
         if head is not None:
             found.add(head)
+            found.add(cut_pattern(ref.message_pattern))
     return found
 
 

@@ -63,6 +63,7 @@ from errkb._patterns import (
     PatternTimeoutError,
     best_set,
     compile_pattern,
+    cut_pattern,
     head_pattern,
     head_regex,
     literal_sets,
@@ -710,7 +711,8 @@ def _where(record: RecordRef | Record, text: str) -> tuple[int, int] | None:
         if hit is None:
             head = head_regex(record.message_pattern)
             if head is not None:
-                hit = search_prefix(compiled, compile_pattern(head), text)
+                cut = compile_pattern(cut_pattern(record.message_pattern))
+                hit = search_prefix(cut, compile_pattern(head), text)
     except (PatternTimeoutError, regex.error):
         return None
     return None if hit is None else hit.span()

@@ -9,9 +9,11 @@ from pathlib import Path
 import pytest
 import regex
 from helpers import TORCH_OOM_OTHERS as TORCH_OOM
+from hypothesis import given
+from hypothesis import strategies as st
 from rich.console import Console
 
-from errkb._patterns import compile_pattern, loosen
+from errkb._patterns import compile_pattern, cut_pattern, head_regex, loosen, search_prefix
 from errkb.diagnosis import explain
 from errkb.options import Options
 
@@ -24,6 +26,8 @@ REPORTS = Path(__file__).parents[1] / "data" / "reports" / "corpus.jsonl"
         (r"out of memory\. Tried", r"out\s+of\s+memory\.\s+Tried"),
         ("fragmentation.  See", r"fragmentation.\s+See"),  # a run is one \s+
         (r"line\nnext\ttab\ one", r"line\s+next\s+tab\s+one"),  # escaped whitespace too
+        ("a\\\nb", r"a\s+b"),  # a newline escaped as re.escape writes it (a mined pattern)
+        ("\\\n    Setup failed\\\n", r"\s*Setup\s+failed\s*"),  # a message's text may be stripped
         ("a ?b", r"a\s*b"),  # an optional space stays optional
         ("a  ?b", r"a\s+b"),  # only the last of the run was optional
         ("a {2}b", "a {2}b"),  # a counted run is kept as written
@@ -208,3 +212,84 @@ def test_facts_that_are_not_a_patterns_are_passed_over(monkeypatch, facts):
     assert (-1, 4, 0) == patterns.pattern_facts("abcd")
     patterns.know_facts("abcd", [2, 7, 1])  # what an index of this code holds is taken as is
     assert ("ab", (2, 7, 1)) == (patterns.head_pattern("abcd"), patterns.pattern_facts("abcd"))
+
+
+# What vLLM's GPU worker (vllm/worker/worker.py) and its CPU worker (vllm/worker/cpu_worker.py)
+# raise, as a miner writes their format strings: each value a lazy wildcard.
+GPU_WORKER = (
+    "The model's max seq len (32768) is larger than the maximum number of tokens that can be "
+    "stored in KV cache (12288). Try increasing `gpu_memory_utilization` or decreasing "
+    "`max_model_len` when initializing the engine."
+)
+CPU_WORKER_MINED = (
+    r"The model's max seq len \((?P<max_model_len>.+?)\) is larger than the maximum number of "
+    r"tokens that can be stored in KV cache \((?P<max_seq_len>.+?)\)\. Try increasing "
+    r"`VLLM_CPU_KVCACHE_SPACE` or decreasing `max_model_len` when initializing the engine\."
+)
+
+
+def _cut_search(pattern: str, text: str) -> regex.Match[str] | None:
+    head = head_regex(pattern)
+    assert head is not None
+    return search_prefix(compile_pattern(cut_pattern(pattern)), compile_pattern(head), text)
+
+
+def test_a_wildcard_does_not_run_over_what_follows_it_to_make_a_cut_match():
+    """The GPU worker's whole message is not the CPU worker's cut short.
+
+    Its values' wildcards could run to the end of the text, over the words after them that
+    differ: ``regex``'s partial search alone finds a "cut" match.
+    """
+    assert compile_pattern(CPU_WORKER_MINED).search(GPU_WORKER, partial=True).partial
+    assert _cut_search(CPU_WORKER_MINED, GPU_WORKER) is None
+
+
+@pytest.mark.parametrize(
+    "cut_at",
+    ["KV cache (12", "KV cache (12288). Try increasing `VLLM_CPU_KV", "KV cache (12288). Tr"],
+)
+def test_a_message_cut_inside_a_value_or_its_words_is_still_found(cut_at):
+    text = GPU_WORKER.partition("KV cache")[0] + cut_at
+    found = _cut_search(CPU_WORKER_MINED, text)
+    assert found is not None
+    assert found.partial
+    assert "32768" == found.group("max_model_len")
+
+
+@pytest.mark.parametrize(
+    ("pattern", "expected"),
+    [
+        (r"len \((?P<n>.+?)\) is big", r"len \((?P<n>(?:(?!\) is).)+?)\) is big"),
+        (r"Error: (.+) in module", r"Error: ((?:(?! in m).)+) in module"),
+        (r"x .+?\n\nfoo", r"x (?:(?! foo).)+?\n\nfoo"),  # whitespace is any run of it
+        (r"a (.*?) `b`", r"a (.*?) `b`"),  # a backtick a paste may drop: nothing to stop at
+        (r"x (.+?) (?P<y>\d+)", r"x (.+?) (?P<y>\d+)"),  # no literal follows
+        (r"x (.+?)?\.abc", r"x (.+?)?\.abc"),  # the group is optional
+        (r"x (.+?)s+ y", r"x (.+?)s+ y"),  # the character after it may repeat
+        (r"foo .+?", r"foo .+?"),  # nothing follows
+        (r"x [^)]+\) y", r"x [^)]+\) y"),  # not a wildcard
+    ],
+)
+def test_the_cut_pattern_stops_each_wildcard_where_the_literal_after_it_begins(pattern, expected):
+    assert expected == cut_pattern(pattern)
+
+
+@given(
+    first=st.from_regex(r"[0-9a-z ,.]{1,12}", fullmatch=True),
+    second=st.from_regex(r"[0-9a-z ,.]{1,12}", fullmatch=True),
+    data=st.data(),
+)
+def test_every_cut_of_a_message_after_its_head_is_found(first, second, data):
+    """A message of the pattern, cut anywhere after its head, is a cut match of it."""
+    pattern = CPU_WORKER_MINED
+    message = (
+        f"The model's max seq len ({first}) is larger than the maximum number of tokens that "
+        f"can be stored in KV cache ({second}). Try increasing `VLLM_CPU_KVCACHE_SPACE` or "
+        "decreasing `max_model_len` when initializing the engine."
+    )
+    head = compile_pattern(head_regex(pattern)).match(message)
+    assert head is not None
+    end = data.draw(st.integers(head.end(), len(message) - 1))
+    found = _cut_search(pattern, message[:end])
+    assert found is not None
+    assert found.start() == 0

@@ -5,6 +5,8 @@ The rule is in errkb/match.py's docstring and docs/api.md ("The ranking rule").
 
 from __future__ import annotations
 
+import pytest
+
 from errkb.match import LITERAL_RUN, Matcher
 from errkb.testing import record_dict, registry_from_dicts
 
@@ -42,8 +44,22 @@ def test_a_hand_written_record_ranks_above_a_mined_one_whatever_the_scores():
     assert [False, True] == [x.mined for x in found]
 
 
-def test_a_mined_record_of_the_same_library_folds_into_the_hand_written_one():
+@pytest.mark.parametrize(
+    ("sites", "place"),
+    [
+        # The sites do not say where that line was read: no release.
+        (None, "enginelib/alloc.py:41"),
+        # The release its line was read in, not the message's range (1.0 to 1.4): another
+        # file raised it in some of those releases.
+        (
+            {"1.0": "enginelib/alloc.py:12", "1.1": ":41", "1.3": "enginelib/pool.py:7"},
+            "enginelib/alloc.py:41 (enginelib 1.1)",
+        ),
+    ],
+)
+def test_a_mined_record_of_the_same_library_folds_into_the_hand_written_one(sites, place):
     """Same library, same message: one finding, the mined raise site listed as "also raised at"."""
+    versions = {"distribution": "enginelib", "first": "1.0", "last": "1.4", "sites": sites or {}}
     m = _matcher(
         record_dict(id="written", repo="acme/enginelib", messagePattern=PATTERN),
         _mined(
@@ -52,11 +68,31 @@ def test_a_mined_record_of_the_same_library_folds_into_the_hand_written_one():
             messagePattern=PATTERN,
             filePath="enginelib/alloc.py",
             lineNumber=41,
+            versions=versions,
         ),
     )
     [only] = m.match(MESSAGE)
     assert "written" == only.record.id
-    assert ("enginelib/alloc.py:41 (enginelib 1.0 to 1.4)",) == only.also
+    assert (place,) == only.also
+
+
+def test_a_sibling_message_sharing_a_literal_run_is_not_listed_as_raised_elsewhere():
+    """A mined record matched on its literal run alone: not the message the written one matched."""
+    sibling = _mined(
+        id="mined-x",
+        repo="acme/enginelib",
+        messagePattern=r"The engine could not allocate the paged attention workspace (?P<n>\d+) times",
+        filePath="enginelib/alloc.py",
+        lineNumber=41,
+    )
+    [alone] = _matcher(sibling).match(MESSAGE)  # its run, the pattern does not match
+    assert alone.record.id == "mined-x"
+    assert alone.score < 40 - 1
+    [only] = _matcher(
+        record_dict(id="written", repo="acme/enginelib", messagePattern=PATTERN), sibling
+    ).match(MESSAGE)
+    assert "written" == only.record.id
+    assert () == only.also
 
 
 def test_class_evidence_outranks_the_raise_site():
