@@ -141,6 +141,7 @@ __all__ = [
 _EXACT, _ALIAS, _BASE, _NO_CLASS, _UNRESOLVED, _UNKNOWN = 100.0, 80.0, 60.0, 40.0, 20.0, 0.0
 _RAISED, _SITE, _PACKAGE, _VARIANT = 9.0, 6.0, 3.0, -3.0
 _CUT, _RUN = -1.0, -2.0
+_NO_CLASSES: frozenset[str] = frozenset()
 #: The tag of records mined from source: they rank below every hand-written record.
 MINED_TAG = "mined"
 #: The tag of a family's records that name only a library: they rank below every other record.
@@ -602,7 +603,7 @@ class Matcher:
                 continue
             whole = record.load()
             bonus = _site(whole, paths, raised_at)
-            classes, shown = frozenset[str](), ""
+            classes, shown = _NO_CLASSES, ""
             if worded or whole.skew is not None:  # Python's own words: they must name its own
                 covers = entry.covers(whole, written=not mined)
                 named = None if hit is None else _claim(covers, message, hit, paths)
@@ -764,7 +765,10 @@ def ranked(found: Iterable[Match]) -> list[Match]:
     Matches of one message and of the notes printed with it are ranked together by
     :func:`errkb.diagnose` and ``errkb scan``, so the order is this function's, not a key.
     """
-    joins = _joiner(found := list(found))
+    found = list(found)
+    if len(found) < 2:  # nothing to order
+        return found
+    joins = _joiner(found)
 
     def key(m: Match) -> tuple[bool, bool, bool, bool, float, bool, bool]:
         return (
@@ -1157,7 +1161,11 @@ def _fold(found: list[Match | _Held], by_site: list[Match]) -> list[Match]:
     shares (vLLM's CPU worker words the seed's message with another setting to raise).
     ``by_site`` are the matches of the raise site alone.
     """
-    best = _best_sites(m for m in found if isinstance(m, Match))
+    best: dict[str, float] = {}  # _best_sites() of the hand-written matches
+    for m in found:
+        if isinstance(m, Match) and not m.fallback:  # hand-written: never mined, never by site
+            library = m.record.library
+            best[library] = max(m.site, best.get(library, m.site))
     made: list[Match] = []
     folded: list[_Held] = []
     for m in found:
@@ -1179,9 +1187,17 @@ def _fold(found: list[Match | _Held], by_site: list[Match]) -> list[Match]:
     # As ranked() orders mined matches that do not join the hand-written tier (a stable sort).
     for m in sorted(folded, key=lambda m: (-m.score, *_lesser(m.record))):
         also.setdefault(written[m.library], []).append(m.entry.place(m.record))
-    return [
-        attrs.evolve(m, also=(*m.also, *also[i])) if i in also else m for i, m in enumerate(kept)
-    ]
+    for i, places in also.items():
+        m = kept[i]  # made again rather than attrs.evolve(): a third of the instructions
+        kept[i] = Match(
+            record=m.record,
+            captures=m.captures,
+            score=m.score,
+            also=(*m.also, *places),
+            site=m.site,
+            by_site=m.by_site,
+        )
+    return kept
 
 
 def _place(record: Record) -> str:
@@ -1207,10 +1223,10 @@ def _place(record: Record) -> str:
 
 
 def _captures(hit: regex.Match[str]) -> dict[str | int, object]:
-    named = hit.re.groupindex
-    out: dict[str | int, object] = {name: typed(hit.group(name)) for name in named}
-    positions = set(named.values())
-    for index in range(1, (hit.re.groups or 0) + 1):
-        if index not in positions:
-            out[index] = typed(hit.group(index))
+    out: dict[str | int, object] = {name: typed(v) for name, v in hit.groupdict().items()}
+    if len(out) < (hit.re.groups or 0):  # groups without a name too: by position
+        positions = set(hit.re.groupindex.values())
+        for index, value in enumerate(hit.groups(), 1):
+            if index not in positions:
+                out[index] = typed(value)
     return out
