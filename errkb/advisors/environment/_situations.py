@@ -411,10 +411,12 @@ def _numpy_requirements(
     installed: Sequence[Distribution],
 ) -> Iterator[tuple[Distribution, SpecifierSet]]:
     """Each installed distribution's unconditional numpy requirement, as its specifier set."""
-    from packaging.requirements import InvalidRequirement, Requirement
-
     for dist in installed:
         for text in dist.requires:
+            if "numpy" not in text.lower():  # most are not numpy's: not parsed (nor imported)
+                continue
+            from packaging.requirements import InvalidRequirement, Requirement
+
             try:
                 req = Requirement(text)
             except InvalidRequirement:
