@@ -62,15 +62,19 @@ def records(session: nox.Session) -> None:
     """Validate every record: schema, regexes, examples, counterexamples and ranking; then
     write the mined folder's index (its code stamp may have changed), then the hand-written
     records' index and compiled patterns (records/packs.index, records/patterns.compiled, which
-    holds the mined twins' too; tests check they are current). A fixed hash seed: regex's
-    compiler orders some of its code by hashes, and the file comes out the same each build."""
+    holds the mined twins' too), and errkb's own patterns compiled (errkb/_own_patterns.compiled);
+    tests check they hold the patterns they should. A fixed hash seed: regex's compiler orders
+    some of its code by hashes. (Their bytes still differ from build to build where it orders
+    by objects' identities: the same patterns, compiled to code that does the same.)"""
     session.install(".")
     session.run("errkb", "validate", "--published", "records/PUBLISHED", "records")
     session.run(
         "python", "-c",
         "from pathlib import Path; "
         "from errkb.packs import write_folder_index, write_records_index; "
-        "write_folder_index(Path('records/mined')); write_records_index(Path('records'))",
+        "from errkb._patterns import write_own_compiled; "
+        "write_folder_index(Path('records/mined')); write_records_index(Path('records')); "
+        "write_own_compiled(Path('errkb/_own_patterns.compiled'))",
         env={"PYTHONHASHSEED": "0"},
     )  # fmt: skip
 

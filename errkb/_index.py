@@ -122,6 +122,35 @@ def requirements(sets: Sets | None) -> tuple[tuple[str, ...], tuple[Requirement,
     )
 
 
+#: Literals that must all be in a message, and any-of sets that must each have one there.
+Needs = tuple[tuple[str, ...], tuple[Requirement, ...]]
+
+
+def beyond_head(whole: Sets | None, head: Sets | None) -> Needs:
+    """What every whole match of a pattern holds beyond what its head requires.
+
+    ``whole`` and ``head`` are the literal sets of the pattern and of its head (what the index
+    tests: a message cut short must still be found). Each literal stands here as its longest
+    piece between whitespace: a wrapped or collapsed paste changes the whitespace, which
+    :func:`errkb._patterns.loosen` lets match any whitespace, never the text between, so a
+    plain substring test of a piece is exact (:func:`holds`). Sets the head requires as well
+    are left out.
+    """
+
+    def pieces(sets: Sets | None) -> set[Requirement]:
+        return {tuple(sorted({max(x.split(), key=len, default="") for x in s})) for s in sets or ()}
+
+    return requirements(tuple(sorted(pieces(whole) - pieces(head))))
+
+
+def holds(needs: Needs, message: str) -> bool:
+    """Whether ``message`` holds every literal of ``needs`` and one of each of its sets."""
+    singles, alternatives = needs
+    return all(map(message.__contains__, singles)) and all(
+        any(map(message.__contains__, a)) for a in alternatives
+    )
+
+
 def plan_keys(all_sets: Sequence[Sets | None], counted: Iterable[Key] = ()) -> list[list[Key]]:
     """For each item's requirements, the keys to file it under; ``[]``: none, check it always.
 

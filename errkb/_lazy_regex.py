@@ -16,7 +16,15 @@ if TYPE_CHECKING:
 
     import regex
 
-__all__ = ["engine", "lazy_compile", "lazy_re", "regex_errors"]
+__all__ = ["engine", "lazy_compile", "lazy_re", "own_patterns", "regex_errors"]
+
+#: Every :func:`lazy_compile` pattern made so far, with its flags: what a file of errkb's own
+#: patterns compiled holds (:func:`errkb._patterns.write_own_compiled`).
+_OWN: list[tuple[str, int]] = []
+
+#: Where a pattern of errkb's own code is found compiled, before it is compiled here: set by
+#: :mod:`errkb._patterns` when it is imported (its shipped file); None: nowhere.
+find_compiled: Callable[[str, int], Any] | None = None
 
 
 def lazy_compile(pattern: str, flags: int = 0) -> regex.Pattern[str]:
@@ -27,7 +35,13 @@ def lazy_compile(pattern: str, flags: int = 0) -> regex.Pattern[str]:
     pattern (its methods and attributes are the pattern's, bound on first use); ``regex``
     itself is imported then too.
     """
+    _OWN.append((pattern, flags))
     return cast("regex.Pattern[str]", _Lazy(_regex_compile, pattern, flags))
+
+
+def own_patterns() -> list[tuple[str, int]]:
+    """The :func:`lazy_compile` patterns the modules imported so far made, with their flags."""
+    return list(_OWN)
 
 
 def lazy_re(pattern: str, flags: int = 0) -> re.Pattern[str]:
@@ -40,6 +54,10 @@ def lazy_re(pattern: str, flags: int = 0) -> re.Pattern[str]:
 
 
 def _regex_compile(pattern: str, flags: int) -> regex.Pattern[str]:
+    if find_compiled is not None:
+        found = find_compiled(pattern, flags)
+        if found is not None:
+            return cast("regex.Pattern[str]", found)
     import regex
 
     return regex.compile(pattern, flags)

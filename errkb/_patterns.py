@@ -10,8 +10,9 @@ import functools
 import re
 import sys
 import threading
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
+from errkb import _lazy_regex
 from errkb._lazy_regex import engine, lazy_compile, lazy_re
 
 try:  # the C unpickler alone: importing pickle's Python module costs 3.5 ms of a first diagnosis
@@ -20,6 +21,7 @@ except ImportError:  # an interpreter without it
     from pickle import Unpickler, UnpicklingError
 
 if TYPE_CHECKING:
+    from array import array
     from collections.abc import Iterable, Mapping
     from pathlib import Path
 
@@ -41,6 +43,9 @@ __all__ = [
     "known_newline",
     "lazy_compile",
     "loosen",
+    "own_compiled",
+    "own_compiled_path",
+    "own_keys",
     "pattern_facts",
     "read_compiled",
     "required_literals",
@@ -50,6 +55,7 @@ __all__ = [
     "template_names",
     "use_compiled",
     "write_compiled",
+    "write_own_compiled",
 ]
 
 #: Seconds one pattern may spend on one message before it is given up. A real pattern takes
@@ -73,7 +79,7 @@ def compile_pattern(pattern: str) -> regex.Pattern[str]:
     """
     if _compiled_files:
         _load_compiled()
-    pickled = _compiled.get(pattern)
+    pickled = _find(_compiled, _key(pattern)) if _compiled else None
     found = _unpickle(pickled) if pickled is not None else None
     if found is not None:
         return found
@@ -164,9 +170,13 @@ def _ticks(text: str, *, quantified: bool) -> str:
 
 
 #: The format of a file of compiled patterns (:func:`write_compiled`).
-COMPILED_FORMAT = "errkb.compiled/5"
+COMPILED_FORMAT = "errkb.compiled/6"
 
-_compiled: dict[str, bytes] = {}  # pattern -> its compiled form, pickled: loaded when used
+#: A pattern's compiled form as a file holds it: pickled, then deflated with the file's own
+#: dictionary (the first item), each on its own so that a process inflates only what it uses.
+_Packed = tuple[bytes, bytes]
+
+_compiled: list[_File] = []  # the files use_compiled was given, read: the latest first
 _compiled_files: list[Path] = []  # given to use_compiled, not read yet
 _compiled_lock = threading.Lock()
 
@@ -185,7 +195,9 @@ def use_compiled(path: Path) -> None:
 def _load_compiled() -> None:
     with _compiled_lock:
         while _compiled_files:
-            _compiled.update(_read_pickled(_compiled_files.pop()) or {})
+            loaded = _read_pickled(_compiled_files.pop())
+            if loaded is not None:
+                _compiled.insert(0, loaded)
 
 
 def _regex_stamp() -> str:
@@ -219,21 +231,130 @@ def write_compiled(path: Path, patterns: Iterable[str]) -> int:
     own so that a process unpickles only the patterns it uses, and compressed (to half: the
     installed package's size budget) since only those are decompressed, a few microseconds each.
     """
+    return _write_pickled(path, ((p, _compiled_or_none(loosen(p))) for p in sorted(set(patterns))))
+
+
+#: The file of errkb's own patterns (:func:`errkb._lazy_regex.lazy_compile`), compiled as
+#: regex compiles them, beside this module: a command that compiles thirty of them spends
+#: twenty milliseconds. Written by the ``records`` session (:func:`write_own_compiled`),
+#: checked current by a test.
+OWN_COMPILED = "_own_patterns.compiled"
+
+_own: list[_File] | None = None  # the file, read when a pattern is first asked for
+
+
+def own_compiled_path() -> Path:
+    """Where :data:`OWN_COMPILED` is: beside this module."""
+    from pathlib import Path
+
+    return Path(__file__).with_name(OWN_COMPILED)
+
+
+def _own_key(pattern: str, flags: int) -> str:
+    return f"{flags}:{pattern}"
+
+
+def own_compiled(pattern: str, flags: int) -> regex.Pattern[str] | None:
+    """``pattern`` compiled with ``flags``, from :data:`OWN_COMPILED`; None: not there."""
+    global _own  # noqa: PLW0603 - the file is read once a process
+    if _own is None:
+        with _compiled_lock:
+            if _own is None:
+                loaded = _read_pickled(own_compiled_path())
+                _own = [] if loaded is None else [loaded]
+    pickled = _find(_own, _key(_own_key(pattern, flags)))
+    return _unpickle(pickled) if pickled is not None else None
+
+
+def own_keys(patterns: Iterable[tuple[str, int]]) -> set[str]:
+    """How :data:`OWN_COMPILED` names each of ``patterns`` (pattern and flags)."""
+    return {_own_key(pattern, flags) for pattern, flags in patterns}
+
+
+def write_own_compiled(path: Path | None = None) -> int:
+    """Write every pattern errkb's modules make with ``lazy_compile``, compiled, to ``path``.
+
+    Every module of errkb is imported first (a pattern made inside a function, when it runs,
+    is not among them: it is compiled as usual). The file is as :func:`write_compiled`'s, each
+    pattern named with its flags (:func:`own_keys`) and compiled as written, not loosened.
+    Returns how many. ``path``: :func:`own_compiled_path` when not given.
+    """
+    import importlib
+    import pkgutil
+
+    import regex
+
+    from errkb._lazy_regex import own_patterns
+
+    package = own_compiled_path().parent  # errkb's folder: every module of it, by name
+    for module in pkgutil.walk_packages([str(package)], "errkb."):
+        if not module.name.endswith("__main__"):  # which would run the command line
+            importlib.import_module(module.name)
+    pairs = [
+        (_own_key(pattern, flags), regex.compile(pattern, flags))
+        for pattern, flags in sorted(set(own_patterns()))
+    ]
+    return _write_pickled(path or own_compiled_path(), pairs)
+
+
+def _write_pickled(path: Path, pairs: Iterable[tuple[str, regex.Pattern[str] | None]]) -> int:
+    import itertools
     import json
     import pickle
-    import zlib
+    from array import array
 
-    pairs = [(p, _compiled_or_none(loosen(p))) for p in sorted(set(patterns))]
-    kept = [(p, zlib.compress(pickle.dumps(c, protocol=4), 9)) for p, c in pairs if c is not None]
+    pickled = [(p, pickle.dumps(c, protocol=4)) for p, c in pairs if c is not None]
+    dictionary = _dictionary([data for _, data in pickled])
+    keys = b"".join(_key(p) for p, _ in pickled)
     header = {
         "format": COMPILED_FORMAT,
         "regex": _regex_stamp(),
-        "crc": patterns_crc(p for p, _ in kept),
-        "count": len(kept),
+        "crc": patterns_crc(p for p, _ in pickled),
+        "count": len(pickled),
     }
-    data = json.dumps(header).encode() + b"\n" + pickle.dumps(kept, protocol=4)
-    path.write_bytes(data)
-    return len(kept)
+    # Each pattern named by a digest of its text: its text would be a third of the file and
+    # two thirds of the time a process takes to read it. The packed forms are one run of bytes
+    # with where each starts: reading the file makes four objects, not one a pattern.
+    packed = [_deflate(data, dictionary) for _, data in pickled]
+    starts = array("I", itertools.accumulate(map(len, packed), initial=0))
+    body = (dictionary, keys, starts.tobytes(), b"".join(packed))
+    path.write_bytes(json.dumps(header).encode() + b"\n" + pickle.dumps(body, protocol=4))
+    return len(pickled)
+
+
+#: The most a deflate dictionary holds (its window).
+_DICTIONARY = 1 << 15
+
+
+def _dictionary(pickled: list[bytes]) -> bytes:
+    """What the compiled patterns share, for deflating each of them alone.
+
+    A compiled pattern is a few hundred bytes of pickled code, too short for deflate to find
+    much to repeat in it alone; with a dictionary of such code it finds the common runs there.
+    Evenly spaced ones of ``pickled`` (in its order, the patterns'), so that it is the same for
+    the same patterns: up to 32 KiB, and an eighth of them, since the file holds it too. A
+    quarter of the size of deflating each alone (records/patterns.compiled).
+    """
+    total = sum(map(len, pickled))
+    size = min(_DICTIONARY, total // 8)
+    if not size:
+        return b""
+    return b"".join(pickled[:: max(1, total // size)])[-size:]
+
+
+def _deflate(data: bytes, dictionary: bytes) -> bytes:
+    import zlib
+
+    packer = zlib.compressobj(9, zlib.DEFLATED, -15, 9, zlib.Z_DEFAULT_STRATEGY, dictionary)
+    return packer.compress(data) + packer.flush()
+
+
+def _inflate(data: bytes, dictionary: bytes) -> bytes:
+    """What :func:`_deflate` deflated; raises ``zlib.error`` where it is not that."""
+    import zlib
+
+    unpacker = zlib.decompressobj(-15, dictionary)
+    return unpacker.decompress(data) + unpacker.flush()
 
 
 def _compiled_or_none(pattern: str) -> regex.Pattern[str] | None:
@@ -255,26 +376,56 @@ def patterns_crc(patterns: Iterable[str]) -> str:
     return f"{digest:08x}"
 
 
-def read_compiled(path: Path) -> dict[str, regex.Pattern[str]] | None:
-    """The compiled patterns of the file at ``path`` (see :func:`write_compiled`), by pattern.
+def read_compiled(path: Path, patterns: Iterable[str]) -> dict[str, regex.Pattern[str]] | None:
+    """Those of ``patterns`` the file at ``path`` holds (see :func:`write_compiled`), compiled.
 
     ``None`` when there is no such file, when this ``regex`` did not write it, or when it is
     not one. Only ``regex``'s own compile is called to load it: the file holds no other code.
     """
-    pickled = _read_pickled(path)
-    if pickled is None:
+    file = _read_pickled(path)
+    if file is None:
         return None
-    loaded = {pattern: _unpickle(data) for pattern, data in pickled.items()}
+    found = {p: _find([file], _key(p)) for p in patterns}
+    loaded = {p: _unpickle(data) for p, data in found.items() if data is not None}
     return {pattern: compiled for pattern, compiled in loaded.items() if compiled is not None}
 
 
-def _read_pickled(path: Path) -> dict[str, bytes] | None:
-    """Each pattern of the file at ``path`` beside its compiled form, still pickled.
+#: The bytes of a pattern's name in a file of compiled patterns (:func:`_key`).
+_KEY = 8
 
-    A process uses a few of the file's patterns: each is unpickled (:func:`_unpickle`) when
-    :func:`compile_pattern` first asks for it, not all of them when the file is read.
+
+def _key(pattern: str) -> bytes:
+    """The name of ``pattern`` in a file of compiled patterns: a 64-bit BLAKE2 digest of it.
+
+    A collision among a file's few thousand patterns has odds of about 1 in 10^12; the file
+    is checked against the patterns' texts when it is written (its CRC).
+    """
+    try:
+        from _blake2 import blake2b  # what hashlib's is, without hashlib's import
+    except ImportError:  # pragma: no cover - a Python built without it
+        from hashlib import blake2b
+
+    return blake2b(pattern.encode("utf-8", "surrogatepass"), digest_size=_KEY).digest()
+
+
+class _File(NamedTuple):
+    """A file of compiled patterns, read (:func:`_read_pickled`): found by :func:`_find`."""
+
+    dictionary: bytes
+    names: bytes  # each pattern's _key, in the file's order
+    starts: array[int]  # where each packed form starts in ``packed``, and where the last ends
+    packed: bytes
+
+
+def _read_pickled(path: Path) -> _File | None:
+    """The file of compiled patterns at ``path``, its packed forms not unpacked.
+
+    A process uses a few of the file's patterns: each is inflated and unpickled
+    (:func:`_unpickle`) when :func:`compile_pattern` first asks for it, not all of them when
+    the file is read. ``None`` when this ``regex`` did not write it, or when it is not one.
     """
     import json
+    from array import array
 
     try:
         with path.open("rb") as file:
@@ -284,25 +435,42 @@ def _read_pickled(path: Path) -> dict[str, bytes] | None:
             loaded = _Unpickler(file).load()
     except (OSError, ValueError, TypeError, AttributeError, EOFError, UnpicklingError):
         return None
-    if not isinstance(loaded, list):
+    if not (isinstance(loaded, tuple) and len(loaded) == 4):
         return None
-    return {
-        pair[0]: pair[1]
-        for pair in loaded
-        if isinstance(pair, tuple)
-        and len(pair) == 2
-        and isinstance(pair[0], str)
-        and isinstance(pair[1], bytes)
-    }
+    if not all(isinstance(part, bytes) for part in loaded):
+        return None
+    dictionary, names, start_bytes, packed = loaded
+    starts = array("I")
+    if len(start_bytes) % starts.itemsize:
+        return None
+    starts.frombytes(start_bytes)
+    count = len(names) // _KEY
+    # Starts out of order give slices that do not inflate: _unpickle gives None for them.
+    if len(names) % _KEY or len(starts) != count + 1 or starts[-1] != len(packed):
+        return None
+    return _File(dictionary, names, starts, packed)
 
 
-def _unpickle(data: bytes) -> regex.Pattern[str] | None:
-    """A compiled pattern from its pickled, compressed form; ``None`` where it is not one."""
+def _find(files: list[_File], name: bytes) -> _Packed | None:
+    """The packed form of the pattern named ``name`` in the first of ``files`` that holds it."""
+    for file in files:
+        at = file.names.find(name)
+        while at != -1 and at % _KEY:  # found across two names: look on
+            at = file.names.find(name, at + 1)
+        if at != -1:
+            row = at // _KEY
+            return file.dictionary, file.packed[file.starts[row] : file.starts[row + 1]]
+    return None
+
+
+def _unpickle(packed: _Packed) -> regex.Pattern[str] | None:
+    """A compiled pattern from its packed form; ``None`` where it is not one."""
     import io
     import zlib
 
+    dictionary, data = packed
     try:
-        loaded = _Unpickler(io.BytesIO(zlib.decompress(data))).load()
+        loaded = _Unpickler(io.BytesIO(_inflate(data, dictionary))).load()
     except (ValueError, TypeError, AttributeError, EOFError, UnpicklingError, zlib.error):
         return None
     kind = type(loaded)  # regex.Pattern, named without importing regex (see engine())
@@ -959,3 +1127,7 @@ def fill_template(text: str, values: Mapping[str | int, object]) -> str:
         return str(value)
 
     return _TEMPLATE.sub(put, text)
+
+
+# errkb's own patterns are taken from the shipped file from now on (see _lazy_regex).
+_lazy_regex.find_compiled = own_compiled

@@ -97,7 +97,15 @@ import threading
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from errkb._attrs import attrs
-from errkb._index import LiteralIndex, literal_test, message_keys, requirements, words_of
+from errkb._index import (
+    LiteralIndex,
+    Needs,
+    beyond_head,
+    holds,
+    literal_test,
+    message_keys,
+    words_of,
+)
 from errkb._lazy_regex import lazy_re, regex_errors
 from errkb._patterns import (
     DEFAULT_TIMEOUT,
@@ -359,7 +367,7 @@ class _Entry:
         self._compiled: regex.Pattern[str] | None = None
         self._head: regex.Pattern[str] | bool | None = False  # False: not looked at yet
         self._cut: regex.Pattern[str] | None = None
-        self._rest: _Needs | None = None
+        self._rest: Needs | None = None
         self._worded: bool | None = None
         self._skeleton: bool | None = None
         self._covers: _Covers | None = None
@@ -412,14 +420,13 @@ class _Entry:
     def whole_may_match(self, message: str) -> bool:
         """Whether ``message`` holds what a whole match needs beyond what the index tested.
 
-        False means a search of the whole pattern cannot find it (see :func:`_rest`).
+        False means a search of the whole pattern cannot find it (see :func:`errkb._index.beyond_head`).
         """
         if self._rest is None:
-            self._rest = _rest(self.ref)
-        singles, alternatives = self._rest
-        return all(map(message.__contains__, singles)) and all(
-            any(map(message.__contains__, a)) for a in alternatives
-        )
+            self._rest = beyond_head(
+                literal_sets(self.ref.message_pattern), self.ref.literal_sets()
+            )
+        return holds(self._rest, message)
 
     @property
     def compiled(self) -> regex.Pattern[str]:
@@ -638,7 +645,7 @@ class Matcher:
         """The entry's match in ``message`` and its form: whole (0), cut short (-1), or none.
 
         Raises as :func:`errkb._patterns.search` does. A whole search is made only when the
-        message holds the literals it needs (see :func:`_rest`), except by the naive matcher
+        message holds the literals it needs (see :func:`errkb._index.beyond_head`), except by the naive matcher
         (``indexed=False``), the reference, which searches every pattern whole. ``searched``
         keeps the results of one message by pattern: records of one message in several packs
         (vLLM's, ChatTTS's copy) share a pattern, searched once.
@@ -1090,30 +1097,6 @@ def _holds_run(message: str, run: str | None) -> bool:
     if run is None:
         return False
     return run in message or " ".join(run.split()) in " ".join(message.split())
-
-
-#: Literals that must all be in a message, and any-of sets that must each have one there.
-_Needs = tuple[tuple[str, ...], tuple[tuple[str, ...], ...]]
-
-
-def _rest(ref: RecordRef) -> _Needs:
-    """What every whole match of a record's pattern holds beyond what its head requires.
-
-    The index tests only the literals of the pattern's head (a message cut short must still be
-    found), so a candidate whose message lacks a literal of the pattern's tail would be
-    searched whole for nothing. Each literal the whole pattern requires
-    (:func:`errkb._patterns.literal_sets`, where a backtick already splits a run) stands here
-    as its longest piece between whitespace: a wrapped or collapsed paste changes the
-    whitespace, which :func:`errkb._patterns.loosen` lets match any whitespace, never the text
-    between, so a plain substring test of a piece is exact. Sets the head requires as well
-    are left out: the index tests them.
-    """
-
-    def pieces(sets: Sequence[tuple[str, ...]] | None) -> set[tuple[str, ...]]:
-        return {tuple(sorted({max(x.split(), key=len, default="") for x in s})) for s in sets or ()}
-
-    rest = pieces(literal_sets(ref.message_pattern)) - pieces(ref.literal_sets())
-    return requirements(tuple(sorted(rest)))
 
 
 def _literal_run(pattern: str) -> str | None:

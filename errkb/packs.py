@@ -705,15 +705,17 @@ MINED_FOLDER = "mined"
 
 
 def twin_patterns(records: Iterable[Record], mined: Path) -> set[str]:
-    """The patterns (and heads) of the mined records that ``records``' own messages match.
+    """The patterns of the mined records that a lookup of ``records``' own messages compiles.
 
     A hand-written record's message (its ``errorMessage`` and ``examples``) is what users hit
     most, and a lookup of it searches the mined records of the same raise sites as well (the
-    twins its match folds in, see :mod:`errkb.match`): compiled beforehand, a first diagnosis
-    of the commonest errors compiles almost nothing. Only the mined records that match such a
-    message, whole or cut short, count: the others a lookup reaches are ten times as many and
-    mostly fail on their literals. None when ``mined`` has no index; a stale one is an error
-    (the file would silently lack them).
+    twins its match folds in, see :mod:`errkb.match`), and siblings that share its words (vLLM's
+    CPU worker's words for the seed's message, searched cut short and failing): compiled
+    beforehand, a first diagnosis of the commonest errors compiles nothing. So each message is
+    looked up in the mined records, and what the lookup compiled is taken (whole patterns,
+    heads, the patterns a cut message is searched with): the other records it reaches are ten
+    times as many and fail on their literals, unsearched. None when ``mined`` has no index; a
+    stale one is an error (the file would silently lack them).
     """
     if not (mined / FOLDER_INDEX).is_file():
         return set()
@@ -721,41 +723,49 @@ def twin_patterns(records: Iterable[Record], mined: Path) -> set[str]:
     pack, _ = lazy_folder(mined, lambda name: name, problems)
     if pack is None:
         raise RegistryError(f"{mined / FOLDER_INDEX} is stale: write it first")
-    reached: dict[str, RecordRef] = {}
+    found: set[str] = set()
     for record in records:
         for message in (record.error_message, *record.examples):
             if message:
-                found = (ref for ref in pack.candidates(message) if _matches(ref, message))
-                reached.update((ref.id, ref) for ref in found)
-    return records_patterns(reached.values())
+                for ref in pack.candidates(message):
+                    found |= _searched(ref, message)
+    return found
 
 
-def _matches(ref: RecordRef, message: str) -> bool:
-    """Whether ``ref``'s pattern matches ``message``, whole or cut short after its head."""
+def _searched(ref: RecordRef, message: str) -> set[str]:
+    """What a lookup of ``message`` compiles for ``ref``, one of its candidates.
+
+    As :meth:`errkb.match.Matcher.match` searches it (this module cannot ask it): the whole
+    pattern when the message holds the literals a whole match needs
+    (:func:`errkb._index.beyond_head`); when that search finds nothing and the pattern has a
+    head, the head and the pattern a cut message is searched with (the whole pattern itself
+    where the two are one).
+    """
     import regex
 
+    from errkb._index import beyond_head, holds
     from errkb._patterns import (
         PatternTimeoutError,
         compile_pattern,
         cut_pattern,
         head_regex,
+        literal_sets,
         search,
-        search_prefix,
     )
 
+    pattern = ref.message_pattern
+    found: set[str] = set()
     try:
-        compiled = compile_pattern(ref.message_pattern)
-        if search(compiled, message) is not None:
-            return True
-        head = head_regex(ref.message_pattern)
-        return head is not None and (
-            search_prefix(
-                compile_pattern(cut_pattern(ref.message_pattern)), compile_pattern(head), message
-            )
-            is not None
-        )
+        if holds(beyond_head(literal_sets(pattern), ref.literal_sets()), message):
+            found.add(pattern)
+            if search(compile_pattern(pattern), message) is not None:
+                return found
     except (PatternTimeoutError, regex.error, RecursionError, OverflowError):
-        return False
+        return found
+    head = head_regex(pattern)
+    if head is not None:
+        found |= {head, cut_pattern(pattern)}
+    return found
 
 
 def records_patterns(refs: Iterable[RecordRef | Record]) -> set[str]:

@@ -38,6 +38,7 @@ def test_built_wheel_installs_and_explains(tmp_path):
         timeout=600,
     )
     [site] = env_dir.glob("lib/python*/site-packages/errkb")
+    assert (site / "_own_patterns.compiled").is_file()  # errkb's own patterns, compiled
 
     def size() -> int:
         return sum(p.stat().st_size for p in site.rglob("*") if p.is_file())

@@ -336,14 +336,15 @@ def test_compiled_patterns_load_only_regex_own_compile(tmp_path):
 
     good = tmp_path / "good.compiled"
     assert write_compiled(good, [r"CUDA out of (?P<what>\w+)", "(unclosed"]) == 1
-    loaded = read_compiled(good)
+    loaded = read_compiled(good, [r"CUDA out of (?P<what>\w+)", "(unclosed", "not written"])
     assert loaded is not None
+    assert [r"CUDA out of (?P<what>\w+)"] == list(loaded)
     assert loaded[r"CUDA out of (?P<what>\w+)"].search("CUDA out of memory")["what"] == "memory"
 
     header = good.read_bytes().split(b"\n", 1)[0]
     hostile = tmp_path / "hostile.compiled"
     hostile.write_bytes(header + b"\n" + pickle.dumps([print]))
-    assert read_compiled(hostile) is None
+    assert read_compiled(hostile, ["x"]) is None
 
     foreign = tmp_path / "foreign.compiled"
     foreign.write_bytes(
@@ -351,12 +352,12 @@ def test_compiled_patterns_load_only_regex_own_compile(tmp_path):
         + b"\n"
         + good.read_bytes().split(b"\n", 1)[1]
     )
-    assert read_compiled(foreign) is None
+    assert read_compiled(foreign, ["x"]) is None
 
     cut = tmp_path / "cut.compiled"
     cut.write_bytes(good.read_bytes()[:-20])
-    assert read_compiled(cut) is None
-    assert read_compiled(tmp_path / "missing.compiled") is None
+    assert read_compiled(cut, ["x"]) is None
+    assert read_compiled(tmp_path / "missing.compiled", ["x"]) is None
 
 
 def test_a_hand_written_ref_is_made_from_its_json_and_its_record_read_when_needed():

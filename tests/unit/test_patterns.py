@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import importlib
 import io
 import json
+import pkgutil
 from pathlib import Path
 
 import pytest
@@ -13,7 +15,20 @@ from hypothesis import given
 from hypothesis import strategies as st
 from rich.console import Console
 
-from errkb._patterns import compile_pattern, cut_pattern, head_regex, loosen, search_prefix
+import errkb
+from errkb._lazy_regex import own_patterns
+from errkb._patterns import (
+    COMPILED_FORMAT,
+    compile_pattern,
+    cut_pattern,
+    head_regex,
+    loosen,
+    own_compiled_path,
+    own_keys,
+    patterns_crc,
+    read_compiled,
+    search_prefix,
+)
 from errkb.diagnosis import explain
 from errkb.options import Options
 
@@ -293,3 +308,49 @@ def test_every_cut_of_a_message_after_its_head_is_found(first, second, data):
     found = _cut_search(pattern, message[:end])
     assert found is not None
     assert found.start() == 0
+
+
+def _import_every_module() -> None:
+    for module in pkgutil.walk_packages(errkb.__path__, "errkb."):
+        if not module.name.endswith("__main__"):  # which would run the command line
+            importlib.import_module(module.name)
+
+
+def test_errkb_ships_its_own_patterns_compiled():
+    """errkb/_own_patterns.compiled holds every lazy_compile pattern of errkb's modules.
+
+    Written by the records session (``nox -s records``: write_own_compiled), beside the
+    records' own file.
+    """
+    _import_every_module()
+    made = set(own_patterns())
+    path = own_compiled_path()
+    header = json.loads(path.open("rb").readline())
+    assert header["format"] == COMPILED_FORMAT
+    assert header["crc"] == patterns_crc(own_keys(made)), (
+        "errkb/_own_patterns.compiled is stale: rebuild it (nox -s records)"
+    )
+    compiled = read_compiled(path, own_keys(made))
+    if compiled is None:  # another regex release wrote it: passed over, never misread
+        pytest.skip(f"errkb/_own_patterns.compiled was written by regex {header['regex']}")
+    assert set(compiled) == own_keys(made)
+    for pattern, flags in made:
+        [loaded] = (compiled[k] for k in own_keys([(pattern, flags)]))
+        assert (pattern, regex.compile(pattern, flags).flags) == (loaded.pattern, loaded.flags)
+
+
+def test_an_own_pattern_is_taken_from_the_file_and_another_compiled(monkeypatch):
+    from errkb import parse
+    from errkb._lazy_regex import _regex_compile
+
+    pattern, flags = parse._IN_LINE._args  # type: ignore[attr-defined]
+    compile_ = regex.compile
+
+    def refused(*args, **kwargs):
+        raise AssertionError("compiled again")
+
+    monkeypatch.setattr(regex, "compile", refused)
+    found = _regex_compile(pattern, flags)
+    assert found.search("x ValueError: y")["cls"] == "ValueError"
+    monkeypatch.setattr(regex, "compile", compile_)
+    assert _regex_compile(r"not shipped (\d+)", 0).search("not shipped 7")[1] == "7"
