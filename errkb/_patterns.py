@@ -274,8 +274,9 @@ def own_keys(patterns: Iterable[tuple[str, int]]) -> set[str]:
 def write_own_compiled(path: Path | None = None) -> int:
     """Write every pattern errkb's modules make with ``lazy_compile``, compiled, to ``path``.
 
-    Every module of errkb is imported first (a pattern made inside a function, when it runs,
-    is not among them: it is compiled as usual). The file is as :func:`write_compiled`'s, each
+    Every module of errkb is imported first, but those that need what this environment lacks
+    (an extra's package: their patterns are compiled as usual, as is a pattern made inside a
+    function when it runs); the records session installs what they need. The file is as :func:`write_compiled`'s, each
     pattern named with its flags (:func:`own_keys`) and compiled as written, not loosened.
     Returns how many. ``path``: :func:`own_compiled_path` when not given.
     """
@@ -288,8 +289,13 @@ def write_own_compiled(path: Path | None = None) -> int:
 
     package = own_compiled_path().parent  # errkb's folder: every module of it, by name
     for module in pkgutil.walk_packages([str(package)], "errkb."):
-        if not module.name.endswith("__main__"):  # which would run the command line
+        if module.name.endswith("__main__"):  # which would run the command line
+            continue
+        try:
             importlib.import_module(module.name)
+        except ModuleNotFoundError as exc:  # an extra's module (pytest's plugin, the server)
+            if (exc.name or "errkb").partition(".")[0] == "errkb":
+                raise
     pairs = [
         (_own_key(pattern, flags), regex.compile(pattern, flags))
         for pattern, flags in sorted(set(own_patterns()))
