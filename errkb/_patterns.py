@@ -225,11 +225,12 @@ def _regex_stamp() -> str:
 def write_compiled(path: Path, patterns: Iterable[str]) -> int:
     """Write ``patterns`` (those that compile), compiled, to ``path``; returns how many.
 
-    The file is a JSON header line (its format, the ``regex`` stamp, a CRC of the patterns)
-    and then each pattern beside its compiled form (:func:`loosen`'s, as ``regex``
-    pickles it: its own compiled code, which loads without compiling again), pickled on its
-    own so that a process unpickles only the patterns it uses, and compressed (to half: the
-    installed package's size budget) since only those are decompressed, a few microseconds each.
+    The file is a JSON header line (its format, the ``regex`` stamp, a CRC of the patterns'
+    texts) and then, pickled: a deflate dictionary (:func:`_dictionary`), each pattern's name
+    (:func:`_key`), and each one's compiled form (:func:`loosen`'s, as ``regex`` pickles it:
+    its own compiled code, which loads without compiling again), pickled and deflated on its
+    own with the dictionary, so that a process inflates and unpickles only the patterns it
+    uses (a few microseconds each), and the installed package stays within its size budget.
     """
     return _write_pickled(path, ((p, _compiled_or_none(loosen(p))) for p in sorted(set(patterns))))
 
@@ -276,9 +277,10 @@ def write_own_compiled(path: Path | None = None) -> int:
 
     Every module of errkb is imported first, but those that need what this environment lacks
     (an extra's package: their patterns are compiled as usual, as is a pattern made inside a
-    function when it runs); the records session installs what they need. The file is as :func:`write_compiled`'s, each
-    pattern named with its flags (:func:`own_keys`) and compiled as written, not loosened.
-    Returns how many. ``path``: :func:`own_compiled_path` when not given.
+    function when it runs); the records session installs what they need. The file is as
+    :func:`write_compiled`'s, each pattern named with its flags (:func:`own_keys`) and
+    compiled as written, not loosened. Returns how many. ``path``: :func:`own_compiled_path`
+    when not given.
     """
     import importlib
     import pkgutil
@@ -311,7 +313,10 @@ def _write_pickled(path: Path, pairs: Iterable[tuple[str, regex.Pattern[str] | N
 
     pickled = [(p, pickle.dumps(c, protocol=4)) for p, c in pairs if c is not None]
     dictionary = _dictionary([data for _, data in pickled])
-    keys = b"".join(_key(p) for p, _ in pickled)
+    names = [_key(p) for p, _ in pickled]
+    if len(set(names)) != len(names):  # odds of 1 in 10^12 (_key), refused rather than met
+        raise ValueError("two patterns have the same digest: another _KEY is needed")
+    keys = b"".join(names)
     header = {
         "format": COMPILED_FORMAT,
         "regex": _regex_stamp(),
@@ -403,8 +408,8 @@ _KEY = 8
 def _key(pattern: str) -> bytes:
     """The name of ``pattern`` in a file of compiled patterns: a 64-bit BLAKE2 digest of it.
 
-    A collision among a file's few thousand patterns has odds of about 1 in 10^12; the file
-    is checked against the patterns' texts when it is written (its CRC).
+    A collision among a file's few thousand patterns has odds of about 1 in 10^12, and a file
+    where two patterns would share a name is not written (:func:`_write_pickled`).
     """
     try:
         from _blake2 import blake2b  # what hashlib's is, without hashlib's import

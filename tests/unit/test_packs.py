@@ -475,3 +475,14 @@ def test_index_texts_that_do_not_agree_are_refused(starts, length):
 
     with pytest.raises(ValueError, match="index's texts"):
         _Texts(b"0123456789", 0, length, starts)
+
+
+def test_a_file_where_two_patterns_share_a_name_is_not_written(tmp_path, monkeypatch):
+    """Patterns are named by a 64-bit digest: two that met on one would give one the other's
+    code, so the writer refuses (the odds are about 1 in 10^12 for a shipped file)."""
+    from errkb import _patterns
+
+    monkeypatch.setattr(_patterns, "_key", lambda pattern: b"samename")
+    with pytest.raises(ValueError, match="same digest"):
+        _patterns.write_compiled(tmp_path / "two.compiled", ["first (\\d+)", "second (\\d+)"])
+    assert not (tmp_path / "two.compiled").exists()
