@@ -171,6 +171,15 @@ def link(record: Record, release: str, path: str, line: int) -> str | None:
     return f"{m['repo']}/blob/{tag}/{prefix}{path}#L{line}"
 
 
+def link_release(record: Record) -> str | None:
+    """The release the record's own link is at, read from its tag (``v0.3.3`` -> ``0.3.3``)."""
+    m = _BLOB.match(record.github_url or "")
+    if m is None:
+        return None
+    version = regex.search(r"\d", m["tag"])
+    return m["tag"][version.start() :] if version is not None else None
+
+
 def _tag_release(tag: str, release: str) -> bool:
     return release_key(tag) == release_key(release)
 
@@ -193,7 +202,11 @@ def _from_frames(runs: list[_Run], frames: Iterable[tuple[str, int]]) -> list[_R
 def _spread(runs: list[_Run], versions: Versions) -> tuple[str, ...]:
     """Where the releases raise it, one item per file: ``path:40-41``.
 
-    With several files, each says its releases: ``path:12 (0.2.7 to before 0.10.0)``.
+    With several files, each says its releases: ``path:12 (0.2.7 to before 0.10.0)``. One file
+    whose sites stop short of the record's last release (or of the newest checked) says the
+    releases it was read in there: a message raised from several files over time is mined as
+    one record a file, each holding the message's whole range, and the range beside the file
+    would say it raised it in releases where another file did.
     """
     files: dict[str, list[_Run]] = {}
     for run in runs:
@@ -208,6 +221,9 @@ def _spread(runs: list[_Run], versions: Versions) -> tuple[str, ...]:
             if until is None and versions.last:
                 span = since if versions.last == since else f"{since} to {versions.last}"
             shown += f" ({span})"
+        elif in_file[-1].since != (versions.last or versions.checked):
+            since, latest = in_file[0].since, in_file[-1].since
+            shown += f" (read there in {since}" + (f" to {latest})" if latest != since else ")")
         out.append(shown)
     return tuple(out)
 

@@ -621,9 +621,12 @@ def _long_sections(finding: Finding, others: list[Finding]) -> list[Section]:
     if record.github_url and (finding.site is None or record.skew is not None):
         upstream.append(record.github_url)
     elif record.github_url and finding.site is not None and finding.site.file is None:
-        # No release in use to link: the newest release's link, said to be that.
-        newest = finding.site.last or finding.site.checked
-        upstream.append(f"in {newest}: {record.github_url}" if newest else record.github_url)
+        # No release in use to link: the record's own link, said at which release it is (a
+        # mined record's is where its line was read, not always the newest that raises it).
+        from errkb._sites import link_release  # made the site: imported already
+
+        at = link_release(record)
+        upstream.append(f"in {at}: {record.github_url}" if at else record.github_url)
     upstream.extend(f"also raised at {place}" for place in finding.match.also)
     if upstream:
         sections.append(Section("Upstream", "list", tuple(clean(u) for u in upstream)))

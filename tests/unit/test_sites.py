@@ -7,13 +7,14 @@ its ``filePath`` and ``githubUrl`` are 0.33.0's. A vLLM 0.9 user must read ``_cu
 
 from __future__ import annotations
 
+import attrs
 import pytest
 from helpers import VLLM_C_MESSAGE as MESSAGE
 from helpers import VLLM_C_RECORD as VLLM
 
 import errkb
 from errkb import Options
-from errkb._sites import link, site_for
+from errkb._sites import link, link_release, site_for
 from errkb.records import record_from_dict
 from errkb.testing import FakeMeasurements, record_dict, registry_from_dicts
 
@@ -170,3 +171,35 @@ def test_a_record_without_versions_has_no_site():
     """Only records that say which releases raise them get a site."""
     record, _ = record_from_dict(record_dict())
     assert site_for(record, known=[("1.0", "installed")]) is None
+
+
+def test_one_file_whose_sites_stop_short_says_the_releases_it_was_read_in():
+    """vLLM's V0 message is mined one record a file, each with the message's whole range.
+
+    Its llm_engine.py record lists that file at 0.2.7 and 0.3.3 (worker.py raised it from 0.4.1
+    on, another record): the range beside the file would say llm_engine.py raised it to 0.10.2.
+    Its own link is at v0.3.3, and is said to be.
+    """
+    record, _ = record_from_dict(
+        record_dict(
+            id="mined-vllm-engine",
+            repo="vllm-project/vllm",
+            filePath="vllm/engine/llm_engine.py",
+            lineNumber=366,
+            githubUrl=f"{BLOB}/v0.3.3/vllm/engine/llm_engine.py#L366",
+            versions={
+                "distribution": "vllm",
+                "first": "0.2.7",
+                "last": "0.10.2",
+                "checked": "0.33.0",
+                "sites": {"0.2.7": "vllm/engine/llm_engine.py:284", "0.3.3": ":366"},
+            },
+        )
+    )
+    site = site_for(record)
+    assert ("vllm/engine/llm_engine.py:284-366 (read there in 0.2.7 to 0.3.3)",) == site.spread
+    assert "vllm 0.2.7 to 0.10.2" == site.releases()  # the message's, said apart from the file
+    assert link_release(record) == "0.3.3"
+    # A file listed up to the record's last release needs no such words.
+    whole = attrs.evolve(record, versions=attrs.evolve(record.versions, last="0.3.3"))
+    assert ("vllm/engine/llm_engine.py:284-366",) == site_for(whole).spread
