@@ -22,7 +22,7 @@ except ImportError:  # an interpreter without it
 
 if TYPE_CHECKING:
     from array import array
-    from collections.abc import Iterable, Mapping
+    from collections.abc import Iterable, Iterator, Mapping
     from pathlib import Path
 
     import regex
@@ -578,8 +578,8 @@ def cut_pattern(pattern: str) -> str:
 def _following_literal(tokens: list[tuple[str | None, str]], i: int) -> str:
     """The literal text every match requires at ``tokens[i]``, as a regex; ``""``: none.
 
-    Groups that close there are passed over (unless quantified); it ends at the first token
-    that is not a literal character required once, at a backtick, or once it holds three
+    Groups that close there are passed over (unless quantified); it ends where the required
+    literal characters do (:func:`_literal_chars`), at a backtick, or once it holds three
     characters that are not spaces. Spaces are written as one space (:func:`loosen` reads
     it as any run of them); ``""`` when it holds nothing but spaces.
     """
@@ -589,35 +589,38 @@ def _following_literal(tokens: list[tuple[str | None, str]], i: int) -> str:
         i += 1
     chars: list[str] = []
     solid = 0
-    while i < len(tokens) and solid < 3:
-        kind, text = tokens[i]
-        quantified = i + 1 < len(tokens) and tokens[i + 1][0] == "quant"
-        cut_short = kind == "lit" and quantified  # the run's last character is optional
+    for char in _literal_chars(tokens, i):
+        if char == "`" or solid == 3:
+            break
+        if not char.isspace():
+            chars.append(re.escape(char))
+            solid += 1
+        elif not chars or chars[-1] != " ":
+            chars.append(" ")
+    return "".join(chars) if solid else ""
+
+
+def _literal_chars(tokens: list[tuple[str | None, str]], i: int) -> Iterator[str]:
+    """The characters every match requires from ``tokens[i]`` on, up to anything else.
+
+    Plain text and escaped characters required once; a run whose last character a
+    quantifier binds gives the others, and ends it.
+    """
+    for at in range(i, len(tokens)):
+        kind, text = tokens[at]
+        quantified = at + 1 < len(tokens) and tokens[at + 1][0] == "quant"
         if kind == "lit":
-            run = text[:-1] if quantified else text
+            yield from text[:-1] if quantified else text
+            if quantified:
+                return
         elif (
             kind == "esc"
             and len(text) == 2
-            and not (text[1] in _CLASS_ESCAPES or text[1].isdigit() or quantified)
+            and not (quantified or text[1] in _CLASS_ESCAPES or text[1].isdigit())
         ):
-            run = _LITERAL_ESCAPES.get(text[1], text[1])
+            yield _LITERAL_ESCAPES.get(text[1], text[1])
         else:
-            break
-        for char in run:
-            if char == "`" or solid == 3:
-                break
-            if char.isspace():
-                if not chars or chars[-1] != " ":
-                    chars.append(" ")
-            else:
-                chars.append(re.escape(char))
-                solid += 1
-        else:
-            if not cut_short:
-                i += 1
-                continue
-        break
-    return "".join(chars) if solid else ""
+            return
 
 
 #: A head ends at the first sentence end after this many literal characters...

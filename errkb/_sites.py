@@ -107,19 +107,12 @@ class _Run:
 
 
 def _runs(versions: Versions) -> list[_Run]:
-    listed = sorted(
-        (key, release, where)
-        for release, where in versions.sites
-        if (key := release_key(release)) is not None
-    )
+    placed = versions.placed()
     runs: list[_Run] = []
-    path = ""
-    for i, (_, release, where) in enumerate(listed):
-        path = where.rpartition(":")[0] or path
-        line = where.rpartition(":")[2]
+    for i, (release, path, line) in enumerate(placed):
         if not path or not line.isdigit():
             continue
-        until = listed[i + 1][1] if i + 1 < len(listed) else None
+        until = placed[i + 1][0] if i + 1 < len(placed) else None
         runs.append(_Run(since=release, until=until, path=path, line=int(line)))
     return runs
 
@@ -164,20 +157,23 @@ def link(record: Record, release: str, path: str, line: int) -> str | None:
     if not m["path"].endswith(record.file_path):
         return None
     prefix = m["path"][: len(m["path"]) - len(record.file_path)]
-    version = regex.search(r"\d", m["tag"])
-    if version is None:
+    tag = _tag_parts(m["tag"])
+    if tag is None:
         return None
-    tag = m["tag"][: version.start()] + public
-    return f"{m['repo']}/blob/{tag}/{prefix}{path}#L{line}"
+    return f"{m['repo']}/blob/{tag[0]}{public}/{prefix}{path}#L{line}"
 
 
 def link_release(record: Record) -> str | None:
     """The release the record's own link is at, read from its tag (``v0.3.3`` -> ``0.3.3``)."""
     m = _BLOB.match(record.github_url or "")
-    if m is None:
-        return None
-    version = regex.search(r"\d", m["tag"])
-    return m["tag"][version.start() :] if version is not None else None
+    tag = _tag_parts(m["tag"]) if m is not None else None
+    return tag[1] if tag is not None else None
+
+
+def _tag_parts(tag: str) -> tuple[str, str] | None:
+    """A tag's form and release: ``v0.3.3`` -> ``("v", "0.3.3")``; None without a digit."""
+    version = regex.search(r"\d", tag)
+    return (tag[: version.start()], tag[version.start() :]) if version is not None else None
 
 
 def _tag_release(tag: str, release: str) -> bool:

@@ -1144,11 +1144,7 @@ def _fold(found: list[Match | _Held], by_site: list[Match]) -> list[Match]:
     shares (vLLM's CPU worker words the seed's message with another setting to raise).
     ``by_site`` are the matches of the raise site alone.
     """
-    best: dict[str, float] = {}  # _best_sites() of the hand-written matches
-    for m in found:
-        if isinstance(m, Match) and not m.fallback:  # hand-written: never mined, never by site
-            library = m.record.library
-            best[library] = max(m.site, best.get(library, m.site))
+    best = _best_sites([m for m in found if isinstance(m, Match)])
     made: list[Match] = []
     folded: list[_Held] = []
     for m in found:
@@ -1196,13 +1192,10 @@ def _place(record: Record) -> str:
         return record.id
     where = f"{record.file_path}:{record.line_number}"
     v = record.versions
-    read = None
-    path = ""
-    for release, site in v.sites if v is not None else ():
-        path = site.rpartition(":")[0] or path  # ":line": the file listed before it
-        if f"{path}:{site.rpartition(':')[2]}" == where:
-            read = release
-    return where if read is None or v is None else f"{where} ({v.distribution} {read})"
+    if v is None:
+        return where
+    read = [release for release, path, line in v.placed() if f"{path}:{line}" == where]
+    return f"{where} ({v.distribution} {read[-1]})" if read else where
 
 
 def _captures(hit: regex.Match[str]) -> dict[str | int, object]:

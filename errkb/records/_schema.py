@@ -86,15 +86,26 @@ class Versions:
             edge = release_key(bound) if bound else None
             if edge is not None and (key > edge if after else key < edge):
                 return None
-        found, path = None, ""
-        for release, where in sorted(
-            ((k, w) for r, w in self.sites if (k := release_key(r)) is not None)
-        ):
-            # ":line" is a site in the same file as the one listed before it.
-            path = where.rpartition(":")[0] or path
-            if release <= key:
-                found = f"{path}:{where.rpartition(':')[2]}"
+        found = None
+        for release, path, line in self.placed():
+            at = release_key(release)  # placed() keeps only releases that read as versions
+            if at is not None and at <= key:
+                found = f"{path}:{line}"
         return found
+
+    def placed(self) -> list[tuple[str, str, str]]:
+        """The listed sites in release order, each as ``(release, path, line)``.
+
+        A ``:line`` site is in the file of the site before it. Releases that do not read as
+        versions are left out.
+        """
+        listed = sorted((k, r, w) for r, w in self.sites if (k := release_key(r)) is not None)
+        out = []
+        path = ""
+        for _, release, where in listed:
+            path = where.rpartition(":")[0] or path
+            out.append((release, path, where.rpartition(":")[2]))
+        return out
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"distribution": self.distribution}
