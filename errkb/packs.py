@@ -152,24 +152,27 @@ class _Pack:
 class _Line:
     """Where a record's body is: a line of a pack, or (number 0) a whole ``.json`` file."""
 
-    __slots__ = ("length", "number", "offset", "pack")
+    __slots__ = ("data", "length", "number", "offset", "pack")
 
     def __init__(self, pack: _Pack, number: int, offset: int, length: int) -> None:
         self.pack, self.number, self.offset, self.length = pack, number, offset, length
+        # The line's JSON, when a ref was just made from it: the record is built from that
+        # once, not read and parsed again (then it is dropped).
+        self.data: Any = None
 
     @property
     def source(self) -> str:
         return f"{self.pack.label}:{self.number}" if self.number else self.pack.label
 
     def read(self, record_id: str) -> Record:
+        data, self.data = self.data, None
         try:
-            # A .jsonl.gz pack seeks by decompressing up to the offset: correct, slower.
-            with open_pack(self.pack.path) as file:
-                file.seek(self.offset)
-                raw = file.read(self.length)
-            record, _ = record_from_dict(
-                pack_value(json.loads(raw)), source=self.source, validate=False
-            )
+            if data is None:
+                # A .jsonl.gz pack seeks by decompressing up to the offset: correct, slower.
+                with open_pack(self.pack.path) as file:
+                    file.seek(self.offset)
+                    data = pack_value(json.loads(file.read(self.length)))
+            record, _ = record_from_dict(data, source=self.source, validate=False)
         except (OSError, EOFError, ValueError, RecursionError) as exc:
             record, reason = None, f" ({exc})"
         else:
@@ -338,6 +341,8 @@ class LazyPack:
             pack, number, offset, length = self._where(row)
             line = _Line(self._packs[pack], number, offset, length)
             ref = _written_ref(data, line, sets)
+            if ref is not None:
+                line.data = data
             if ref is not None and self._facts is not None:
                 from errkb._patterns import know_facts
 

@@ -376,6 +376,22 @@ def test_a_hand_written_ref_is_made_from_its_json_and_its_record_read_when_neede
     assert str(builtin_records_dir()) in ref.source
 
 
+def test_a_hand_written_record_is_built_from_the_json_its_ref_was_made_from(monkeypatch):
+    """The line is not read and parsed again when the record is loaded, and it is built once."""
+    from errkb.registry import builtin_records_dir
+
+    path = builtin_records_dir() / "vllm" / "kv-cache-max-seq-len.json"
+    expected = load_paths([path], validate=False).records[0]
+
+    def no_reading(path):
+        raise AssertionError(f"{path} read again")
+
+    monkeypatch.setattr(errkb.packs, "open_pack", no_reading)
+    registry = Registry.from_paths(env=False, entry_points=False)
+    assert registry.get(expected.id) == expected
+    assert registry.get(expected.id) is registry.get(expected.id)
+
+
 # Patterns that share words, so that a message's words meet many rows at the first level and
 # the second level (each row's own key, in a column of the index) decides.
 _SHARED = (
