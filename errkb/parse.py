@@ -47,6 +47,7 @@ __all__ = [
     "ParsedException",
     "ParsedFrame",
     "class_at",
+    "log_prefix",
     "normalise",
     "parse_lines",
     "parse_text",
@@ -534,6 +535,28 @@ def _tags(line: str) -> Sequence[_Tag]:
         found.append((key, kind in _WEAK_TAGS, end))
         m = _TAG.match(line, end) if end < len(line) else None
     return found
+
+
+def log_prefix(line: str) -> str:
+    """What a tool and a logger wrote before the message of ``line``, as a paste's line is read.
+
+    The tags that name a stream (syslog's source, a process tag, a rank, a time stamp) and the
+    log header after them (``ERROR 11-30 14:02:11 [core.py:41] ``, ``ERROR:root:``); ``""``
+    when the line has neither. A tag that ordinary text may start with too (a quote's ``> ``,
+    docker compose's ``service |``) is taken in a paste only where the next or previous line
+    carries it, so it ends what is taken from a line read alone. This is how ``errkb scan``
+    reads a line that names no exception class: its message is what follows.
+
+    >>> log_prefix("(EngineCore_0 pid=123) ERROR 11-30 14:02:11 [core.py:41] CUDA error: x")
+    '(EngineCore_0 pid=123) ERROR 11-30 14:02:11 [core.py:41] '
+    """
+    end = 0
+    for _, weak, tag_end in _tags(line):
+        if weak:
+            break
+        end = tag_end
+    header, _ = _header(line[end:])
+    return line[: end + len(header or "")]
 
 
 def _drop_lone_weak_tags(raw: Sequence[str], tags: list[Sequence[_Tag]]) -> None:

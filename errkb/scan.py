@@ -72,7 +72,7 @@ from errkb._patterns import (
 )
 from errkb._scanplan import SAMPLE, FindPlan, first_line, line_around, spans_lines
 from errkb.exceptions import UsageError
-from errkb.parse import class_at
+from errkb.parse import class_at, log_prefix
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator
@@ -831,10 +831,16 @@ class _Scanner:
         """
         text = _decode(block[start : min(end, start + MAX_LINE)])
         cls, message = class_at(text)
-        prefix = text[: len(text) - len(message) - len(cls) - 2] if cls is not None else ""
+        if cls is not None:
+            prefix = text[: len(text) - len(message) - len(cls) - 2]
+            readings: tuple[tuple[str, str | None], ...] = ((message, cls), (text, None))
+        else:
+            # The message after the log prefix, as a paste's line is read: a logger's prefix
+            # (vLLM's "[core.py:N]" names its own line) makes a repeated error's lines differ.
+            prefix = log_prefix(text)
+            readings = ((text[len(prefix) :], None), (text, None)) if prefix else ((text, None),)
         starting = self.needles.starting(text)
         after = _After(block, end, prefix) if starting else None
-        readings = ((message, cls), (text, None)) if cls is not None else ((text, None),)
         where = None
         for subject, error_class in readings:
             if after is None:

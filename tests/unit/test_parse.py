@@ -15,6 +15,7 @@ from errkb.parse import (
     MAX_LINES,
     ParsedException,
     class_at,
+    log_prefix,
     parse_lines,
     parse_text,
     stated_releases,
@@ -840,3 +841,29 @@ def test_rays_wrapper_ends_where_its_tasks_frames_begin(text, expected):
     line; the task's frames below it start the traceback of the error it wraps."""
     p = parse_text(text)[0]
     assert ("ray.exceptions.RayTaskError", expected) == (p.class_name, p.message)
+
+
+@pytest.mark.parametrize(
+    ("line", "prefix"),
+    [
+        ("ERROR 11-30 14:02:11 [core.py:41] CUDA error: x", "ERROR 11-30 14:02:11 [core.py:41] "),
+        (
+            "(EngineCore_0 pid=123) ERROR 11-30 14:02:11 [core.py:41] Engine core died",
+            "(EngineCore_0 pid=123) ERROR 11-30 14:02:11 [core.py:41] ",
+        ),
+        (
+            "ERROR 04-22 21:49:37 async_llm_engine.py:43] boom",
+            "ERROR 04-22 21:49:37 async_llm_engine.py:43] ",
+        ),
+        ("Nov 30 14:02:11 node-7 vllm[122]: CUDA error: x", "Nov 30 14:02:11 node-7 vllm[122]: "),
+        ("[rank0]: CUDA error: x", "[rank0]: "),
+        ("2026-11-30 14:02:11,123 ERROR app: boom", "2026-11-30 14:02:11,123 ERROR app: "),
+        ("ERROR:root:boom", "ERROR:root:"),
+        ("CUDA error: x", ""),
+        # Text may start like a quote or a compose service: read alone, it is text.
+        ("> quoted ERROR 11-30 14:02:11 [core.py:41] x", ""),
+        ("vllm-1  | ERROR 11-30 14:02:11 [core.py:41] x", ""),
+    ],
+)
+def test_log_prefix_is_what_a_tool_and_a_logger_wrote_before_the_message(line, prefix):
+    assert log_prefix(line) == prefix

@@ -374,6 +374,35 @@ def test_a_window_takes_off_the_first_lines_log_prefix(engine):
     assert expected == _found(_log(*ray))
 
 
+def test_a_line_with_no_class_is_read_after_its_log_prefix(engine):
+    """Its message is what follows the prefix, as a pasted line is read: a pattern that starts
+    the message (``^``) finds it, and the line is still read whole when that finds nothing."""
+    registry = registry_from_dicts(
+        [
+            record_dict(id="starts", messagePattern=r"^Engine core died \w+"),
+            record_dict(id="prefixed", messagePattern=r"\[core\.py:\d+\] Worker \d+ died"),
+        ]
+    )
+    log = _log(
+        _VLLM_PREFIX + "Engine core died unexpectedly",
+        NOISE.format(n=99),
+        "ERROR 11-30 14:02:12 [core.py:9] Engine core died again",
+        "ERROR 11-30 14:02:12 [core.py:9] Worker 3 died",
+    )
+    assert [("starts", 2, (4, 6)), ("prefixed", 1, (7,))] == _found(log, registry=registry)
+
+
+def test_a_window_with_no_class_takes_off_the_first_lines_log_prefix(engine):
+    """A message over lines that names no class: its lines are read without vLLM's prefix."""
+    registry = registry_from_dicts(
+        [record_dict(id="gated", messagePattern=r"^403 Client Error\.\n\nCannot access gated")]
+    )
+    lines = _GATED.split("\n")
+    assert [("gated", 1, (4,))] == _found(
+        _log(*(_VLLM_PREFIX + x for x in lines)), registry=registry
+    )
+
+
 def test_a_first_line_alone_is_a_message_cut_short(engine):
     """A line that a message over lines starts on, then unrelated lines: the message is cut."""
     assert [("torch-load-state-dict-missing-unexpected-keys", 1, (4,))] == _found(
