@@ -252,7 +252,9 @@ def own_compiled_path() -> Path:
 
 
 def _own_key(pattern: str, flags: int) -> str:
-    return f"{flags}:{pattern}"
+    # By the flags' number: re's and regex's flag objects print differently ("re.VERBOSE",
+    # "regex.X") and mean the same.
+    return f"{int(flags)}:{pattern}"
 
 
 def own_compiled(pattern: str, flags: int) -> regex.Pattern[str] | None:

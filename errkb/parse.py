@@ -30,16 +30,17 @@ listed above it. Each step is linear in the length of the text.
 from __future__ import annotations
 
 import itertools
+import re
 import textwrap
 from typing import TYPE_CHECKING
-
-import regex
 
 from errkb._attrs import attrs
 from errkb._patterns import lazy_compile
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
+
+    import regex
 
 __all__ = [
     "MAX_LINE",
@@ -180,8 +181,8 @@ _CARRIER = lazy_compile(r"because of the following error \(look up to see its\s+
 # torch's launcher (torchrun) ends its ChildFailedError's message with a summary of the failed
 # ranks; the first one's "Root Cause (first observed failure):" block has a "traceback :" field
 # that holds the rank's own traceback (or "Signal 9 (SIGKILL) received by PID ..."), indented.
-_ROOT_FIELD = lazy_compile(r"^[ \t]*traceback[ \t]*:[ \t]?", regex.MULTILINE)
-_RULE = lazy_compile(r"^[ \t]*={10,}[ \t]*$", regex.MULTILINE)
+_ROOT_FIELD = lazy_compile(r"^[ \t]*traceback[ \t]*:[ \t]?", re.MULTILINE)
+_RULE = lazy_compile(r"^[ \t]*={10,}[ \t]*$", re.MULTILINE)
 
 
 def _root_cause(p: ParsedException) -> list[ParsedException]:
@@ -295,7 +296,7 @@ _STATED: tuple[tuple[regex.Pattern[str], str | None], ...] = (
     (
         lazy_compile(
             rf"(?:^|[\s`(-])`?(?P<name>[A-Za-z][\w.\-]{{0,80}})`? [Vv]ersion: {_RELEASE_TEXT}",
-            regex.MULTILINE,
+            re.MULTILINE,
         ),
         None,
     ),
@@ -308,8 +309,11 @@ _DIST_ALIASES = {
 }
 
 
+_SEPARATORS = lazy_compile(r"[-_.]+")
+
+
 def _distribution(name: str) -> str:
-    normal = regex.sub(r"[-_.]+", "-", name).lower()
+    normal = _SEPARATORS.sub("-", name).lower()
     return _DIST_ALIASES.get(normal, normal)
 
 
@@ -385,7 +389,7 @@ def normalise(text: str) -> str:
 # that joined them with spaces): the header, then frames each followed by its source line.
 _COLLAPSED = lazy_compile(
     r"^(?P<before>.*?)Traceback \(most recent call last\): (?=File \")(?P<rest>.+)$",
-    regex.MULTILINE,
+    re.MULTILINE,
 )
 _FRAME_IN_LINE = lazy_compile(r'File "[^"\n]+", line \d+(?:, in \S+)?')
 
@@ -438,7 +442,7 @@ _TAG = lazy_compile(
   | (?P<quote>>(?:\ |$))
   | (?P<compose>[\w.-]{1,60}\ +\|(?:\ |$))
     """,
-    regex.VERBOSE,
+    re.VERBOSE,
 )
 # Tags that ordinary text may start with too: taken only when the next or previous line that is
 # not blank carries the same tags ("> " of a quote; pytest's "> " marks one source line).
@@ -451,7 +455,7 @@ _HEADER = lazy_compile(
   | [IWEF]\d{{4}}\ \d\d:\d\d:\d\d\.\d+\ +\d+\ [^\]\n]{{1,200}}\]\ ?  # glog (c10, torch.distributed)
   | {_LEVEL}:(?:[\w.-]{{1,200}}:|\ +)  # logging's default format, uvicorn
     """,
-    regex.VERBOSE,
+    re.VERBOSE,
 )
 _STAMP = lazy_compile(
     r"[\[(]?\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?[\])]?[ \t|\-:]*"
@@ -634,6 +638,7 @@ _IPY_INPUT = lazy_compile(r"^Input In ?\[(?P<cell>\d+)\], in (?P<func><[^>\n]*>|
 _IPY_OLD = lazy_compile(
     r"^(?P<file><ipython-input-[^>\s]+>|(?:~|/|[A-Za-z]:\\)[^\n]*?) in (?P<func>[\w.<>]+)(?:\(.*\))?\s*$"
 )
+_CELL_LINE = lazy_compile(r"line: (\d+)>")  # "<cell line: 3>", IPython 8.0-8.3
 _IPY_ARROW = lazy_compile(r"^-+> ?(?P<line>\d+)")
 # rich: a box from "╭─── Traceback (most recent call last) ───╮" to "╰───╯", frames as
 # "│ /path/x.py:12 in f │" (wrapped over lines when long), the message below it wrapped at the
@@ -1030,7 +1035,7 @@ def _frame(text: str, frames: list[ParsedFrame]) -> ParsedFrame | None:
     if first == "C" and (m := _IPY_CELL.match(text)):
         return ParsedFrame(file=f"Cell In[{m['cell']}]", line=_line(m["line"]), function=None)
     if first == "I" and (m := _IPY_INPUT.match(text)):
-        line = regex.search(r"line: (\d+)>", m["func"])
+        line = _CELL_LINE.search(m["func"])
         return ParsedFrame(
             file=f"Input In [{m['cell']}]",
             line=_line(line[1]) if line else 0,

@@ -55,10 +55,9 @@ from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, cast
 
-import regex
-
 from errkb._attrs import attrs
 from errkb._env import text as env_text
+from errkb._lazy_regex import regex_errors
 from errkb._patterns import (
     PatternTimeoutError,
     best_set,
@@ -76,6 +75,8 @@ from errkb.parse import class_at, log_prefix
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator
+
+    import regex
 
     #: Needles found in a block: (needle, start, end) of each.
     Hits = list[tuple[int, int, int]]
@@ -204,6 +205,8 @@ class _Needles:
             if chosen:
                 needles.update(x.encode() for x in chosen)
                 continue
+            import regex  # a record without a literal to look for: rare
+
             try:
                 self.unfindable.append(regex.compile(record.message_pattern.encode()))
             except regex.error:
@@ -713,7 +716,7 @@ def _where(record: RecordRef | Record, text: str) -> tuple[int, int] | None:
             if head is not None:
                 cut = compile_pattern(cut_pattern(record.message_pattern))
                 hit = search_prefix(cut, compile_pattern(head), text)
-    except (PatternTimeoutError, regex.error):
+    except regex_errors(PatternTimeoutError):
         return None
     return None if hit is None else hit.span()
 
@@ -726,7 +729,7 @@ def _cut_before_newline(record: Record, text: str, timeout: float) -> bool:
             compiled.search(text, timeout=timeout) is None
             and compiled.search(text + "\n", partial=True, timeout=timeout) is not None
         )
-    except (TimeoutError, regex.error):
+    except regex_errors(TimeoutError):
         return False
 
 
@@ -947,7 +950,7 @@ class _Scanner:
             hit = compile_pattern(record.message_pattern).search(
                 window, partial=True, timeout=self.matcher.timeout
             )
-        except (TimeoutError, regex.error):
+        except regex_errors(TimeoutError):
             return None
         return hit if hit is not None and (hit.start() < first or hit.start() == 0) else None
 

@@ -56,6 +56,26 @@ def test_a_first_diagnosis_runs_its_compiled_patterns_without_regex_s_python_hal
     assert b"False False" == proc.stdout.strip()
 
 
+def test_a_scan_runs_its_compiled_patterns_without_regex_s_python_half():
+    """errkb scan's reading of a log (needles, matches, log prefixes) compiles no pattern.
+
+    Its records' patterns and errkb's own come from the shipped files; what the report's Fix
+    lines need is another matter (a diagnosis each), so the scan is asked for its groups alone.
+    """
+    code = f"""if True:
+        import io, sys
+        from errkb.scan import scan_stream
+        log = "ERROR 11-30 06:00:01 [core.py:41] ValueError: " + {NO_BLOCKS_MESSAGE!r} + "\\n"
+        log += "(EngineCore_0 pid=1) ERROR 11-30 06:00:02 [core.py:9] " + {SEED_MESSAGE!r} + "\\n"
+        result = scan_stream(io.BytesIO(log.encode() * 3))
+        print(sorted(g.record.id for g in result.groups), "regex" in sys.modules)
+    """
+    proc = run_python(code)
+    assert 0 == proc.returncode, proc.stderr.decode()
+    expected = "['vllm-kv-cache-max-seq-len', 'vllm-no-cache-blocks'] False"
+    assert expected == proc.stdout.decode().strip()
+
+
 def test_regex_imported_after_the_engine_alone_is_regex_as_usual():
     """A program that imports regex after errkb loaded its engine alone sees regex unchanged.
 

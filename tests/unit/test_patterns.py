@@ -354,3 +354,17 @@ def test_an_own_pattern_is_taken_from_the_file_and_another_compiled(monkeypatch)
     assert found.search("x ValueError: y")["cls"] == "ValueError"
     monkeypatch.setattr(regex, "compile", compile_)
     assert _regex_compile(r"not shipped (\d+)", 0).search("not shipped 7")[1] == "7"
+
+
+def test_an_own_pattern_is_found_whichever_module_s_flags_name_it(monkeypatch):
+    """re.VERBOSE and regex.VERBOSE are one flag, printed two ways: the file names it by number."""
+    import re
+
+    from errkb import parse
+    from errkb._lazy_regex import _regex_compile
+
+    pattern, flags = parse._TAG._args  # type: ignore[attr-defined]
+    assert flags
+    monkeypatch.setattr(regex, "compile", lambda *a, **k: pytest.fail("compiled again"))
+    for named in (re.RegexFlag(flags), regex.RegexFlag(flags), int(flags)):
+        assert _regex_compile(pattern, named).match("[rank0]: x").lastgroup == "rank"
