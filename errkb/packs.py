@@ -362,6 +362,15 @@ class LazyPack:
         return made
 
     def _read(self, pack: int, offset: int, length: int) -> bytes:
+        if self._maps[pack] is None and self._packs[pack].stamp[0] <= _MAPPED_MIN:
+            # A record file of its own (records/<library>/*.json): read, not mapped. A map
+            # costs more system calls than the read, and holds a descriptor for the process.
+            fd = os.open(self._packs[pack].where, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+            try:
+                os.lseek(fd, offset, os.SEEK_SET)  # lseek and read: Windows has no pread
+                return os.read(fd, length)
+            finally:
+                os.close(fd)
         if self._maps[pack] is None:
             import mmap
 
@@ -704,6 +713,9 @@ def write_records_index(folder: Path) -> Path:
     write_compiled(folder / COMPILED_FILE, patterns)
     return where
 
+
+#: A pack file at most this large (a hand-written record's ``.json``) is read, not mapped.
+_MAPPED_MIN = 1 << 16
 
 #: The folder of the mined packs, in the hand-written records' folder.
 MINED_FOLDER = "mined"

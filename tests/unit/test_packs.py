@@ -392,6 +392,18 @@ def test_a_hand_written_record_is_built_from_the_json_its_ref_was_made_from(monk
     assert registry.get(expected.id) is registry.get(expected.id)
 
 
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="counts /proc/self/fd")
+def test_reading_every_hand_written_record_leaves_no_file_open():
+    """A record file of its own is read, not mapped: a map would hold a descriptor for each."""
+    from errkb.registry import Registry
+
+    registry = Registry.from_paths(env=False, entry_points=False).hand_written()
+    before = len(list(Path("/proc/self/fd").iterdir()))
+    assert len(registry.refs) > 200
+    assert [r.id for r in registry.refs] == [r.load().id for r in registry.refs]
+    assert len(list(Path("/proc/self/fd").iterdir())) - before < 3
+
+
 # Patterns that share words, so that a message's words meet many rows at the first level and
 # the second level (each row's own key, in a column of the index) decides.
 _SHARED = (
