@@ -69,7 +69,7 @@ from errkb._patterns import (
     search,
     search_prefix,
 )
-from errkb._scanplan import SAMPLE, FindPlan, first_line, line_around, spans_lines
+from errkb._scanplan import FindPlan, first_line, line_around, spans_lines
 from errkb.exceptions import UsageError
 from errkb.parse import class_at, log_prefix
 
@@ -245,7 +245,7 @@ class _Needles:
             self._sampled = True  # one automaton, or SIMD passes: measured on this log
             if len(self.needles) > _PACKED:
                 finders = (self._automaton, _packed(self.needles))
-                self._automaton = _faster(finders, block[:SAMPLE])
+                self._automaton = _faster(finders, block[:_TIMED])
         return _found(self._automaton, block)
 
     def lines_in(self, block: bytes, hits: Hits | None = None) -> list[tuple[int, int]]:
@@ -388,6 +388,10 @@ def _found(find: Finder, block: bytes) -> list[tuple[int, int, int]]:
     return [*first, *((n, start + cut, end + cut) for n, start, end in later.result())]
 
 
+#: How much of the first large block each way of finding the needles is timed on (see
+#: _Needles.found): a quarter of a megabyte tells them apart as well as a megabyte, and the
+#: timing holds up the first block's matching (8 ms at 1 MiB, 2 ms at this).
+_TIMED = 1 << 18
 #: A block this large (or larger) is searched in two halves (see :func:`_found`).
 _SPLIT_MIN = 1 << 20
 #: The worker threads: one searches a block's second half (:func:`_found`), the other the
@@ -417,36 +421,48 @@ def _cpus() -> int:
 
 
 def _searched_ahead(
-    blocks: Iterable[tuple[bytes, int]], needles: _Needles, *, errors: bool = False
+    blocks: Iterable[tuple[bytes | _Read, int]], needles: _Needles, *, errors: bool = False
 ) -> Iterator[tuple[bytes, int, Found | None]]:
     """``blocks``, each with what was found in it, searched while the one before is matched.
 
     The automaton lets go of the interpreter while it searches, so with a second CPU a worker
     thread searches each block (in two halves, see :func:`_found`) for the needles, and for
     the words of lines that look like errors when ``errors`` (a fleet scan's, see
-    :func:`_error_lines`), while this thread matches the lines of the block before. The
+    :func:`_error_lines`), while this thread matches the lines of the block before. A block of
+    a file on disk (a :class:`_Read`, see :func:`_reads`) is read by the worker too, before
+    it searches it: the copy of its bytes is off this thread, which matching keeps busy. Other
     blocks are read here, in the caller's thread: a stream may only be read where it was made
     (the console's upload is pulled from its event loop). Without the automaton, or with one
-    CPU, each block is searched when it is matched.
+    CPU, each block is read and searched when it is matched.
     """
     searcher = _worker(_AHEAD) if needles.engine == "ahocorasick" else None
     if searcher is None:
-        yield from ((block, read, None) for block, read in blocks)
+        yield from ((_read(block), read, None) for block, read in blocks)
         return
-    held: tuple[bytes, int, Any] | None = None
+    from collections import deque
+
+    # Up to _AHEAD blocks are read and searched ahead of the one matched: the worker's pace
+    # varies (it shares two CPUs with this thread, the halves' worker and the Fix lines' child).
+    held: deque[tuple[int, Any]] = deque()
     for block, read in blocks:
-        coming = (block, read, searcher.submit(_search, needles, block, errors))
-        if held is not None:
-            yield held[0], held[1], held[2].result()
-        held = coming
-    if held is not None:
-        yield held[0], held[1], held[2].result()
+        held.append((read, searcher.submit(_search, needles, block, errors)))
+        if len(held) > _AHEAD_BLOCKS:
+            yield _unheld(held.popleft())
+    while held:
+        yield _unheld(held.popleft())
 
 
-def _search(needles: _Needles, block: bytes, errors: bool) -> Found:
-    """What :func:`_searched_ahead`'s worker finds in ``block``."""
+def _unheld(held: tuple[int, Any]) -> tuple[bytes, int, Found]:
+    """A block searched ahead, once the worker is done with it: the block, its size, hits."""
+    block, found = held[1].result()
+    return block, held[0], found
+
+
+def _search(needles: _Needles, block: bytes | _Read, errors: bool) -> tuple[bytes, Found]:
+    """What :func:`_searched_ahead`'s worker finds in ``block``, read first if it is not yet."""
+    block = _read(block)
     find = _error_finder() if errors else None
-    return needles.found(block), (find(block) if find is not None else None)
+    return block, (needles.found(block), find(block) if find is not None else None)
 
 
 def _faster(finders: tuple[Finder, ...], sample: bytes) -> Finder:
@@ -466,32 +482,60 @@ def _blocks(
 ) -> Iterator[tuple[bytes, int]]:
     """Blocks of whole lines (the last may lack its newline), with the bytes read for each.
 
+    :func:`_reads`, each read when it is taken. A block of a file on disk is a buffer that a
+    later block is read into (see :data:`_AHEAD_BLOCKS`): it is to be done with by then.
+    """
+    return ((_read(block), size) for block, size in _reads(stream, progress))
+
+
+def _reads(
+    stream: BinaryIO, progress: Callable[[int], None] | None
+) -> Iterator[tuple[bytes | _Read, int]]:
+    """The blocks of :func:`_blocks`, those of a file on disk still to be read (:class:`_Read`).
+
     The line a block cuts is finished from the stream, keeping at most :data:`MAX_LINE` more
     bytes of it (no more of a line is matched); the rest is read past, so a runaway line
-    cannot make a block grow without bound. A block of a file on disk is a buffer that the
-    block after the next one is read into: it is to be done with by then.
+    cannot make a block grow without bound. A block of a file on disk whose last line ends
+    within :data:`MAX_LINE` of the block's size is read with ``os.preadv`` at its offset,
+    where and when :meth:`_Read.read` is called (by the worker that searches it, see
+    :func:`_searched_ahead`); it is to be read, and done with, before :data:`_AHEAD_BLOCKS`
+    more are taken.
     """
     read, readline = stream.read, stream.readline
     fd, at = _plain_file(stream)
-    # A file on disk is read into two buffers that take turns (a block is kept only until the
-    # block after next is read: see _searched_ahead). A fresh 4 MiB object a block was fresh
-    # memory each time, a page fault every 4 KiB: 6,000 of a 134 MB log's scan.
-    buffers = (bytearray(), bytearray()) if fd is not None else None
+    # A file on disk is read into buffers that take turns, one more than the blocks searched
+    # ahead (a block is kept only until that many more are taken: see _searched_ahead). A fresh
+    # 4 MiB object a block was fresh memory each time, a page fault every 4 KiB: 6,000 of a
+    # 134 MB log's scan.
+    buffers = tuple(bytearray() for _ in range(_AHEAD_BLOCKS + 1)) if fd is not None else None
     turn = 0
+    moved = False  # whether the stream's position is behind `at` (blocks read at their offset)
     while True:
         want = BLOCK
         if fd is not None:
             # Where the line the block would cut ends, looked up first: the block is then read
-            # in one piece, not finished by readline and copied whole again (60 ms of a 134 MB
-            # log's scan). A line longer than MAX_LINE there, a pipe and a stream that
-            # decompresses take the way below.
+            # in one piece at its offset, not finished by readline and copied whole again (60
+            # ms of a 134 MB log's scan). A line longer than MAX_LINE there, the file's end and
+            # a stream that is not a file on disk take the way below.
             end = os.pread(fd, MAX_LINE + 1, at + BLOCK - 1).find(b"\n")
+            if end >= 0 and buffers is not None and _PREADV:
+                want += end
+                yield _Read(fd, buffers[turn], at, want), want
+                turn = (turn + 1) % len(buffers)
+                at += want
+                moved = True
+                if progress is not None:
+                    progress(want)
+                continue
             if end >= 0:
                 want += end
+            if moved:
+                stream.seek(at)
+                moved = False
         if buffers is not None:
             # A bytearray has every method of bytes that a block is read with.
             chunk = cast("bytes", _read_into(stream, buffers[turn], want))
-            turn ^= 1
+            turn = (turn + 1) % len(buffers)
         else:
             chunk = read(want)
         if not chunk:
@@ -516,15 +560,56 @@ def _blocks(
         yield chunk, size
 
 
+#: How many blocks the worker may read and search ahead of the one matched.
+_AHEAD_BLOCKS = 2
+#: Whether the platform reads into a buffer at an offset (os.preadv: Linux, the BSDs, macOS 11).
+_PREADV = hasattr(os, "preadv")
+
+
+class _Read:
+    """A block of a file on disk, to be read at its offset into a buffer (see :func:`_reads`)."""
+
+    __slots__ = ("at", "buffer", "fd", "want")
+
+    def __init__(self, fd: int, buffer: bytearray, at: int, want: int) -> None:
+        self.fd, self.buffer, self.at, self.want = fd, buffer, at, want
+
+    def read(self) -> bytes:
+        """The block: its buffer, made ``want`` bytes long and read into (shorter at the end)."""
+        buffer, want = _sized(self.buffer, self.want), self.want
+        got = 0
+        with memoryview(buffer) as view:
+            while got < want:
+                n = os.preadv(self.fd, [view[got:]], self.at + got)
+                if n <= 0:  # the file was cut short since its size was looked up
+                    break
+                got += n
+        if got < want:
+            del buffer[got:]
+        # A bytearray has every method of bytes that a block is read with.
+        return cast("bytes", buffer)
+
+
+def _read(block: bytes | _Read) -> bytes:
+    """``block``, read if it is a :class:`_Read`."""
+    return block.read() if isinstance(block, _Read) else block
+
+
 def _read_into(stream: BinaryIO, buffer: bytearray, want: int) -> bytearray:
     """``buffer``, made ``want`` bytes long and filled from ``stream`` (shorter at its end)."""
-    if len(buffer) < want:
-        buffer.extend(bytes(want - len(buffer)))
-    elif len(buffer) > want:
-        del buffer[want:]
+    _sized(buffer, want)
     got = cast("io.BufferedReader", stream).readinto(buffer)
     if got < want:
         del buffer[got:]
+    return buffer
+
+
+def _sized(buffer: bytearray, size: int) -> bytearray:
+    """``buffer``, made ``size`` bytes long (what it held is to be read over)."""
+    if len(buffer) < size:
+        buffer.extend(bytes(size - len(buffer)))
+    elif len(buffer) > size:
+        del buffer[size:]
     return buffer
 
 
@@ -788,7 +873,7 @@ class _Scanner:
     def read(self, stream: BinaryIO, progress: Callable[[int], None] | None) -> ScanResult:
         """Scan ``stream`` to its end, in blocks searched ahead (see :func:`_searched_ahead`)."""
         size = 0
-        blocks = _blocks(stream, progress)
+        blocks = _reads(stream, progress)
         errors = self.tally is not None  # the tally's unknown shapes: see _error_lines
         for block, read, found in _searched_ahead(blocks, self.needles, errors=errors):
             size += read

@@ -321,6 +321,28 @@ def test_blocks_searched_ahead_give_what_blocks_searched_in_turn_give(monkeypatc
     }
 
 
+def test_a_file_read_and_searched_ahead_gives_what_a_stream_searched_in_turn_gives(
+    monkeypatch, tmp_path
+):
+    """A file on disk has its blocks read at their offsets by the worker that searches them,
+    up to two blocks ahead of the one matched, into buffers that take turns: the counts, line
+    numbers and windows are those of the same bytes read from a stream, block after block."""
+    text = _log(_GATED, _SIZE_MISMATCH, _GATED, SEED_MESSAGE, _SIZE_MISMATCH, before=40, after=40)
+    path = tmp_path / "app.log"
+    path.write_bytes(text.encode())
+
+    def from_file(text: str):
+        with path.open("rb") as file:
+            assert errkb.scan._plain_file(file)[0] is not None  # the way under test is taken
+            result = scan_stream(file)
+        return [(g.record.id, g.count, g.first_lines) for g in result.groups]
+
+    on_disk = _ahead_and_in_turn(monkeypatch, text, (7, 301, 1000), from_file)
+    streamed = _ahead_and_in_turn(monkeypatch, text, (7, 301, 1000), _found)
+    assert on_disk[True, 1000]
+    assert on_disk == streamed
+
+
 def test_a_fleet_part_searched_ahead_is_the_part_searched_in_turn(monkeypatch):
     """A fleet scan also reads the lines that look like errors no record knows; with a second
     CPU the worker finds their words with the needles, and what a block's last lines held is
