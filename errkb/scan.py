@@ -51,6 +51,7 @@ import gzip
 import io
 import os
 import stat
+import threading
 from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, cast
@@ -399,19 +400,71 @@ _SPLIT_MIN = 1 << 20
 _HALVES, _AHEAD = "errkb-scan", "errkb-ahead"
 #: Each worker thread by name, and the process it was started in (a forked child starts its
 #: own: a thread inherited through ``fork`` never runs).
-_WORKERS: dict[str, tuple[int, Any]] = {}
+_WORKERS: dict[str, tuple[int, _Worker | None]] = {}
 
 
-def _worker(name: str) -> Any:
+def _worker(name: str) -> _Worker | None:
     """This process's worker thread ``name``, started on first use; None with a single CPU."""
     pid = os.getpid()
     worker = _WORKERS.get(name)
     if worker is None or worker[0] != pid:
-        from concurrent.futures import ThreadPoolExecutor
-
-        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=name) if _cpus() >= 2 else None
-        worker = _WORKERS[name] = (pid, pool)
+        worker = _WORKERS[name] = (pid, _Worker(name) if _cpus() >= 2 else None)
     return worker[1]
+
+
+class _Worker:
+    """A thread that runs what it is given, in turn: ``ThreadPoolExecutor(1)``'s ``submit``.
+
+    Without ``concurrent.futures``, whose import (with ``logging``'s) was 3 ms of a scan's
+    start. A daemon: it waits for work between scans, and never holds up the interpreter's
+    exit.
+    """
+
+    def __init__(self, name: str) -> None:
+        from queue import SimpleQueue
+
+        self._jobs: SimpleQueue[_Job] = SimpleQueue()
+        threading.Thread(target=self._run, name=name, daemon=True).start()
+
+    def submit(self, function: Callable[..., Any], *args: Any) -> _Job:
+        """Run ``function(*args)`` in the thread after what was given before; its job."""
+        job = _Job(function, args)
+        self._jobs.put(job)
+        return job
+
+    def _run(self) -> None:
+        while True:
+            self._jobs.get().run()
+
+
+class _Job:
+    """What :meth:`_Worker.submit` was given; :meth:`result` waits for it to be done."""
+
+    __slots__ = ("_args", "_done", "_error", "_function", "_value")
+
+    def __init__(self, function: Callable[..., Any], args: tuple[Any, ...]) -> None:
+        self._function, self._args = function, args
+        self._value: Any = None
+        self._error: BaseException | None = None
+        self._done = threading.Lock()
+        self._done.acquire()  # released when the job has run
+
+    def run(self) -> None:
+        try:
+            self._value = self._function(*self._args)
+        except BaseException as exc:  # raised again where the result is asked for
+            self._error = exc
+        finally:
+            self._function = self._args = None  # type: ignore[assignment]  # a block's views go
+            self._done.release()
+
+    def result(self) -> Any:
+        """What the function returned, once it has run; what it raised is raised here."""
+        with self._done:
+            pass
+        if self._error is not None:
+            raise self._error
+        return self._value
 
 
 def _cpus() -> int:

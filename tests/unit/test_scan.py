@@ -631,3 +631,15 @@ def test_a_forked_child_searches_with_a_worker_of_its_own():
         os._exit(0 if errkb.scan._found(find, block) == expected else 1)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_a_worker_runs_jobs_in_turn_and_raises_their_errors_where_results_are_asked():
+    worker = errkb.scan._Worker("errkb-test")
+    ran: list[int] = []
+    jobs = [worker.submit(ran.append, n) for n in range(50)]
+    failed = worker.submit(int, "not a number")
+    assert [job.result() for job in jobs] == [None] * 50
+    assert ran == list(range(50))
+    with pytest.raises(ValueError, match="not a number"):
+        failed.result()
+    assert worker.submit(sum, [1, 2]).result() == 3
