@@ -735,31 +735,39 @@ def _decode(line: bytes) -> str:
 
 
 class _After:
-    """The lines of a window after its first: read from the block once, unprefixed as needed.
+    """The lines of a window after its first: read from the block as asked, unprefixed.
 
     At most :data:`WINDOW_LINES` lines and :data:`WINDOW_BYTES` bytes after the line ending
     at ``end``, each without the log ``prefix`` of the first line (see :func:`_without_prefix`).
+    A window is mostly decided by its first few lines: a line is decoded when it is asked for.
     """
 
     def __init__(self, block: bytes, end: int, prefix: str) -> None:
-        data = block[end + 1 : end + 1 + WINDOW_BYTES]
-        lines = (
-            data.decode("utf-8", "replace").split("\n", WINDOW_LINES)[:WINDOW_LINES] if data else []
-        )
-        if lines and len(lines) < WINDOW_LINES and data.endswith(b"\n"):
-            lines.pop()  # the end of the last line, not a line
-        self._raw, self._prefix = lines, prefix
+        self._data = block[end + 1 : end + 1 + WINDOW_BYTES]
+        self._prefix = prefix
+        self._at = 0  # where the next line to decode starts in _data
         self._done: list[str] = []
+        self._size: int | None = None
 
     def __len__(self) -> int:
-        return len(self._raw)
+        if self._size is None:
+            data = self._data
+            lines = data.count(b"\n") + 1 if data else 0  # the last one cut by WINDOW_BYTES
+            if lines and data.endswith(b"\n"):
+                lines -= 1  # the end of the last line, not a line
+            self._size = min(lines, WINDOW_LINES)
+        return self._size
 
     def head(self, count: int) -> list[str]:
         """The first ``count`` lines (fewer where the window ends)."""
-        while len(self._done) < min(count, len(self._raw)):
-            line = self._raw[len(self._done)].rstrip("\r")
-            self._done.append(_without_prefix(line, self._prefix))
-        return self._done[:count]
+        data, done = self._data, self._done
+        while len(done) < min(count, WINDOW_LINES) and self._at < len(data):
+            end = data.find(b"\n", self._at)
+            end = len(data) if end < 0 else end
+            line = data[self._at : end].decode("utf-8", "replace").rstrip("\r")
+            done.append(_without_prefix(line, self._prefix))
+            self._at = end + 1
+        return done[:count]
 
 
 # Where a log prefix may end: what may come before an exception class (see parse.class_at).
@@ -1082,7 +1090,7 @@ class _Scanner:
         while True:
             window = "\n".join([subject, *after.head(count)])
             hits = [(record, self._hit(record, window, len(subject))) for record in starting]
-            if count >= len(after) or not any(hit is not None and hit.partial for _, hit in hits):
+            if not any(hit is not None and hit.partial for _, hit in hits) or count >= len(after):
                 return window, tuple(record for record, hit in hits if hit is not None)
             count *= 2
 

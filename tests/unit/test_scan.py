@@ -643,3 +643,33 @@ def test_a_worker_runs_jobs_in_turn_and_raises_their_errors_where_results_are_as
     with pytest.raises(ValueError, match="not a number"):
         failed.result()
     assert worker.submit(sum, [1, 2]).result() == 3
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    data=st.binary(max_size=120).map(lambda b: b.replace(b"\x00", b"\n")),
+    lines=st.integers(1, 6),
+    prefix=st.sampled_from(["", "E: ", "\xff"]),
+    asked=st.lists(st.integers(0, 8), max_size=4),
+)
+def test_a_window_reads_the_lines_after_its_first_as_they_are_asked_for(data, lines, prefix, asked):
+    """Each line decoded when first asked for: the window's lines are the bytes after the first
+    line's end split at newlines (the end of the last line is not one), WINDOW_LINES at most."""
+    block = b"first line\n" + data
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(errkb.scan, "WINDOW_LINES", lines)
+        after = errkb.scan._After(block, len(b"first line"), prefix)
+        _check_window(after, data, lines, prefix, asked)
+
+
+def _check_window(after, data, lines, prefix, asked):
+    pieces = data.split(b"\n")
+    if pieces[-1] == b"":
+        pieces.pop()
+    expected = [
+        errkb.scan._without_prefix(p.decode("utf-8", "replace").rstrip("\r"), prefix)
+        for p in pieces[:lines]
+    ]
+    for count in [*asked, lines + 1]:
+        assert after.head(count) == expected[:count]
+    assert len(after) == len(expected)
