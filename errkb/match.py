@@ -94,6 +94,8 @@ import itertools
 import re
 import sys
 import threading
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from errkb._attrs import attrs
@@ -124,7 +126,7 @@ from errkb._patterns import (
 from errkb.records import SITE_TAG, RecordRef
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Mapping, Sequence
+    from collections.abc import Callable, Iterable, Iterator, Sequence
 
     import regex
 
@@ -630,7 +632,7 @@ class Matcher:
                     _Held(whole, whole.library, hit, score, bonus, worded, classes, shown, entry)
                 )
             else:
-                captures = {} if hit is None else _captures(hit)
+                captures = _NO_CAPTURES if hit is None else _Captures(hit)
                 found.append(Match(record=whole, captures=captures, score=score, site=bonus))
         if not found and raised_at is None:  # most messages: nothing to rank or fold
             return []
@@ -1125,7 +1127,7 @@ class _Held(NamedTuple):
     def built(self) -> Match:
         """The match, with its captures and its text as the user should read it."""
         record = _shown(self.record, self.classes, self.shown) if self.shown else self.record
-        captures = {} if self.hit is None else _captures(self.hit)
+        captures = _NO_CAPTURES if self.hit is None else _Captures(self.hit)
         if self.worded:
             record = _documented(record, captures)
         return Match(record=record, captures=captures, score=self.score, site=self.site)
@@ -1196,6 +1198,47 @@ def _place(record: Record) -> str:
         return where
     read = [release for release, path, line in v.placed() if f"{path}:{line}" == where]
     return f"{where} ({v.distribution} {read[-1]})" if read else where
+
+
+class _Captures(Mapping[str | int, object]):
+    """A match's captures (:attr:`Match.captures`), typed when first read.
+
+    A lookup or a scan line makes a Match of every record it finds, and most are ranked and
+    never read (typing each group cost a seventh of a lookup's Python).
+    """
+
+    __slots__ = ("_hit", "_typed")
+
+    def __init__(self, hit: regex.Match[str]) -> None:
+        self._hit: regex.Match[str] | None = hit
+        self._typed: dict[str | int, object] | None = None
+
+    def _values(self) -> dict[str | int, object]:
+        typed = self._typed
+        if typed is None:
+            hit = self._hit
+            typed = self._typed = _captures(hit) if hit is not None else {}
+            self._hit = None  # the message and the pattern are let go
+        return typed
+
+    def __getitem__(self, key: str | int) -> object:
+        return self._values()[key]
+
+    def __iter__(self) -> Iterator[str | int]:
+        return iter(self._values())
+
+    def __len__(self) -> int:
+        return len(self._values())
+
+    def __repr__(self) -> str:
+        return repr(self._values())
+
+    def __reduce__(self) -> tuple[type[dict[str | int, object]], tuple[dict[str | int, object]]]:
+        return dict, (self._values(),)  # pickled as the dict it stands for
+
+
+#: The captures of a match without groups read (a literal run's, a raise site's).
+_NO_CAPTURES: Mapping[str | int, object] = MappingProxyType({})
 
 
 def _captures(hit: regex.Match[str]) -> dict[str | int, object]:

@@ -777,3 +777,23 @@ def test_folded_mined_matches_keep_the_ranking_order_and_are_never_made(monkeypa
         dict(found.captures),
     )
     assert 1 == len(read)
+
+
+def test_captures_are_typed_when_read_and_stand_for_a_dict():
+    """A match's captures are typed on first reading (most matches are ranked, never read);
+    they compare, print and pickle as the dict of typed groups."""
+    import json
+    import pickle
+
+    registry = registry_from_dicts(
+        [record_dict(id="n", messagePattern=r"blocks (?P<n>\d+) of (?P<size>[\d.]+) (\w+)")]
+    )
+    [match] = registry.matcher.match("blocks 12 of 0.5 GiB")
+    expected = {"n": 12, "size": 0.5, 3: "GiB"}
+    assert match.captures == expected
+    assert dict(match.captures) == expected
+    assert repr(match.captures) == repr(expected)
+    assert pickle.loads(pickle.dumps(match.captures)) == expected
+    assert json.dumps({str(k): v for k, v in match.captures.items()}) == json.dumps(
+        {str(k): v for k, v in expected.items()}
+    )
