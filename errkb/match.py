@@ -237,6 +237,10 @@ class ClassSpec:
 
     mro: tuple[tuple[str, str], ...]
     resolved: bool
+    # Each record's class part, by its errorClass and errorClasses: read once per spec.
+    _levels: dict[tuple[str | None, Sequence[str]], float | None] = attrs.field(
+        factory=dict, init=False, eq=False, repr=False
+    )
 
     @classmethod
     def of(cls, error_class: type[BaseException] | str | None) -> ClassSpec | None:
@@ -244,14 +248,22 @@ class ClassSpec:
 
         A name is resolved without importing anything: a builtin, or a class of a module that
         is already imported. Other names stay names (never imported: the text is untrusted).
+        The spec of a builtin class is made once (with the levels read of it, see
+        :meth:`level`): a scan asks for ``ValueError``'s at every line that names it.
         """
         if error_class is None:
             return None
+        kept = _BUILTIN_SPECS.get(error_class)
+        if kept is not None:
+            return kept
         if isinstance(error_class, type):
-            return cls(
+            spec = cls(
                 mro=tuple((c.__module__, c.__qualname__) for c in error_class.__mro__),
                 resolved=True,
             )
+            if error_class.__module__ == "builtins" and len(_BUILTIN_SPECS) < _BUILTIN_KEPT:
+                _BUILTIN_SPECS[error_class] = _BUILTIN_SPECS[error_class.__qualname__] = spec
+            return spec
         found = _resolve(error_class)
         if found is not None:
             return cls.of(found)
@@ -264,6 +276,14 @@ class ClassSpec:
         ``record_class`` is the record's ``errorClass``, ``also`` its ``errorClasses``. See the
         module docstring for the rule: exact > alias > base or declared > unresolved.
         """
+        key = (record_class, tuple(also))
+        levels = self._levels
+        if key in levels:
+            return levels[key]
+        found = levels[key] = self._level(record_class, also)
+        return found
+
+    def _level(self, record_class: str | None, also: Sequence[str]) -> float | None:
         if record_class is None and not also:
             return _NO_CLASS
         best: float | None = None
@@ -290,6 +310,11 @@ class ClassSpec:
         if rec_module in ("", "builtins") or rec_module.split(".")[0] == own_package:
             return _UNRESOLVED
         return _UNKNOWN
+
+
+#: The specs of builtin exception classes, by class and by name (see ClassSpec.of).
+_BUILTIN_SPECS: dict[type[BaseException] | str, ClassSpec] = {}
+_BUILTIN_KEPT = 256
 
 
 def _resolve(name: str) -> type[BaseException] | None:

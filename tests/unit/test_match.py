@@ -797,3 +797,17 @@ def test_captures_are_typed_when_read_and_stand_for_a_dict():
     assert json.dumps({str(k): v for k, v in match.captures.items()}) == json.dumps(
         {str(k): v for k, v in expected.items()}
     )
+
+
+def test_a_builtin_class_spec_is_made_once_and_reads_each_records_level_once(monkeypatch):
+    """A scan asks for ValueError's spec at every line that names it, and for the level of the
+    same records again and again: both are kept, and give what a fresh reading gives."""
+    import errkb.match
+
+    spec = ClassSpec.of("ValueError")
+    assert spec is ClassSpec.of(ValueError) is ClassSpec.of("builtins.ValueError")
+    fresh = ClassSpec(mro=spec.mro, resolved=True)
+    cases = [("ValueError", ()), ("Exception", ()), ("KeyError", ["ValueError"]), (None, ())]
+    assert [spec.level(c, a) for c, a in cases] == [fresh.level(c, a) for c, a in cases]
+    monkeypatch.setattr(errkb.match, "_relation", lambda *a: pytest.fail("read again"))
+    assert [spec.level(c, a) for c, a in cases] == [fresh.level(c, tuple(a)) for c, a in cases]
