@@ -31,15 +31,23 @@ from __future__ import annotations
 import functools
 import re
 from collections import Counter
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from errkb._lazy_regex import lazy_re
-from errkb._patterns import known_newline
+from errkb._patterns import best_set, head_pattern, known_newline, literal_sets
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
 
-__all__ = ["FindPlan", "first_line", "first_newline", "line_around", "spans_lines"]
+__all__ = [
+    "FindPlan",
+    "NeedlePlan",
+    "first_line",
+    "first_newline",
+    "line_around",
+    "plan_needles",
+    "spans_lines",
+]
 
 #: The share of a log's bytes that the rare-byte pass may stop at.
 RARE_SHARE = 1 / 4096
@@ -60,6 +68,129 @@ def _pass_cost(length: int) -> float:
 
 
 Span = tuple[int, int]
+# A record as the needles are chosen for it: its pattern, the literal sets of its pattern's head
+# (errkb.records.RecordRef.literal_sets), and whether it is retired.
+Row = tuple[str, "tuple[tuple[str, ...], ...] | None", bool]
+
+
+class NeedlePlan(NamedTuple):
+    """What a scan looks for in a log, chosen from its records (see :func:`plan_needles`).
+
+    Records are named by their place in the rows the plan was made from (a records index
+    keeps the plan of its rows: see :mod:`errkb.packs`).
+    """
+
+    #: The byte strings to look for: a line that holds none is passed over.
+    needles: tuple[bytes, ...]
+    #: The records whose pattern runs over lines, by the literal their first line holds.
+    spanning: dict[str, list[int]]
+    #: Those whose first line holds no literal to look for: tried on every line.
+    anywhere: list[int]
+    #: The records with no literal to look for, searched for over each block whole.
+    unfindable: list[int]
+
+    def to_json(self) -> dict[str, object]:
+        """As a records index keeps it (the needles are UTF-8 text: trimming keeps them so)."""
+        return {
+            "needles": [n.decode("utf-8") for n in self.needles],
+            "spanning": self.spanning,
+            "anywhere": self.anywhere,
+            "unfindable": self.unfindable,
+        }
+
+    @classmethod
+    def from_json(cls, data: object, rows: int) -> NeedlePlan | None:
+        """The plan :meth:`to_json` wrote for ``rows`` rows; None where it is not one."""
+        try:
+            needles = tuple(n.encode("utf-8") for n in data["needles"])  # type: ignore[index]
+            spanning = {str(k): list(v) for k, v in data["spanning"].items()}  # type: ignore[index]
+            anywhere, unfindable = list(data["anywhere"]), list(data["unfindable"])  # type: ignore[index]
+        except (TypeError, KeyError, AttributeError, UnicodeError):
+            return None
+        named = [r for rs in (*spanning.values(), anywhere, unfindable) for r in rs]
+        if not all(type(r) is int and 0 <= r < rows for r in named):
+            return None
+        return cls(needles, spanning, anywhere, unfindable)
+
+
+def plan_needles(rows: Iterable[Row]) -> NeedlePlan:
+    """The needles for records, and those of them a needle does not find alone.
+
+    Each record contributes the longest literal its pattern requires (or, when its literals
+    are alternatives, all of them). A record whose pattern runs over lines contributes the one
+    that the line its match starts on must hold (see :func:`first_line`), or, when the pattern
+    does not tell, every literal it requires: its message is found when the line it starts on
+    holds one. A needle is trimmed of the spaces and punctuation at its ends (see
+    :func:`_trimmed`); one that contains another is dropped, and so is one that spans lines (no
+    single line can hold it). A retired record contributes nothing.
+    """
+    needles: set[bytes] = set()
+    spanning: dict[str, list[int]] = {}
+    anywhere: list[int] = []
+    unfindable: list[int] = []
+    for row, (pattern, literals, retired) in enumerate(rows):
+        if retired:
+            continue
+        sets = _usable(literals)
+        if spans_lines(pattern):
+            chosen = _choose(_first_line_sets(pattern)) or {
+                x for s in sets for x in s if "\n" not in x
+            }
+            for literal in sorted(chosen):
+                spanning.setdefault(literal, []).append(row)
+            needles.update(x.encode() for x in chosen)
+            if chosen:
+                continue
+            anywhere.append(row)
+        chosen = _choose(sets)
+        if chosen:
+            needles.update(x.encode() for x in chosen)
+        else:
+            unfindable.append(row)
+    kept: list[bytes] = []
+    for needle in sorted(set(map(_trimmed, needles)), key=lambda n: (len(n), n)):
+        # find, not `in`: bytes' `in` tries its operand as an integer first, and makes and
+        # drops a TypeError each time (9 ms of a scan's start for 200 needles).
+        if b"\n" not in needle and all(needle.find(k) < 0 for k in kept):
+            kept.append(needle)
+    return NeedlePlan(tuple(kept), spanning, anywhere, unfindable)
+
+
+def _trimmed(needle: bytes) -> bytes:
+    """``needle`` without the spaces and punctuation at its ends, when enough is left.
+
+    What remains is in every line the needle is in. The automaton's SIMD search first looks
+    for a needle's opening bytes: a space or a bracket opens far more places in a log than a
+    letter does (a quarter of the search's time on the benchmark's log).
+    """
+    trimmed = needle.strip(_EDGE_BYTES)
+    return trimmed if len(trimmed) >= _TRIMMED_MIN else needle
+
+
+_EDGE_BYTES = bytes(b for b in range(128) if not chr(b).isalnum() and b != ord("_"))
+_TRIMMED_MIN = 5
+
+
+def _usable(sets: tuple[tuple[str, ...], ...] | None) -> list[tuple[str, ...]]:
+    """The any-of sets whose every literal is long enough to be worth looking for."""
+    return [s for s in sets or () if min(len(x) for x in s) >= 3]
+
+
+def _choose(sets: list[tuple[str, ...]]) -> set[str]:
+    """The needles for a record: its longest required literal, else its best any-of set."""
+    singles = [s[0] for s in sets if len(s) == 1]
+    if singles:
+        return {max(singles, key=len)}
+    return set(best_set(sets) or ())
+
+
+def _first_line_sets(pattern: str) -> list[tuple[str, ...]]:
+    """What the line a match of ``pattern`` starts on must hold, whole or cut after its head."""
+    part = first_line(pattern)
+    head = head_pattern(pattern)
+    if part is not None and head is not None and len(head) < len(part):
+        part = head  # both are the start of the pattern: the shorter asks less
+    return _usable(literal_sets(part)) if part else []
 
 
 class FindPlan:

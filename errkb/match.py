@@ -130,6 +130,7 @@ if TYPE_CHECKING:
 
     import regex
 
+    from errkb._scanplan import NeedlePlan
     from errkb.records import Listed, Record
 
 __all__ = [
@@ -515,6 +516,14 @@ class LazyRefs(Protocol):
 
     def find(self, key: str) -> RecordRef | None:
         """The ref of the record with this id, else of the first with this slug."""
+        ...
+
+    def ref_at(self, row: int) -> RecordRef:
+        """The ref of the record on ``row``."""
+        ...
+
+    def needle_plan(self) -> NeedlePlan | None:
+        """What a scan looks for in these records, when the index keeps it."""
         ...
 
 

@@ -57,6 +57,7 @@ from errkb.records._files import is_pack, json_items
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator, Sequence
 
+    from errkb._scanplan import NeedlePlan
     from errkb.records import Record
 
     #: What a word meets in an index, as LazyPack._word gives it.
@@ -264,6 +265,9 @@ class LazyPack:
         # (errkb._patterns.literal_sets, errkb._scanplan.first_newline): what a lookup's
         # searches and a scan's needles read of it.
         self._readings = readings
+        # What a scan looks for in these records, when the index keeps it (the hand-written
+        # records'): errkb._scanplan.NeedlePlan as JSON, decoded when a scan asks.
+        self._needles: Any = table.get("needles")
         self._always: list[int] = table["always"]
         self._written: list[int] = table["written"]  # the rows not tagged mined
         self._sited: list[int] = table["sited"]  # ...of those, the rows with sitePatterns
@@ -481,6 +485,18 @@ class LazyPack:
         kept.sort()
         entry = self._entry
         return [entry(row)[0] for row in kept]
+
+    def ref_at(self, row: int) -> RecordRef:
+        """The ref of the record on ``row`` (the index's order)."""
+        return self._entry(row)[0]
+
+    def needle_plan(self) -> NeedlePlan | None:
+        """What a scan looks for in these records, as the index keeps it; None: not kept."""
+        if self._needles is None:
+            return None
+        from errkb._scanplan import NeedlePlan
+
+        return NeedlePlan.from_json(self._needles, len(self))
 
     def refs(self) -> list[RecordRef]:
         """Every ref of the packs, in order (read once, then kept)."""
@@ -860,9 +876,12 @@ def _write_index(
     table["second"] = numbers.add(seconds, _width(seconds))
     if sets:
         from errkb._patterns import literal_sets, pattern_facts
-        from errkb._scanplan import first_newline
+        from errkb._scanplan import first_newline, plan_needles
 
         table["sets"] = [ref.literal_sets() for ref in refs]
+        table["needles"] = plan_needles(
+            (ref.message_pattern, ref.literal_sets(), ref.retired) for ref in refs
+        ).to_json()
         table["facts"] = [pattern_facts(ref.message_pattern) for ref in refs]
         table["readings"] = numbers.texts(
             [

@@ -21,8 +21,9 @@ from errkb.exceptions import RecordError, RegistryError
 from errkb.records import Record, RecordRef, load_refs
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator
+    from collections.abc import Callable, Iterable, Iterator
 
+    from errkb._scanplan import NeedlePlan
     from errkb.match import LazyRefs, Matcher
     from errkb.records import Listed
 
@@ -185,6 +186,18 @@ class Registry:
                     kept += [r for pack in self._lazy for r in pack.written_refs()]
                     self._written = Registry(kept, self.problems)
             return self._written
+
+    def needle_plan(self) -> tuple[NeedlePlan, Callable[[int], RecordRef]] | None:
+        """What a scan looks for in these records, as their index keeps it, and their refs by row.
+
+        None unless the records are exactly one index's (the hand-written records' are: see
+        :meth:`hand_written`) and it keeps a plan.
+        """
+        if self._eager or len(self._lazy) != 1:
+            return None
+        [pack] = self._lazy
+        plan = pack.needle_plan()
+        return None if plan is None else (plan, pack.ref_at)
 
     @property
     def matcher(self) -> Matcher:

@@ -61,21 +61,18 @@ from errkb._env import text as env_text
 from errkb._lazy_regex import regex_errors
 from errkb._patterns import (
     PatternTimeoutError,
-    best_set,
     compile_pattern,
     cut_pattern,
-    head_pattern,
     head_regex,
-    literal_sets,
     search,
     search_prefix,
 )
-from errkb._scanplan import FindPlan, first_line, line_around, spans_lines
+from errkb._scanplan import FindPlan, NeedlePlan, line_around, plan_needles
 from errkb.exceptions import UsageError
 from errkb.parse import class_at, log_prefix
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Iterator
+    from collections.abc import Callable, Iterable, Iterator, Sequence
 
     import regex
 
@@ -168,60 +165,40 @@ class ScanResult:
 
 
 class _Needles:
-    """The byte strings to look for, and the records with no literal to look for.
+    """The byte strings to look for, and the records a needle does not find alone.
 
-    Each record contributes the longest literal its pattern requires (or, when its literals
-    are alternatives, all of them). A record whose pattern runs over lines contributes the one
-    that the line its match starts on must hold (see :func:`errkb._scanplan.first_line`), or,
-    when the pattern does not tell, every literal it requires: its message is found when the
-    line it starts on holds one. A needle that contains another is dropped, and so is one that
-    spans lines (no single line can hold it). With the ``fast`` extra installed (ahocorasick-rs) one automaton
-    finds every needle in a single pass over a block. Otherwise, on a large log, a plan made
-    from its first block (:mod:`errkb._scanplan`) finds them in fewer ``bytes.find`` passes
-    than there are needles; a small text gets a pass per needle.
+    Chosen from the records as :func:`errkb._scanplan.plan_needles` says, or read from the
+    records index that holds them (the shipped records'). With the ``fast`` extra installed
+    (ahocorasick-rs) one automaton finds every needle in a single pass over a block.
+    Otherwise, on a large log, a plan made from its first block (:mod:`errkb._scanplan`) finds
+    them in fewer ``bytes.find`` passes than there are needles; a small text gets a pass per
+    needle.
     """
 
-    def __init__(self, records: Iterable[RecordRef], *, engine: str | None = None) -> None:
-        needles: set[bytes] = set()
-        self.unfindable: list[regex.Pattern[bytes]] = []
+    def __init__(
+        self,
+        plan: NeedlePlan,
+        record: Callable[[int], RecordRef],
+        *,
+        engine: str | None = None,
+    ) -> None:
         #: The records whose pattern runs over lines, by the literal their first line holds.
-        self.spanning: dict[str, list[RecordRef]] = {}
+        self.spanning = {k: [record(row) for row in rows] for k, rows in plan.spanning.items()}
         #: Those whose first line holds no literal to look for: tried on every line.
-        self.spanning_anywhere: list[RecordRef] = []
-        for record in records:
-            if record.retired:
-                continue
-            sets = _usable(record.literal_sets())
-            if spans_lines(record.message_pattern):
-                chosen = _choose(_first_line_sets(record.message_pattern)) or {
-                    x for s in sets for x in s if "\n" not in x
-                }
-                for literal in chosen:
-                    self.spanning.setdefault(literal, []).append(record)
-                needles.update(x.encode() for x in chosen)
-                if chosen:
-                    continue
-                self.spanning_anywhere.append(record)
-            chosen = _choose(sets)
-            if chosen:
-                needles.update(x.encode() for x in chosen)
-                continue
-            import regex  # a record without a literal to look for: rare
-
-            try:
-                self.unfindable.append(regex.compile(record.message_pattern.encode()))
-            except regex.error:
-                continue  # not expressible over bytes; lookups still find it through the index
-        kept: list[bytes] = []
-        for needle in sorted(set(map(_trimmed, needles)), key=len):
-            # find, not `in`: bytes' `in` tries its operand as an integer first, and makes and
-            # drops a TypeError each time (9 ms of a scan's start for 200 needles).
-            if b"\n" not in needle and all(needle.find(k) < 0 for k in kept):
-                kept.append(needle)
-        self.needles = tuple(kept)
+        self.spanning_anywhere = [record(row) for row in plan.anywhere]
+        self.unfindable = [
+            found for found in map(_over_bytes, map(record, plan.unfindable)) if found is not None
+        ]
+        self.needles = plan.needles
         self.engine, self._automaton = _automaton(self.needles, engine)
         self._plan = FindPlan(self.needles)
         self._sampled = False  # whether the plan was made from a large enough block
+
+    @classmethod
+    def of(cls, records: Sequence[RecordRef], *, engine: str | None = None) -> _Needles:
+        """The needles of ``records``, chosen now."""
+        rows = ((r.message_pattern, r.literal_sets(), r.retired) for r in records)
+        return cls(plan_needles(rows), records.__getitem__, engine=engine)
 
     def starting(self, line: str) -> tuple[RecordRef, ...]:
         """The records whose pattern runs over lines that ``line`` may start a match of."""
@@ -272,41 +249,14 @@ class _Needles:
         return sorted(spans)
 
 
-def _trimmed(needle: bytes) -> bytes:
-    """``needle`` without the spaces and punctuation at its ends, when enough is left.
+def _over_bytes(record: RecordRef) -> regex.Pattern[bytes] | None:
+    """The record's pattern compiled over bytes; None where it cannot be (lookups find it)."""
+    import regex  # a record without a literal to look for: rare
 
-    What remains is in every line the needle is in. The automaton's SIMD search first looks
-    for a needle's opening bytes: a space or a bracket opens far more places in a log than a
-    letter does (a quarter of the search's time on the benchmark's log).
-    """
-    trimmed = needle.strip(_EDGE_BYTES)
-    return trimmed if len(trimmed) >= _TRIMMED_MIN else needle
-
-
-_EDGE_BYTES = bytes(b for b in range(128) if not chr(b).isalnum() and b != ord("_"))
-_TRIMMED_MIN = 5
-
-
-def _usable(sets: tuple[tuple[str, ...], ...] | None) -> list[tuple[str, ...]]:
-    """The any-of sets whose every literal is long enough to be worth looking for."""
-    return [s for s in sets or () if min(len(x) for x in s) >= 3]
-
-
-def _choose(sets: list[tuple[str, ...]]) -> set[str]:
-    """The needles for a record: its longest required literal, else its best any-of set."""
-    singles = [s[0] for s in sets if len(s) == 1]
-    if singles:
-        return {max(singles, key=len)}
-    return set(best_set(sets) or ())
-
-
-def _first_line_sets(pattern: str) -> list[tuple[str, ...]]:
-    """What the line a match of ``pattern`` starts on must hold, whole or cut after its head."""
-    part = first_line(pattern)
-    head = head_pattern(pattern)
-    if part is not None and head is not None and len(head) < len(part):
-        part = head  # both are the start of the pattern: the shorter asks less
-    return _usable(literal_sets(part)) if part else []
+    try:
+        return regex.compile(record.message_pattern.encode())
+    except regex.error:
+        return None
 
 
 #: The engines that find needles: one automaton pass (the ``fast`` extra), or a pass a needle.
@@ -903,7 +853,7 @@ class _Scanner:
     ) -> None:
         registry = registry.hand_written()
         self.matcher = registry.matcher
-        self.needles = needles or _Needles(registry.refs, engine=engine)
+        self.needles = needles or _Needles.of(registry.refs, engine=engine)
         self.counter = _Counter()
         #: What a fleet scan keeps besides the counts: times, hosts, unknown shapes.
         self.tally = tally
@@ -1592,7 +1542,13 @@ def _needles_for(registry: Registry, engine: str | None) -> _Needles:
     if kept is None or kept[0] is not written:
         if len(_KEPT_NEEDLES) >= 4:
             _KEPT_NEEDLES.clear()
-        kept = _KEPT_NEEDLES[key] = (written, _Needles(written.refs, engine=engine))
+        planned = written.needle_plan()  # the shipped records' index keeps it
+        needles = (
+            _Needles(*planned, engine=engine)
+            if planned is not None
+            else _Needles.of(written.refs, engine=engine)
+        )
+        kept = _KEPT_NEEDLES[key] = (written, needles)
     return kept[1]
 
 

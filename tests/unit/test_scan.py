@@ -7,6 +7,7 @@ from helpers import NO_BLOCKS_MESSAGE, NOISE, SEED_MESSAGE, serve_log
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import errkb._scanplan
 import errkb.scan
 from errkb._scanplan import FindPlan, first_line, spans_lines
 from errkb.registry import default_registry
@@ -673,3 +674,33 @@ def _check_window(after, data, lines, prefix, asked):
     for count in [*asked, lines + 1]:
         assert after.head(count) == expected[:count]
     assert len(after) == len(expected)
+
+
+def test_the_needles_the_records_index_keeps_are_those_chosen_from_its_records():
+    """The shipped records' index keeps what a scan looks for (made by the records session):
+    the needles and the records they do not find alone are those the records give now."""
+    written = default_registry().hand_written()
+    planned = written.needle_plan()
+    assert planned is not None, "the records index keeps no needles: rebuild it"
+    plan, ref_at = planned
+    rows = [(r.message_pattern, r.literal_sets(), r.retired) for r in written.refs]
+    assert plan == errkb._scanplan.plan_needles(rows)
+    assert plan.spanning  # records over lines are there: the comparison says something
+    assert [ref_at(i).id for i in range(len(rows))] == [r.id for r in written.refs]
+    assert errkb.scan._needles_for(default_registry(), None).needles == plan.needles
+
+
+@pytest.mark.parametrize(
+    "kept",
+    [
+        {"needles": ["abc"], "spanning": {"x": [7]}, "anywhere": [], "unfindable": []},
+        {"needles": ["abc"], "spanning": {}, "anywhere": [-1], "unfindable": []},
+        {"needles": ["abc"], "spanning": {}, "anywhere": [True], "unfindable": []},
+        {"needles": [3], "spanning": {}, "anywhere": [], "unfindable": []},
+        {"needles": ["abc"], "spanning": [], "anywhere": [], "unfindable": []},
+        {"needles": ["abc"], "anywhere": [], "unfindable": []},
+        ["abc"],
+    ],
+)
+def test_needles_kept_that_do_not_name_the_index_s_rows_are_not_a_plan(kept):
+    assert errkb._scanplan.NeedlePlan.from_json(kept, rows=5) is None
