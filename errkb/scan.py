@@ -699,6 +699,9 @@ class _After:
         self._done: list[str] = []
         self._size: int | None = None
 
+    def __bool__(self) -> bool:  # whether a line follows: not counted, as len() would
+        return bool(self._data)
+
     def __len__(self) -> int:
         if self._size is None:
             data = self._data

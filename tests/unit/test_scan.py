@@ -671,6 +671,7 @@ def _check_window(after, data, lines, prefix, asked):
         errkb.scan._without_prefix(p.decode("utf-8", "replace").rstrip("\r"), prefix)
         for p in pieces[:lines]
     ]
+    assert bool(after) is bool(expected)
     for count in [*asked, lines + 1]:
         assert after.head(count) == expected[:count]
     assert len(after) == len(expected)
