@@ -266,8 +266,8 @@ class LazyPack:
         # searches and a scan's needles read of it.
         self._readings = readings
         # What a scan looks for in these records, when the index keeps it (the hand-written
-        # records'): errkb._scanplan.NeedlePlan as JSON, decoded when a scan asks.
-        self._needles: Any = table.get("needles")
+        # records'): errkb._scanplan.NeedlePlan as a JSON text, parsed when a scan asks.
+        self._needles: _Texts | None = table.get("needles")
         self._always: list[int] = table["always"]
         self._written: list[int] = table["written"]  # the rows not tagged mined
         self._sited: list[int] = table["sited"]  # ...of those, the rows with sitePatterns
@@ -492,11 +492,15 @@ class LazyPack:
 
     def needle_plan(self) -> NeedlePlan | None:
         """What a scan looks for in these records, as the index keeps it; None: not kept."""
-        if self._needles is None:
+        if self._needles is None or len(self._needles) != 1:
             return None
         from errkb._scanplan import NeedlePlan
 
-        return NeedlePlan.from_json(self._needles, len(self))
+        try:
+            kept = json.loads(self._needles[0])
+        except ValueError:
+            return None
+        return NeedlePlan.from_json(kept, len(self))
 
     def refs(self) -> list[RecordRef]:
         """Every ref of the packs, in order (read once, then kept)."""
@@ -645,6 +649,9 @@ def _lazy(
         if readings is not None:
             (at, length), starts = readings
             readings = _Texts(mapped, tail + at, length, _ints(numbers, *starts))
+        if table.get("needles") is not None:
+            (at, length), starts = table["needles"]
+            table["needles"] = _Texts(mapped, tail + at, length, _ints(numbers, *starts))
     except (OSError, ValueError, TypeError, RecursionError):
         return None
     if len(lines) != 5 or len({len(column) for column in lines}) != 1:
@@ -879,9 +886,9 @@ def _write_index(
         from errkb._scanplan import first_newline, plan_needles
 
         table["sets"] = [ref.literal_sets() for ref in refs]
-        table["needles"] = plan_needles(
-            (ref.message_pattern, ref.literal_sets(), ref.retired) for ref in refs
-        ).to_json()
+        # A text of the binary tail, as the readings are: parsed only when a scan asks.
+        plan = plan_needles((ref.message_pattern, ref.literal_sets(), ref.retired) for ref in refs)
+        table["needles"] = numbers.texts([json.dumps(plan.to_json(), separators=(",", ":"))])
         table["facts"] = [pattern_facts(ref.message_pattern) for ref in refs]
         table["readings"] = numbers.texts(
             [
