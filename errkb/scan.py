@@ -5,7 +5,11 @@ one any-of set of the literals its pattern requires (see :func:`errkb._patterns.
 the set whose shortest literal is longest. An Aho-Corasick automaton (the ``fast`` extra,
 ahocorasick-rs) finds them all in one pass over a block; without it ``bytes.find`` looks for
 each needle in turn. Only the lines that hold a needle are decoded and matched with the full
-matcher (with the exception class read from the line, as in ``ValueError: ...``). A record
+matcher: with the exception class read from the line (``ValueError: ...``, whatever comes
+before it), or, on a line that names no class, the text after its log prefix
+(:func:`errkb.parse.log_prefix`: vLLM's ``ERROR 11-30 06:00:01 [core.py:41] ``, a process tag,
+a time stamp), as a pasted line is read; the whole line is read after when that finds nothing.
+A record
 with no literal at all is searched with its regex over the block. A line counts for the record
 that ranks first on it (as ``errkb explain`` would rank it). The records looked for are the
 hand-written ones (:meth:`errkb.registry.Registry.hand_written`): the mined packs' messages,
@@ -17,7 +21,8 @@ warnings and log lines among them, explain a failure, not a log.
 literal of the line its message starts on, so that line is found. That line is then also
 matched on a *window*: itself and the lines after it, at most :data:`WINDOW_LINES` lines and
 :data:`WINDOW_BYTES` bytes, each with the log prefix of the first line (what comes before the
-exception class, such as vLLM's ``(EngineCore_0 pid=1) ERROR ... [core.py:41]``) taken off. A
+exception class, or the log prefix of a line without one, such as vLLM's ``(EngineCore_0
+pid=1) ERROR ... [core.py:41]``) taken off. A
 match on the window counts when it starts on that line, and the lines it runs over are part
 of it: they are not matched again. A block's last lines are carried over to the next block,
 so a window never stops at a block's end; the carried part is bounded by the window. A
