@@ -1244,15 +1244,13 @@ class _Captures(Mapping[str | int, object]):
     __slots__ = ("_hit", "_typed")
 
     def __init__(self, hit: regex.Match[str]) -> None:
-        self._hit: regex.Match[str] | None = hit
+        self._hit = hit
         self._typed: dict[str | int, object] | None = None
 
     def _values(self) -> dict[str | int, object]:
         typed = self._typed
-        if typed is None:
-            hit = self._hit
-            typed = self._typed = _captures(hit) if hit is not None else {}
-            self._hit = None  # the message and the pattern are let go
+        if typed is None:  # two threads may type it both: the same dict of the same hit
+            typed = self._typed = _captures(self._hit)
         return typed
 
     def __getitem__(self, key: str | int) -> object:

@@ -57,6 +57,7 @@ import io
 import os
 import stat
 import threading
+from collections import deque
 from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, cast
@@ -447,9 +448,7 @@ def _searched_ahead(
     if searcher is None:
         yield from ((_read(block), read, None) for block, read in blocks)
         return
-    from collections import deque
-
-    # Up to _AHEAD blocks are read and searched ahead of the one matched: the worker's pace
+    # Up to _AHEAD_BLOCKS are read and searched ahead of the one matched: the worker's pace
     # varies (it shares two CPUs with this thread, the halves' worker and the Fix lines' child).
     held: deque[tuple[int, Any]] = deque()
     for block, read in blocks:
@@ -852,16 +851,11 @@ class _Scanner:
     """
 
     def __init__(
-        self,
-        registry: Registry,
-        engine: str | None,
-        *,
-        tally: _Tally | None = None,
-        needles: _Needles | None = None,
+        self, registry: Registry, engine: str | None, *, tally: _Tally | None = None
     ) -> None:
         registry = registry.hand_written()
         self.matcher = registry.matcher
-        self.needles = needles or _Needles.of(registry.refs, engine=engine)
+        self.needles = _needles_for(registry, engine)
         self.counter = _Counter()
         #: What a fleet scan keeps besides the counts: times, hosts, unknown shapes.
         self.tally = tally
@@ -1592,7 +1586,7 @@ def scan_part(
 
     registry = registry or default_registry()
     tally = _Tally(source, start, host, mtime, opened)
-    scanner = _Scanner(registry, engine, tally=tally, needles=_needles_for(registry, engine))
+    scanner = _Scanner(registry, engine, tally=tally)
     stream: BinaryIO = io.BytesIO(data) if isinstance(data, bytes) else data
     result = scanner.read(stream, progress)
     return tally.part(result.bytes, result.lines)
