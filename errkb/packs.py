@@ -29,14 +29,15 @@ files and the code keep their sizes, modification times and inodes (:func:`_chec
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import functools
 import importlib
 import json
 import os
 import sys
-from itertools import chain, compress, pairwise
-from operator import itemgetter, not_
+from itertools import pairwise
+from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -61,7 +62,7 @@ if TYPE_CHECKING:
     from errkb.records import Record
 
     #: What a word meets in an index, as LazyPack._word gives it.
-    _Met = tuple[frozenset[int], tuple[int, ...], tuple[int, ...], frozenset[int], frozenset[int]]
+    _Met = tuple[frozenset[int], dict[int, tuple[int, ...]], frozenset[int], frozenset[int]]
     #: A key's number in each of a level's tables, or None when the table does not hold it.
     _Lookups = list[Callable[[str], int | None]]
 
@@ -90,7 +91,7 @@ CACHE_FORMAT = "errkb.pack-cache/1"
 #: Packs smaller than this many bytes load fast enough without a cache.
 MIN_CACHED = 1 << 20
 #: The version of a shipped index's layout: header, problems, literal table, record lines.
-INDEX_FORMAT = "errkb.pack-index/8"  # JSON lines, then binary keys and numbers
+INDEX_FORMAT = "errkb.pack-index/9"  # JSON lines, then binary keys and numbers
 #: The suffix of a pack's shipped index, added to the pack's file name.
 INDEX_SUFFIX = ".index"
 #: The name of the one index of every pack of a folder (the wheel's mined packs have one).
@@ -229,6 +230,7 @@ class LazyPack:
         packs: Sequence[_Pack],
         table: dict[str, Any],
         lines: Sequence[Sequence[int]],
+        runs: tuple[Sequence[int], Sequence[int]],
         rows: Any,
         seconds: Sequence[int],
         listing: Path | None = None,
@@ -244,8 +246,10 @@ class LazyPack:
         self._word_keys = word_keys  # imported once: an import statement costs a lookup
         # No key is shorter than this, and a shorter word gives itself as its affixes.
         self._shortest = min(AFFIX, MIN_LITERAL)
-        # Pack, line number, offset and length of each record's line: four columns.
+        # Pack, offset and length of each record's line: three columns. Its line number is
+        # read from runs of rows whose numbers go up by one (:func:`_number_runs`).
         self._lines = lines
+        self._runs = runs
         self._maps: list[Any] = [None] * len(packs)  # each pack, mapped on first read
         # The first level's tables, one a kind: key -> start * _SPAN + count of its rows in
         # ``rows``; the second level's: key -> its number (1 and on), and each row's own
@@ -295,8 +299,10 @@ class LazyPack:
         return len(self._lines[0])
 
     def _where(self, row: int) -> tuple[int, int, int, int]:
-        pack, number, offset, length = self._lines
-        return pack[row], number[row], offset[row], length[row]
+        pack, offset, length = self._lines
+        starts, numbers = self._runs
+        run = bisect.bisect_right(starts, row) - 1
+        return pack[row], numbers[run] + row - starts[run], offset[row], length[row]
 
     @property
     def label(self) -> str:
@@ -387,9 +393,10 @@ class LazyPack:
         """The rows a message's words meet at both levels (see :func:`errkb._index.plan_keys`).
 
         The rows filed under the first-level keys its words meet, less those whose own
-        second-level key no word meets: maps and one filter, all in C. What a word meets is
-        read from the index once (:class:`_Words`): a process's messages share most of their
-        words, so a lookup reads nearly nothing. The rows checked for every message are added.
+        second-level key no word meets: maps and set operations in C, and a loop over the
+        second-level keys met both ways. What a word meets is read from the index once
+        (:class:`_Words`): a process's messages share most of their words, so a lookup reads
+        nearly nothing. The rows checked for every message are added.
         """
         if self._looked_up and self._tables is None:  # a second message: more will come
             self._tables = (
@@ -398,35 +405,30 @@ class LazyPack:
             )
         self._looked_up = True
         met = list(filter(None, map(self._words.__getitem__, words)))
-        if not met:
-            return set(self._always)
         kept = set(self._always)
+        if not met:
+            return kept
         kept.update(*map(_FREE, met))
         needed = _NONE.union(*map(_SECONDS, met))
-        # The words with a row whose second-level key is met, then those rows.
-        live = list(compress(met, map(not_, map(needed.isdisjoint, map(_KEYSET, met)))))
-        if live:
-            rows = chain.from_iterable(map(_ROWS, live))
-            keys = chain.from_iterable(map(_KEYS, live))
-            kept.update(compress(rows, map(needed.__contains__, keys)))
+        for _, by_key, keys, _ in met:
+            for key in needed.intersection(keys):
+                kept.update(by_key[key])
         return kept
 
     def _word(self, word: str) -> _Met | None:
-        """What ``word`` meets in the index, in five parts; None: nothing.
+        """What ``word`` meets in the index, in four parts; None: nothing.
 
         The rows filed under the first-level keys it meets, in two parts: those met at the
-        first level alone (no second-level key of their own), and the others. Then those
-        others' second-level keys, and the same as a set (a message that meets none of them
-        passes the others over in one test). Last, the numbers of the second-level keys the
-        word meets.
+        first level alone (no second-level key of their own), and the others by their
+        second-level key, with those keys as a set. Last, the numbers of the second-level keys
+        the word meets.
         """
         if len(word) < self._shortest:
             return None
         first, second = self._tables or self._bisecting
         all_rows, seconds = self._rows, self._seconds
         free: list[int] = []
-        rows: list[int] = []
-        keys: list[int] = []
+        by_key: dict[int, list[int]] = {}
         met: list[int] = []
         for kind, kind_keys in enumerate(self._word_keys(word)):
             for key in kind_keys:
@@ -436,16 +438,16 @@ class LazyPack:
                     for row in all_rows[start : start + count]:
                         own = seconds[row]
                         if own:
-                            rows.append(row)
-                            keys.append(own)
+                            by_key.setdefault(own, []).append(row)
                         else:
                             free.append(row)
                 number = second[kind](key)
                 if number is not None:
                     met.append(number)
-        if not (free or rows or met):
+        if not (free or by_key or met):
             return None
-        return frozenset(free), tuple(rows), tuple(keys), frozenset(keys), frozenset(met)
+        rows = {key: tuple(found) for key, found in by_key.items()}
+        return frozenset(free), rows, frozenset(rows), frozenset(met)
 
     def candidates(
         self,
@@ -645,6 +647,7 @@ def _lazy(
             )
         rows = _ints(numbers, *table["rows"])
         lines = tuple(_ints(numbers, *column) for column in (*table["lines"], table["second"]))
+        runs = (_ints(numbers, *table["runs"][0]), _ints(numbers, *table["runs"][1]))
         readings = table.get("readings")
         if readings is not None:
             (at, length), starts = readings
@@ -654,8 +657,10 @@ def _lazy(
             table["needles"] = _Texts(mapped, tail + at, length, _ints(numbers, *starts))
     except (OSError, ValueError, TypeError, RecursionError):
         return None
-    if len(lines) != 5 or len({len(column) for column in lines}) != 1:
-        return None  # not five columns of one length: not an index this code wrote
+    if len(lines) != 4 or len({len(column) for column in lines}) != 1:
+        return None  # not four columns of one length: not an index this code wrote
+    if not runs[0] or runs[0][0] != 0 or len(runs[0]) != len(runs[1]):
+        return None
     problems.extend(found)
     listing = where.with_name(where.name + LISTING_SUFFIX)
     *where_lines, seconds = lines
@@ -673,6 +678,7 @@ def _lazy(
         packs,
         table,
         where_lines,
+        runs,
         rows,
         seconds,
         listing if listing.is_file() else None,
@@ -864,15 +870,17 @@ def _write_index(
         row for row in table["written"] if SITE_TAG in refs[row].tags and not refs[row].retired
     ]
     number = {id(pack): n for n, pack in enumerate(packs)}
-    # Each row's pack, line number, offset and length: four columns, each as narrow as its
-    # largest value allows (a byte for the pack, two for most line numbers and lengths).
-    lines: list[list[int]] = [[], [], [], []]
+    # Each row's pack, offset and length: three columns, each as narrow as its largest value
+    # allows (a byte for the pack, two for most lengths). Line numbers as runs (_number_runs).
+    lines: list[list[int]] = [[], [], []]
+    line_numbers = []
     for ref in refs:
         body: _Line = ref._body  # type: ignore[assignment]  # noqa: SLF001 - our own refs
         for column, value in zip(
-            lines, (number[id(body.pack)], body.number, body.offset, body.length), strict=True
+            lines, (number[id(body.pack)], body.offset, body.length), strict=True
         ):
             column.append(value)
+        line_numbers.append(body.number)
     bad = [
         [n, p.source[len(packs[n].label) :], p.problem, p.record_id, p.field]
         for n, p in problems
@@ -880,6 +888,7 @@ def _write_index(
     ]
     table["rows"] = numbers.add(flat, 4)
     table["lines"] = [numbers.add(column, _width(column)) for column in lines]
+    table["runs"] = [numbers.add(column, _width(column)) for column in _number_runs(line_numbers)]
     table["second"] = numbers.add(seconds, _width(seconds))
     if sets:
         from errkb._patterns import literal_sets, pattern_facts
@@ -1027,7 +1036,7 @@ def read_releases(folder: Path) -> dict[str, dict[str, Any]]:
 
 
 #: The parts of what a word meets (see LazyPack._word).
-_FREE, _ROWS, _KEYS, _KEYSET, _SECONDS = map(itemgetter, range(5))
+_FREE, _SECONDS = itemgetter(0), itemgetter(3)
 _NONE: frozenset[int] = frozenset()
 
 
@@ -1193,6 +1202,22 @@ class _Numbers:
 #: The integers an index's binary tail holds, by their width: bytes and shorts unsigned (line
 #: numbers, lengths, packs), ints and longs signed.
 _TYPECODES = {1: "B", 2: "H", 4: "i", 8: "q"}
+
+
+def _number_runs(numbers: Sequence[int]) -> tuple[list[int], list[int]]:
+    """Line numbers as runs: each run's first row and its number, one more each row after it.
+
+    A pack's records are its lines in order, so a folder index of eleven packs holds eleven
+    runs, not a column of 64,000 numbers (128 KB of the installed package). A record file of
+    its own is a run of one (its number is 0).
+    """
+    starts: list[int] = []
+    firsts: list[int] = []
+    for row, number in enumerate(numbers):
+        if not starts or number != firsts[-1] + row - starts[-1]:
+            starts.append(row)
+            firsts.append(number)
+    return starts, firsts
 
 
 def _width(values: Sequence[int]) -> int:

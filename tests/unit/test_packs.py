@@ -514,3 +514,30 @@ def test_a_file_where_two_patterns_share_a_name_is_not_written(tmp_path, monkeyp
     with pytest.raises(ValueError, match="same digest"):
         _patterns.write_compiled(tmp_path / "two.compiled", ["first (\\d+)", "second (\\d+)"])
     assert not (tmp_path / "two.compiled").exists()
+
+
+def test_an_index_gives_each_record_its_line_number_past_lines_that_are_not_records(
+    tmp_path, monkeypatch
+):
+    """The index keeps line numbers as runs of rows; a bad or blank line between records
+    breaks a run, and every record still names its own line."""
+    monkeypatch.setenv("ERRKB_NO_CACHE", "1")
+    folder = tmp_path / "packs"
+    folder.mkdir()
+    records = [json.dumps(r) for r in gear_records(40)]
+    lines = [*records[:5], BAD_LINES[0], "", *records[5:20], BAD_LINES[1], *records[20:30]]
+    (folder / "a.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    write_pack(folder / "b.jsonl", gear_records(40)[30:])
+    whole = _load(folder)
+    errkb.packs.write_folder_index(folder)
+    warm = _load(folder)
+    assert warm._lazy
+    assert sorted(_summary(warm)) == sorted(_summary(whole))
+    assert warm.get("acme-gear-5").source == f"{folder / 'a.jsonl'}:8"
+    assert warm.get("acme-gear-30").source == f"{folder / 'b.jsonl'}:1"
+
+
+def test_line_numbers_are_kept_as_runs():
+    assert ([0], [1]) == errkb.packs._number_runs([1, 2, 3, 4])
+    assert ([0, 2, 4], [1, 5, 1]) == errkb.packs._number_runs([1, 2, 5, 6, 1])
+    assert ([0, 1, 2], [0, 0, 0]) == errkb.packs._number_runs([0, 0, 0])  # files of their own
