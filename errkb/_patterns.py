@@ -30,9 +30,11 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_TIMEOUT",
     "EDGE",
+    "CutChain",
     "PatternTimeoutError",
     "best_set",
     "compile_pattern",
+    "cut_chain",
     "cut_pattern",
     "fill_template",
     "head_pattern",
@@ -43,6 +45,7 @@ __all__ = [
     "known_newline",
     "lazy_compile",
     "loosen",
+    "may_end_inside",
     "own_compiled",
     "own_compiled_path",
     "own_keys",
@@ -524,6 +527,7 @@ def search_prefix(
     head: regex.Pattern[str],
     text: str,
     timeout: float = DEFAULT_TIMEOUT,
+    chain: CutChain | None = None,
 ) -> regex.Match[str] | None:
     """A match of a pattern cut short by the end of ``text``, whose ``head`` is whole.
 
@@ -532,8 +536,11 @@ def search_prefix(
     pattern compiled from :func:`cut_pattern`, so that a wildcard cannot run on to the end over
     the words that should have followed it. The match's groups are those captured before the
     cut. ``None`` when ``text`` does not end inside such a match; a full match is not looked
-    for here (search first).
+    for here (search first). ``chain``, the pattern's :func:`cut_chain`, rules most texts out
+    without the regex.
     """
+    if chain is not None and not may_end_inside(chain, text):
+        return None
     for attempt in range(2):  # a timeout is tried once more, as in search()
         try:
             found = cut.search(text, timeout=timeout, concurrent=True, partial=True)
@@ -580,10 +587,19 @@ def cut_pattern(pattern: str) -> str:
 def _following_literal(tokens: list[tuple[str | None, str]], i: int) -> str:
     """The literal text every match requires at ``tokens[i]``, as a regex; ``""``: none.
 
+    :func:`_following_text`, each character escaped but its one space: :func:`loosen` reads
+    that as any run of spaces.
+    """
+    return "".join(c if c == " " else re.escape(c) for c in _following_text(tokens, i))
+
+
+def _following_text(tokens: list[tuple[str | None, str]], i: int) -> str:
+    """The literal text every match requires at ``tokens[i]``; ``""``: none.
+
     Groups that close there are passed over (unless quantified); it ends where the required
     literal characters do (:func:`_literal_chars`), at a backtick, or once it holds three
-    characters that are not spaces. Spaces are written as one space (:func:`loosen` reads
-    it as any run of them); ``""`` when it holds nothing but spaces.
+    characters that are not spaces. A run of spaces is written as one space; ``""`` when it
+    holds nothing but spaces.
     """
     while i < len(tokens) and tokens[i][0] == "close":
         if i + 1 < len(tokens) and tokens[i + 1][0] == "quant":
@@ -595,7 +611,7 @@ def _following_literal(tokens: list[tuple[str | None, str]], i: int) -> str:
         if char == "`" or solid == 3:
             break
         if not char.isspace():
-            chars.append(re.escape(char))
+            chars.append(char)
             solid += 1
         elif not chars or chars[-1] != " ":
             chars.append(" ")
@@ -623,6 +639,221 @@ def _literal_chars(tokens: list[tuple[str | None, str]], i: int) -> Iterator[str
             yield _LITERAL_ESCAPES.get(text[1], text[1])
         else:
             return
+
+
+class CutChain(NamedTuple):
+    r"""A pattern as :func:`may_end_inside` walks it: literal chunks between wildcards.
+
+    ``lead`` is the literal text a cut match starts with (its head's, up to a backtick),
+    ``first`` the first chunk. Then each wildcard: its kind (``"+"``, ``"*"``: ``.+``, ``.*``;
+    ``"d"``: ``\d+``), its stop (what :func:`cut_pattern` does not let a ``.`` wildcard run
+    over; ``None``: where the walk stops, as the pattern goes on in a way it does not read),
+    and the chunk after it. A chunk is its text split at its backticks (each optional, as
+    :func:`loosen` makes it), a run of spaces written as one space.
+    """
+
+    lead: str
+    first: tuple[str, ...]
+    gaps: tuple[tuple[str, str | None, tuple[str, ...]], ...]
+
+
+#: :func:`may_end_inside`'s chunk ends: on a character the chunk does not hold, or in the chunk.
+_MISSED, _ENDED = -1, -2
+_DIGITS = "0123456789"
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def cut_chain(pattern: str) -> CutChain | None:
+    r"""``pattern`` as :func:`may_end_inside` walks it; ``None`` when it has no such start.
+
+    The walk reads literal text, plain groups and unbounded wildcards (``.+?``, ``.*``,
+    ``\d+``): what a message mined from a format string is, and the start of most written
+    ones. It stops before anything else (a class, an alternation, an optional part): the
+    regex tells what the text holds from there. The pattern must begin with literal text.
+
+    >>> cut_chain(r"Loaded weights of (?P<n>.+?) into `model`\. Next: (?P<m>\d+) (?:a|b)")
+    ... # doctest: +NORMALIZE_WHITESPACE
+    CutChain(lead='Loaded weights of ', first=('Loaded weights of ',),
+             gaps=(('+', ' int', (' into ', 'model', '. Next: ')), ('d', '', (' ',))))
+    """
+    head = head_pattern(pattern)
+    tokens = [(m.lastgroup, m.group()) for m in _TOKEN.finditer(pattern)]
+    if head is None or "".join(text for _, text in tokens) != pattern:
+        return None
+    read = _chain_items(tokens)
+    if read is None:
+        return None
+    texts, kinds, whole = read
+    head_tokens = [(m.lastgroup, m.group()) for m in _TOKEN.finditer(head)]
+    # The head is searched alone: spaces at its end are optional (see loosen).
+    lead = _SPACES.sub(" ", "".join(_literal_chars(head_tokens, 0))).split("`")[0].rstrip(" ")
+    if (
+        not lead
+        or lead[0] == " "
+        or not texts[0].startswith(lead)
+        or (whole and texts[-1].endswith(" "))  # a pattern's last spaces are optional
+        or any("``" in t for t in texts)
+    ):
+        return None
+    gaps = []
+    for before, (kind, stop), text in zip(texts[:-1], kinds, texts[1:], strict=True):
+        # The walk stops at a wildcard with no one place to end: digits that run into what
+        # follows, or one after an optional backtick (it may take the backtick itself).
+        end = (
+            stop is None
+            or before.endswith("`")
+            or (kind == "d" and (not text or text[0].isdecimal()))
+        )
+        gaps.append((kind, None if end else stop, tuple(text.split("`"))))
+        if end:
+            break
+    return CutChain(lead, tuple(texts[0].split("`")), tuple(gaps))
+
+
+def _chain_items(
+    tokens: list[tuple[str | None, str]],
+) -> tuple[list[str], list[tuple[str, str | None]], bool] | None:
+    """The chunks' texts and the wildcards' kinds and stops that :func:`cut_chain` reads.
+
+    Last, whether they are the whole pattern. ``None``: an alternation at the top.
+    """
+    plain = _plain_groups(tokens)
+    if plain is None:
+        return None
+    chunks: list[list[str]] = [[]]
+    kinds: list[tuple[str, str | None]] = []
+    i = 0
+    while i < len(tokens):
+        kind, text = tokens[i]
+        quant = tokens[i + 1][1] if i + 1 < len(tokens) and tokens[i + 1][0] == "quant" else ""
+        if kind == "any" and text == "." and quant in ("+", "+?", "*", "*?"):
+            stop = _following_text(tokens, i + 2) or None
+            kinds.append((quant[0], stop))
+            chunks.append([])
+            if stop is None:  # a wildcard that runs on: the text may end in it
+                break
+            i += 2
+            continue
+        if text == "\\d" and quant in ("+", "+?"):
+            kinds.append(("d", ""))
+            chunks.append([])
+            i += 2
+            continue
+        if kind == "lit" and quant:
+            chunks[-1].append(text[:-1])  # the quantifier binds its last character
+            break
+        if quant:
+            break
+        if kind == "lit":
+            chunks[-1].append(text)
+        elif (
+            kind == "esc"
+            and len(text) == 2
+            and not (text[1] in _CLASS_ESCAPES or text[1].isdigit())
+        ):
+            chunks[-1].append(_LITERAL_ESCAPES.get(text[1], text[1]))
+        elif not (kind == "close" or i in plain):  # the walk ends where anything else begins
+            break
+        i += 1
+    else:
+        return [_SPACES.sub(" ", "".join(chunk)) for chunk in chunks], kinds, True
+    return [_SPACES.sub(" ", "".join(chunk)) for chunk in chunks], kinds, False
+
+
+def _plain_groups(tokens: list[tuple[str | None, str]]) -> set[int] | None:
+    """Where the groups open that a match goes through as written: no alternatives, no quantifier.
+
+    Capturing, named or non-capturing ones only. ``None``: an alternation at the top.
+    """
+    plain: set[int] = set()
+    open_: list[tuple[int, bool]] = []  # each open group's token, and whether it has alternatives
+    for i, (kind, text) in enumerate(tokens):
+        if kind == "open":
+            opener = text in ("(", "(?:") or (
+                text.startswith(("(?P<", "(?<")) and text.endswith(">")
+            )
+            open_.append((i, not opener))
+        elif kind == "alt" and not open_:
+            return None
+        elif kind == "alt":
+            open_[-1] = (open_[-1][0], True)
+        elif kind == "close" and open_:
+            at, other = open_.pop()
+            if not other and not (i + 1 < len(tokens) and tokens[i + 1][0] == "quant"):
+                plain.add(at)
+    return plain
+
+
+def may_end_inside(chain: CutChain, text: str) -> bool:
+    """Whether ``text`` may end inside a match of the chain's pattern cut short.
+
+    False means :func:`search_prefix` of that pattern finds nothing in ``text``, told by a few
+    string searches rather than a partial regex search (which tries a whole match at every
+    position, then a cut one). A cut match starts at the head; from there each wildcard
+    stops where its stop begins (:func:`cut_pattern`) and a run of digits where they end, so
+    each chunk has one place to be, and the text must go on as the chunk does or end in it.
+    True is all that is said of text with other whitespace than single spaces.
+    """
+    if not _single_spaced(text):
+        return True
+    at = text.find(chain.lead)
+    while at >= 0:
+        if _walk(chain, text, at):
+            return True
+        at = text.find(chain.lead, at + 1)
+    return False
+
+
+def _single_spaced(text: str) -> bool:
+    """Whether ``text``'s only whitespace is single spaces: one message is told once."""
+    last = _SPACED[0]
+    if last[0] is not text:
+        last = _SPACED[0] = (text, "  " not in text and text.isprintable())
+    return last[1]
+
+
+#: The last text :func:`_single_spaced` told, and what it told (one item, replaced whole).
+_SPACED: list[tuple[str | None, bool]] = [(None, False)]
+
+
+def _walk(chain: CutChain, text: str, at: int) -> bool:
+    """Whether a cut match of the chain's pattern may start at ``at`` (see :func:`may_end_inside`)."""
+    end = _chunk_end(chain.first, text, at)
+    for kind, stop, chunk in chain.gaps:
+        if end < 0:
+            return end == _ENDED
+        if stop is None:  # the walk goes no further: the regex tells
+            return True
+        if kind == "d":
+            if end == len(text) or not text.isascii():  # \d is any decimal digit
+                return True
+            rest = text[end:]
+            at = end + len(rest) - len(rest.lstrip(_DIGITS))
+            if at == end:
+                return False
+            if at == len(text):  # the text ends in the digits
+                return True
+        else:
+            at = text.find(stop, end)
+            # The text ends in the wildcard, or near enough that its stop may be cut short too.
+            if at < 0 or at + len(stop) >= len(text) - 1:
+                return True
+            if at == end and kind == "+":
+                return False
+        end = _chunk_end(chunk, text, at)
+    return end != _MISSED  # a whole match, or the pattern's rest, is the regex's to tell
+
+
+def _chunk_end(chunk: tuple[str, ...], text: str, at: int) -> int:
+    """Where ``chunk`` ends in ``text`` from ``at``; :data:`_MISSED`, or :data:`_ENDED` in it."""
+    for i, part in enumerate(chunk):
+        if i and text.startswith("`", at):
+            at += 1
+        if text.startswith(part, at):
+            at += len(part)
+        else:
+            return _ENDED if part.startswith(text[at:]) else _MISSED
+    return at
 
 
 #: A head ends at the first sentence end after this many literal characters...

@@ -111,12 +111,15 @@ from errkb._index import (
 from errkb._lazy_regex import lazy_re, regex_errors
 from errkb._patterns import (
     DEFAULT_TIMEOUT,
+    CutChain,
     PatternTimeoutError,
     compile_pattern,
+    cut_chain,
     cut_pattern,
     fill_template,
     head_regex,
     literal_sets,
+    may_end_inside,
     pattern_facts,
     required_literals,
     search,
@@ -378,6 +381,7 @@ class _Entry:
     """A record with its pattern, compiled on first use (most never are: the index skips them)."""
 
     __slots__ = (
+        "_chain",
         "_compiled",
         "_covers",
         "_cut",
@@ -395,6 +399,7 @@ class _Entry:
         self._compiled: regex.Pattern[str] | None = None
         self._head: regex.Pattern[str] | bool | None = False  # False: not looked at yet
         self._cut: regex.Pattern[str] | None = None
+        self._chain: CutChain | bool | None = False  # False: not looked at yet
         self._rest: Needs | None = None
         self._worded: bool | None = None
         self._skeleton: bool | None = None
@@ -469,6 +474,15 @@ class _Entry:
             text = head_regex(self.ref.message_pattern)
             self._head = compile_pattern(text) if text is not None else None
         return self._head  # type: ignore[return-value]
+
+    def may_end_inside(self, message: str) -> bool:
+        """Whether ``message`` may end inside a cut match (:func:`errkb._patterns.may_end_inside`).
+
+        True for a pattern of another form than the walk reads: its regex tells.
+        """
+        if self._chain is False:
+            self._chain = cut_chain(self.ref.message_pattern)
+        return self._chain is None or may_end_inside(self._chain, message)  # type: ignore[arg-type]
 
     @property
     def cut(self) -> regex.Pattern[str]:
@@ -695,7 +709,7 @@ class Matcher:
             else None
         )
         form = 0.0
-        if hit is None and entry.head is not None:
+        if hit is None and entry.may_end_inside(message) and entry.head is not None:
             hit = search_prefix(entry.cut, entry.head, message, self.timeout)
             form = _CUT if hit is not None else 0.0
         if searched is not None:

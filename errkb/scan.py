@@ -68,6 +68,7 @@ from errkb._lazy_regex import regex_errors
 from errkb._patterns import (
     PatternTimeoutError,
     compile_pattern,
+    cut_chain,
     cut_pattern,
     head_regex,
     search,
@@ -825,7 +826,8 @@ def _where(record: RecordRef | Record, text: str) -> tuple[int, int] | None:
             head = head_regex(record.message_pattern)
             if head is not None:
                 cut = compile_pattern(cut_pattern(record.message_pattern))
-                hit = search_prefix(cut, compile_pattern(head), text)
+                chain = cut_chain(record.message_pattern)
+                hit = search_prefix(cut, compile_pattern(head), text, chain=chain)
     except regex_errors(PatternTimeoutError):
         return None
     return None if hit is None else hit.span()

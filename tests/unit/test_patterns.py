@@ -20,9 +20,11 @@ from errkb._lazy_regex import own_patterns
 from errkb._patterns import (
     COMPILED_FORMAT,
     compile_pattern,
+    cut_chain,
     cut_pattern,
     head_regex,
     loosen,
+    may_end_inside,
     own_compiled_path,
     own_keys,
     patterns_crc,
@@ -31,6 +33,8 @@ from errkb._patterns import (
 )
 from errkb.diagnosis import explain
 from errkb.options import Options
+from errkb.packs import lazy_folder
+from errkb.registry import builtin_records_dir
 
 REPORTS = Path(__file__).parents[1] / "data" / "reports" / "corpus.jsonl"
 
@@ -308,6 +312,132 @@ def test_every_cut_of_a_message_after_its_head_is_found(first, second, data):
     found = _cut_search(pattern, message[:end])
     assert found is not None
     assert found.start() == 0
+
+
+def test_the_walk_rules_a_sibling_message_out_without_the_regex():
+    """The GPU worker's message, whole, is no cut match of the CPU worker's: string searches say so."""
+    chain = cut_chain(CPU_WORKER_MINED)
+    assert chain is not None
+    assert not may_end_inside(chain, GPU_WORKER)
+    assert not may_end_inside(chain, "Oops: " + GPU_WORKER)
+    for cut_at in ("KV cache (12", "KV cache (12288). Try increasing `VLLM_CPU_KV", "KV c"):
+        assert may_end_inside(chain, GPU_WORKER.partition("KV cache")[0] + cut_at)
+
+
+#: Patterns whose cut matches the walk must not rule out: each was a bug of its first draft.
+WALKED = [
+    CPU_WORKER_MINED,
+    # Digits cut short before they begin.
+    r"mat1 and mat2 shapes cannot be multiplied \((?P<a>\d+)x(?P<b>\d+) and (?P<c>\d+)x(?P<d>\d+)\)",
+    # The head is searched alone: its last spaces are optional.
+    "GenerationConfig is invalid: \\\n(?P<info_message>.+)",
+    # Alternatives in a group the walk went into before it saw them.
+    (
+        r"The server socket has failed to (?:listen on any address\.(?: port: (?P<p>\d+),)? "
+        r"code: -?\d+|bind to (?:\S*?:(?P<q>\d+)|\?UNKNOWN\?) \(errno: \d+\))"
+    ),
+    # A stop that the end of the text cuts: regex's partial lookahead lets the wildcard over it.
+    r"Error during slicing (.+?) with shape (?P<shape>.+?):  (?P<e>.+)",
+    # An optional backtick before a wildcard, which may take the backtick itself.
+    (
+        r"FP8 models need compute capability >= 8\.9, actual = `(?P<major>.+?)\.(?P<minor>.+?)`"
+        r"\. We will default to dequantizing the model to bf16\."
+    ),
+    (
+        r"Expected all tensors to be on the same device, but found at least two devices, "
+        r"(?P<first>.+?) and (?P<second>.+?)!"
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("at", "text"),
+    [
+        (1, "mat1 and mat2 shapes cannot be multiplied ("),
+        (1, "mat1 and mat2 shapes cannot be multiplied (42x42 and "),
+        (2, "GenerationConfig is invalid:"),
+        (3, "The server socket has failed to bind to host:29500 (errno: 98"),
+        (4, "Error during slicing (P) with shape : "),
+        (5, "FP8 models need compute capability >= 8.9, actual = `.9"),
+    ],
+)
+def test_the_walk_says_may_where_a_first_draft_of_it_did_not(at, text):
+    """Texts the regex finds a cut match in, each of which a first draft of the walk ruled out."""
+    assert _cut_search(WALKED[at], text) is not None
+    assert may_end_inside(cut_chain(WALKED[at]), text)  # type: ignore[arg-type]
+
+
+def _filled(pattern: str, values: list[str]) -> str:
+    """A message of ``pattern``: each wildcard or digits group given the next value, escapes read."""
+    found = iter(values)
+    text = regex.sub(
+        r"\(\?P<\w+>(?:\.[+*]\??|\\d\+)\)|\.[+*]\??|\\d\+", lambda _: next(found, "7"), pattern
+    )
+    return regex.sub(r"\\(.)", r"\1", text)
+
+
+@pytest.mark.parametrize("pattern", WALKED)
+@given(
+    values=st.lists(
+        st.text(alphabet=") .`:x17Tw", max_size=6) | st.sampled_from(["42", ") is", ". T", "`"]),
+        max_size=4,
+    ),
+    data=st.data(),
+)
+def test_the_walk_never_rules_out_a_cut_match(pattern, values, data):
+    """Where the partial regex search finds a cut match, the walk says the text may hold one."""
+    chain = cut_chain(pattern)
+    assert chain is not None
+    text = _filled(pattern, values)
+    text = text[: data.draw(st.integers(0, len(text)))] + data.draw(st.sampled_from(["", "x", "`"]))
+    if _cut_search(pattern, text) is not None:
+        assert may_end_inside(chain, text)
+
+
+def test_the_walk_never_rules_out_a_cut_match_of_a_shipped_record():
+    """The patterns of every 25th mined record, against their own messages and their siblings'.
+
+    Each message is tried whole, cut at twenty places, without its backticks, with a doubled
+    space and a newline. The walk must say "may" wherever the regex finds a cut match, and rule
+    most of the rest out: that is what it is for.
+    """
+    mined, _ = lazy_folder(builtin_records_dir() / "mined", str, [])
+    assert mined is not None
+    refs = [mined.ref_at(row) for row in range(0, len(mined), 25)]
+    patterns = sorted({r.message_pattern for r in refs if cut_chain(r.message_pattern)})
+    by_lead: dict[str, list[str]] = {}
+    for pattern in patterns:
+        by_lead.setdefault(cut_chain(pattern).lead[:20], []).append(pattern)  # type: ignore[union-attr]
+    checked = ruled_out = 0
+    for pattern in patterns:
+        chain = cut_chain(pattern)
+        assert chain is not None
+        cut = compile_pattern(cut_pattern(pattern))
+        head = compile_pattern(head_regex(pattern) or "")
+        for other in [pattern, *by_lead[chain.lead[:20]][:3]]:
+            message = _filled(other, ["12", "x) y", "a"])
+            texts = [message[:end] for end in range(1, len(message), max(1, len(message) // 20))]
+            texts += [message, message.replace("`", ""), message.replace(" ", "  ", 1)]
+            texts += [message.replace(" ", "\n", 1), "see: " + message + " (x)"]
+            for text in texts:
+                may = may_end_inside(chain, text)
+                assert may or search_prefix(cut, head, text) is None, (pattern, text)
+                checked += 1
+                ruled_out += not may
+    assert checked > 30_000
+    assert ruled_out > checked // 3
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        r"a|b",  # alternatives at the top: no one start
+        r"(?:type object )?'X' has no attribute 'y'",  # no literal start
+        r"Too short",  # no head
+    ],
+)
+def test_a_pattern_the_walk_cannot_start_is_left_to_the_regex(pattern):
+    assert cut_chain(pattern) is None
 
 
 def _import_every_module() -> None:
