@@ -389,8 +389,6 @@ class _Entry:
         "_head",
         "_place",
         "_rest",
-        "_skeleton",
-        "_worded",
         "ref",
     )
 
@@ -401,26 +399,29 @@ class _Entry:
         self._cut: regex.Pattern[str] | None = None
         self._chain: CutChain | bool | None = False  # False: not looked at yet
         self._rest: Needs | None = None
-        self._worded: bool | None = None
-        self._skeleton: bool | None = None
         self._covers: _Covers | None = None
-        self._facts: tuple[bool, bool, float, float] | None = None
+        self._facts: tuple[bool, bool, float, float, bool, bool] | None = None
         self._place: str | None = None
 
     @property
-    def facts(self) -> tuple[bool, bool, float, float]:
-        """Mined, fallback, and the specificity part of a whole and of a cut match's score.
+    def facts(self) -> tuple[bool, bool, float, float, bool, bool]:
+        """What every lookup that meets the record reads of it, read once from the ref.
 
-        Read once from the ref: every lookup that meets the record scores it with them.
+        Mined, fallback, the specificity part of a whole and of a cut match's score; then, for
+        a mined record, whether it is mined from a check macro's own skeleton
+        (:func:`_skeleton`) and from a message Python words itself (:func:`_worded`).
         """
         if self._facts is None:
             ref = self.ref
             _, whole, cut = pattern_facts(ref.message_pattern)
+            mined = MINED_TAG in ref.tags
             self._facts = (
-                MINED_TAG in ref.tags,
+                mined,
                 FALLBACK_TAG in ref.tags,
                 whole / (whole + 40),
                 cut / (cut + 40),
+                mined and _skeleton(ref),
+                mined and _worded(ref),
             )
         return self._facts
 
@@ -429,20 +430,6 @@ class _Entry:
         if self._place is None:
             self._place = _place(record)
         return self._place
-
-    @property
-    def worded(self) -> bool:
-        """Whether the record is mined from a message Python words itself (see :func:`_worded`)."""
-        if self._worded is None:
-            self._worded = _worded(self.ref)
-        return self._worded
-
-    @property
-    def skeleton(self) -> bool:
-        """Whether the record is mined from a check macro's own skeleton (see :func:`_skeleton`)."""
-        if self._skeleton is None:
-            self._skeleton = _skeleton(self.ref)
-        return self._skeleton
 
     def covers(self, record: Record, *, written: bool) -> _Covers:
         """What the record names, read once from its pattern and ``skew`` (``record`` is its own)."""
@@ -637,10 +624,10 @@ class Matcher:
             level = (
                 _NO_CLASS if spec is None else spec.level(record.error_class, record.error_classes)
             )
-            mined, fallback, whole_part, cut_part = entry.facts
+            mined, fallback, whole_part, cut_part, skeleton, worded = entry.facts
             if level is None or (level <= _UNRESOLVED and fallback):
                 continue  # a fallback is Python's own words under Python's own classes
-            if mined and entry.skeleton and not _through(record.library, paths):
+            if skeleton and not _through(record.library, paths):
                 continue  # any library's copy of the macro words it so: its frames must vouch
             try:
                 hit, form = self._search(entry, message, searched)
@@ -650,7 +637,6 @@ class Matcher:
             except regex_errors(RecursionError, OverflowError, MemoryError):
                 self._skip("broken", record.id, skipped)
                 continue
-            worded = mined and entry.worded
             run = (
                 _literal_run(record.message_pattern)
                 if hit is None and mined and not worded
@@ -825,14 +811,21 @@ def ranked(found: Iterable[Match]) -> list[Match]:
     found = list(found)
     if len(found) < 2:  # nothing to order
         return found
-    joins = _joiner(found)
+    return _ranked(found, _best_sites(found))
+
+
+def _ranked(found: list[Match], best: Mapping[str, float]) -> list[Match]:
+    """:func:`ranked`, given the matches' :func:`_best_sites`."""
+    if len(found) < 2:
+        return found
 
     def key(m: Match) -> tuple[bool, bool, bool, bool, float, bool, bool]:
+        tags = m.record.tags  # read once: the tiers are tags (Match.mined and the others)
         return (
-            m.interpreter,
+            INTERPRETER_TAG in tags,
             m.by_site,
-            m.fallback,
-            m.mined and not joins(m),
+            FALLBACK_TAG in tags,
+            MINED_TAG in tags and not _joins(m.site, m.record.library, best),
             -m.score,
             *_lesser(m.record),
         )
@@ -847,12 +840,6 @@ def _lesser(record: Record) -> tuple[bool, bool]:
     return (not useful, not current)
 
 
-def _joiner(found: list[Match]) -> Callable[[Match], bool]:
-    """Whether a mined match joins the hand-written tier (see the module docstring, tier)."""
-    best = _best_sites(found)
-    return lambda m: m.mined and _joins(m.site, m.record.library, best)
-
-
 def _best_sites(found: Iterable[Match]) -> dict[str, float]:
     """For each library with a hand-written match of the message, its best raise-site part.
 
@@ -861,8 +848,10 @@ def _best_sites(found: Iterable[Match]) -> dict[str, float]:
     """
     best: dict[str, float] = {}
     for m in found:
-        if not m.mined and not m.by_site and not m.fallback:
-            best[m.record.library] = max(m.site, best.get(m.record.library, m.site))
+        tags = m.record.tags
+        if not m.by_site and MINED_TAG not in tags and FALLBACK_TAG not in tags:
+            library = m.record.library
+            best[library] = max(m.site, best.get(library, m.site))
     return best
 
 
@@ -1194,7 +1183,8 @@ def _fold(found: list[Match | _Held], by_site: list[Match]) -> list[Match]:
     shares (vLLM's CPU worker words the seed's message with another setting to raise).
     ``by_site`` are the matches of the raise site alone.
     """
-    best = _best_sites([m for m in found if isinstance(m, Match)])
+    # Of the matches made: the mined ones made below do not count, nor those of a site alone.
+    best = _best_sites(m for m in found if isinstance(m, Match))
     made: list[Match] = []
     folded: list[_Held] = []
     for m in found:
@@ -1205,12 +1195,13 @@ def _fold(found: list[Match | _Held], by_site: list[Match]) -> list[Match]:
                 folded.append(m)
         else:
             made.append(m.built())
-    kept = ranked([*made, *by_site])
+    kept = _ranked([*made, *by_site], best)
     if not folded:
         return kept
     written: dict[str, int] = {}
     for i, m in enumerate(kept):
-        if not m.mined and not m.by_site and not m.fallback:
+        tags = m.record.tags
+        if not m.by_site and MINED_TAG not in tags and FALLBACK_TAG not in tags:
             written.setdefault(m.record.library, i)
     also: dict[int, list[str]] = {}
     # As ranked() orders mined matches that do not join the hand-written tier (a stable sort).
