@@ -146,9 +146,12 @@ def beyond_head(whole: Sets | None, head: Sets | None) -> Needs:
 def holds(needs: Needs, message: str) -> bool:
     """Whether ``message`` holds every literal of ``needs`` and one of each of its sets."""
     singles, alternatives = needs
-    return all(map(message.__contains__, singles)) and all(
-        any(map(message.__contains__, a)) for a in alternatives
-    )
+    if not all(map(message.__contains__, singles)):
+        return False
+    for alternative in alternatives:  # noqa: SIM110 - a loop: most needs have none, no generator
+        if not any(map(message.__contains__, alternative)):
+            return False
+    return True
 
 
 def plan_keys(all_sets: Sequence[Sets | None], counted: Iterable[Key] = ()) -> list[list[Key]]:

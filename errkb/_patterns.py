@@ -502,6 +502,10 @@ class _Unpickler(Unpickler):
         raise UnpicklingError(f"{module}.{name} is not allowed here")
 
 
+#: regex's concurrent and partial arguments, given by position (see search()).
+_CONCURRENT, _WHOLE, _CUT = True, False, True
+
+
 def search(
     compiled: regex.Pattern[str], text: str, timeout: float = DEFAULT_TIMEOUT
 ) -> regex.Match[str] | None:
@@ -511,13 +515,15 @@ def search(
     healthy pattern; so a search that times out is tried once more before the pattern is
     given up (a catastrophic pattern costs at most twice the timeout).
     """
+    # The arguments by position: (text, pos, endpos, concurrent, partial, timeout). Keywords
+    # cost a third of a short search. concurrent=True lets other threads run while a long
+    # search goes on.
     try:
-        # concurrent=True lets other threads run while a long search goes on.
-        return compiled.search(text, timeout=timeout, concurrent=True)
+        return compiled.search(text, None, None, _CONCURRENT, _WHOLE, timeout)
     except TimeoutError:
         pass
     try:
-        return compiled.search(text, timeout=timeout, concurrent=True)
+        return compiled.search(text, None, None, _CONCURRENT, _WHOLE, timeout)
     except TimeoutError as exc:
         raise PatternTimeoutError(compiled.pattern) from exc
 
@@ -543,14 +549,14 @@ def search_prefix(
         return None
     for attempt in range(2):  # a timeout is tried once more, as in search()
         try:
-            found = cut.search(text, timeout=timeout, concurrent=True, partial=True)
+            found = cut.search(text, None, None, _CONCURRENT, _CUT, timeout)  # see search()
             break
         except TimeoutError as exc:
             if attempt:
                 raise PatternTimeoutError(cut.pattern) from exc
     if found is None or not found.partial:
         return None
-    whole_head = head.match(text, found.start(), timeout=timeout, concurrent=True)
+    whole_head = head.match(text, found.start(), None, _CONCURRENT, _WHOLE, timeout)
     return found if whole_head is not None else None
 
 
@@ -846,6 +852,11 @@ def _walk(chain: CutChain, text: str, at: int) -> bool:
 
 def _chunk_end(chunk: tuple[str, ...], text: str, at: int) -> int:
     """Where ``chunk`` ends in ``text`` from ``at``; :data:`_MISSED`, or :data:`_ENDED` in it."""
+    if len(chunk) == 1:  # no backtick: most chunks
+        part = chunk[0]
+        if text.startswith(part, at):
+            return at + len(part)
+        return _ENDED if part.startswith(text[at:]) else _MISSED
     for i, part in enumerate(chunk):
         if i and text.startswith("`", at):
             at += 1

@@ -96,7 +96,7 @@ import sys
 import threading
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol, TypeVar
 
 from errkb._attrs import attrs
 from errkb._index import (
@@ -617,8 +617,10 @@ class Matcher:
         # A mined match waits until every candidate is read: one that folds into a hand-written
         # match (see _fold) is only a place in that match's text, so its captures, its text and
         # its Match are made only if it does not fold.
-        found: list[Match | _Held] = []
+        found: list[_Written | _Held] = []
         searched: dict[str, tuple[regex.Match[str] | None, float]] = {}  # see _search
+        # The libraries a hand-written record matched so far (see below), unless frames rank.
+        written: set[str] | None = None if paths or raised_at is not None else set()
         for entry in self.candidates(message):
             record = entry.ref
             level = (
@@ -629,13 +631,13 @@ class Matcher:
                 continue  # a fallback is Python's own words under Python's own classes
             if skeleton and not _through(record.library, paths):
                 continue  # any library's copy of the macro words it so: its frames must vouch
-            try:
-                hit, form = self._search(entry, message, searched)
-            except PatternTimeoutError:
-                self._skip("timed_out", record.id, skipped)
+            result = self._search(entry, message, searched, skipped)
+            if result is None:
                 continue
-            except regex_errors(RecursionError, OverflowError, MemoryError):
-                self._skip("broken", record.id, skipped)
+            hit, form = result
+            if hit is None and mined and written is not None and record.library in written:
+                # Its literal run alone, with no frame to place it: _fold drops it (the
+                # hand-written match of its library is the message's own).
                 continue
             run = (
                 _literal_run(record.message_pattern)
@@ -667,7 +669,9 @@ class Matcher:
                 )
             else:
                 captures = _NO_CAPTURES if hit is None else _Captures(hit)
-                found.append(Match(record=whole, captures=captures, score=score, site=bonus))
+                found.append(_Written(whole, captures, score, bonus))
+                if written is not None and not fallback:
+                    written.add(whole.library)
         if not found and raised_at is None:  # most messages: nothing to rank or fold
             return []
         return _fold(found, self._by_site(raised_at, spec, found))
@@ -676,37 +680,45 @@ class Matcher:
         self,
         entry: _Entry,
         message: str,
-        searched: dict[str, tuple[regex.Match[str] | None, float]] | None = None,
-    ) -> tuple[regex.Match[str] | None, float]:
+        searched: dict[str, tuple[regex.Match[str] | None, float]],
+        skipped: Skipped | None = None,
+    ) -> tuple[regex.Match[str] | None, float] | None:
         """The entry's match in ``message`` and its form: whole (0), cut short (-1), or none.
 
-        Raises as :func:`errkb._patterns.search` does. A whole search is made only when the
-        message holds the literals it needs (see :func:`errkb._index.beyond_head`), except by the naive matcher
-        (``indexed=False``), the reference, which searches every pattern whole. ``searched``
-        keeps the results of one message by pattern: records of one message in several packs
-        (vLLM's, ChatTTS's copy) share a pattern, searched once.
+        None when the pattern ran past the timeout or is broken: it is passed over, and listed
+        in ``skipped`` (see :meth:`_skip`). A whole search is made only when the message holds
+        the literals it needs (see :func:`errkb._index.beyond_head`), except by the naive
+        matcher (``indexed=False``), the reference, which searches every pattern whole.
+        ``searched`` keeps the results of one message by pattern: records of one message in
+        several packs (vLLM's, ChatTTS's copy) share a pattern, searched once.
         """
         pattern = entry.ref.message_pattern
-        if searched is not None and pattern in searched:
+        if pattern in searched:
             return searched[pattern]
-        hit = (
-            search(entry.compiled, message, self.timeout)
-            if self._index is None or entry.whole_may_match(message)
-            else None
-        )
-        form = 0.0
-        if hit is None and entry.may_end_inside(message) and entry.head is not None:
-            hit = search_prefix(entry.cut, entry.head, message, self.timeout)
-            form = _CUT if hit is not None else 0.0
-        if searched is not None:
-            searched[pattern] = (hit, form)
+        try:
+            hit = (
+                search(entry.compiled, message, self.timeout)
+                if self._index is None or entry.whole_may_match(message)
+                else None
+            )
+            form = 0.0
+            if hit is None and entry.may_end_inside(message) and entry.head is not None:
+                hit = search_prefix(entry.cut, entry.head, message, self.timeout)
+                form = _CUT if hit is not None else 0.0
+        except PatternTimeoutError:
+            self._skip("timed_out", entry.ref.id, skipped)
+            return None
+        except regex_errors(RecursionError, OverflowError, MemoryError):
+            self._skip("broken", entry.ref.id, skipped)
+            return None
+        searched[pattern] = (hit, form)
         return hit, form
 
     def _by_site(
         self,
         raised_at: tuple[str, str] | None,
         spec: ClassSpec | None,
-        matched: Sequence[Match | _Held],
+        matched: Sequence[_Written | _Held],
     ) -> list[Match]:
         """The records whose ``sitePatterns`` name the raise site, and not matched already."""
         if raised_at is None:
@@ -814,12 +826,16 @@ def ranked(found: Iterable[Match]) -> list[Match]:
     return _ranked(found, _best_sites(found))
 
 
-def _ranked(found: list[Match], best: Mapping[str, float]) -> list[Match]:
+#: What is ranked: matches, and hand-written ones not made yet.
+_Ranked = TypeVar("_Ranked", bound="Match | _Written")
+
+
+def _ranked(found: list[_Ranked], best: Mapping[str, float]) -> list[_Ranked]:
     """:func:`ranked`, given the matches' :func:`_best_sites`."""
     if len(found) < 2:
         return found
 
-    def key(m: Match) -> tuple[bool, bool, bool, bool, float, bool, bool]:
+    def key(m: _Ranked) -> tuple[bool, bool, bool, bool, float, bool, bool]:
         tags = m.record.tags  # read once: the tiers are tags (Match.mined and the others)
         return (
             INTERPRETER_TAG in tags,
@@ -840,7 +856,7 @@ def _lesser(record: Record) -> tuple[bool, bool]:
     return (not useful, not current)
 
 
-def _best_sites(found: Iterable[Match]) -> dict[str, float]:
+def _best_sites(found: Iterable[Match | _Written]) -> dict[str, float]:
     """For each library with a hand-written match of the message, its best raise-site part.
 
     A fallback match is no such match: a mined record naming the module or name itself is a
@@ -1170,7 +1186,30 @@ class _Held(NamedTuple):
         return Match(record=record, captures=captures, score=self.score, site=self.site)
 
 
-def _fold(found: list[Match | _Held], by_site: list[Match]) -> list[Match]:
+class _Written(NamedTuple):
+    """A hand-written match not made yet: mined ones may fold into it (see :func:`_fold`).
+
+    Ranked as a Match is (it has the fields the ranking reads), then made once, with the
+    places folded into it.
+    """
+
+    record: Record
+    captures: Mapping[str | int, object]
+    score: float
+    site: float
+    by_site: bool = False
+
+    def built(self, also: Sequence[str] = ()) -> Match:
+        return Match(
+            record=self.record,
+            captures=self.captures,
+            score=self.score,
+            also=tuple(also),
+            site=self.site,
+        )
+
+
+def _fold(found: list[_Written | _Held], by_site: list[Match]) -> list[Match]:
     """One message's matches, ranked, mined ones folded into hand-written ones of their library.
 
     A mined match of a library with a hand-written match folds into the first such match,
@@ -1181,14 +1220,13 @@ def _fold(found: list[Match | _Held], by_site: list[Match]) -> list[Match]:
     holds the message's literal run alone is dropped: a message of its library that the
     hand-written record matched whole or cut is its own, and the run is what a sibling message
     shares (vLLM's CPU worker words the seed's message with another setting to raise).
-    ``by_site`` are the matches of the raise site alone.
+    ``by_site`` are the matches of the raise site alone. Each Match is made once, last.
     """
-    # Of the matches made: the mined ones made below do not count, nor those of a site alone.
-    best = _best_sites(m for m in found if isinstance(m, Match))
-    made: list[Match] = []
+    best = _best_sites(m for m in found if isinstance(m, _Written))
+    made: list[Match | _Written] = []
     folded: list[_Held] = []
     for m in found:
-        if isinstance(m, Match):
+        if isinstance(m, _Written):
             made.append(m)
         elif m.library in best and not _joins(m.site, m.library, best):
             if m.hit is not None:  # a literal run alone does not say the message is its own
@@ -1196,28 +1234,16 @@ def _fold(found: list[Match | _Held], by_site: list[Match]) -> list[Match]:
         else:
             made.append(m.built())
     kept = _ranked([*made, *by_site], best)
-    if not folded:
-        return kept
-    written: dict[str, int] = {}
-    for i, m in enumerate(kept):
-        tags = m.record.tags
-        if not m.by_site and MINED_TAG not in tags and FALLBACK_TAG not in tags:
-            written.setdefault(m.record.library, i)
     also: dict[int, list[str]] = {}
-    # As ranked() orders mined matches that do not join the hand-written tier (a stable sort).
-    for m in sorted(folded, key=lambda m: (-m.score, *_lesser(m.record))):
-        also.setdefault(written[m.library], []).append(m.entry.place(m.record))
-    for i, places in also.items():
-        m = kept[i]  # made again rather than attrs.evolve(): a third of the instructions
-        kept[i] = Match(
-            record=m.record,
-            captures=m.captures,
-            score=m.score,
-            also=(*m.also, *places),
-            site=m.site,
-            by_site=m.by_site,
-        )
-    return kept
+    if folded:
+        written: dict[str, int] = {}
+        for i, one in enumerate(kept):
+            if isinstance(one, _Written) and FALLBACK_TAG not in one.record.tags:
+                written.setdefault(one.record.library, i)
+        # As ranked() orders mined matches that do not join the hand-written tier (stably).
+        for held in sorted(folded, key=lambda m: (-m.score, *_lesser(m.record))):
+            also.setdefault(written[held.library], []).append(held.entry.place(held.record))
+    return [m.built(also.get(i, ())) if isinstance(m, _Written) else m for i, m in enumerate(kept)]
 
 
 def _place(record: Record) -> str:
