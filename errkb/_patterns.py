@@ -654,13 +654,17 @@ class CutChain(NamedTuple):
     ``first`` the first chunk. Then each wildcard: its kind (``"+"``, ``"*"``: ``.+``, ``.*``;
     ``"d"``: ``\d+``), its stop (what :func:`cut_pattern` does not let a ``.`` wildcard run
     over; ``None``: where the walk stops, as the pattern goes on in a way it does not read),
-    and the chunk after it. A chunk is its text split at its backticks (each optional, as
-    :func:`loosen` makes it), a run of spaces written as one space.
+    and the chunk after it. A chunk is its text, a run of spaces written as one space; split
+    at its backticks when it has any (each optional, as :func:`loosen` makes it).
     """
 
     lead: str
-    first: tuple[str, ...]
-    gaps: tuple[tuple[str, str | None, tuple[str, ...]], ...]
+    first: _Chunk
+    gaps: tuple[tuple[str, str | None, _Chunk], ...]
+
+
+#: A chunk of a :class:`CutChain`: its text, or its parts between backticks when it has any.
+_Chunk = str | tuple[str, ...]
 
 
 #: :func:`may_end_inside`'s chunk ends: on a character the chunk does not hold, or in the chunk.
@@ -679,8 +683,8 @@ def cut_chain(pattern: str) -> CutChain | None:
 
     >>> cut_chain(r"Loaded weights of (?P<n>.+?) into `model`\. Next: (?P<m>\d+) (?:a|b)")
     ... # doctest: +NORMALIZE_WHITESPACE
-    CutChain(lead='Loaded weights of ', first=('Loaded weights of ',),
-             gaps=(('+', ' int', (' into ', 'model', '. Next: ')), ('d', '', (' ',))))
+    CutChain(lead='Loaded weights of', first='Loaded weights of ',
+             gaps=(('+', ' int', (' into ', 'model', '. Next: ')), ('d', '', ' ')))
     """
     head = head_pattern(pattern)
     tokens = [(m.lastgroup, m.group()) for m in _TOKEN.finditer(pattern)]
@@ -710,10 +714,14 @@ def cut_chain(pattern: str) -> CutChain | None:
             or before.endswith("`")
             or (kind == "d" and (not text or text[0].isdecimal()))
         )
-        gaps.append((kind, None if end else stop, tuple(text.split("`"))))
+        gaps.append((kind, None if end else stop, _chunk(text)))
         if end:
             break
-    return CutChain(lead, tuple(texts[0].split("`")), tuple(gaps))
+    return CutChain(lead, _chunk(texts[0]), tuple(gaps))
+
+
+def _chunk(text: str) -> _Chunk:
+    return tuple(text.split("`")) if "`" in text else text
 
 
 def _chain_items(
@@ -800,7 +808,10 @@ def may_end_inside(chain: CutChain, text: str) -> bool:
     each chunk has one place to be, and the text must go on as the chunk does or end in it.
     True is all that is said of text with other whitespace than single spaces.
     """
-    if not _single_spaced(text):
+    last = _SPACED[0]  # the text's whitespace, told once for a lookup's candidates
+    if last[0] is not text:
+        last = _SPACED[0] = (text, "  " not in text and text.isprintable())
+    if not last[1]:
         return True
     at = text.find(chain.lead)
     while at >= 0:
@@ -810,54 +821,47 @@ def may_end_inside(chain: CutChain, text: str) -> bool:
     return False
 
 
-def _single_spaced(text: str) -> bool:
-    """Whether ``text``'s only whitespace is single spaces: one message is told once."""
-    last = _SPACED[0]
-    if last[0] is not text:
-        last = _SPACED[0] = (text, "  " not in text and text.isprintable())
-    return last[1]
-
-
-#: The last text :func:`_single_spaced` told, and what it told (one item, replaced whole).
+#: The last text :func:`may_end_inside` told the whitespace of, and what it told.
 _SPACED: list[tuple[str | None, bool]] = [(None, False)]
 
 
 def _walk(chain: CutChain, text: str, at: int) -> bool:
     """Whether a cut match of the chain's pattern may start at ``at`` (see :func:`may_end_inside`)."""
     end = _chunk_end(chain.first, text, at)
+    size = len(text)
     for kind, stop, chunk in chain.gaps:
         if end < 0:
             return end == _ENDED
         if stop is None:  # the walk goes no further: the regex tells
             return True
         if kind == "d":
-            if end == len(text) or not text.isascii():  # \d is any decimal digit
+            if end == size or not text.isascii():  # \d is any decimal digit
                 return True
             rest = text[end:]
             at = end + len(rest) - len(rest.lstrip(_DIGITS))
             if at == end:
                 return False
-            if at == len(text):  # the text ends in the digits
+            if at == size:  # the text ends in the digits
                 return True
         else:
             at = text.find(stop, end)
             # The text ends in the wildcard, or near enough that its stop may be cut short too.
-            if at < 0 or at + len(stop) >= len(text) - 1:
+            if at < 0 or at + len(stop) >= size - 1:
                 return True
             if at == end and kind == "+":
                 return False
-        end = _chunk_end(chunk, text, at)
+        if chunk.__class__ is str:  # no backtick: most chunks, compared here
+            if not text.startswith(chunk, at):
+                return chunk.startswith(text[at:])  # ends in it?
+            end = at + len(chunk)
+        else:
+            end = _chunk_end(chunk, text, at)
     return end != _MISSED  # a whole match, or the pattern's rest, is the regex's to tell
 
 
-def _chunk_end(chunk: tuple[str, ...], text: str, at: int) -> int:
+def _chunk_end(chunk: _Chunk, text: str, at: int) -> int:
     """Where ``chunk`` ends in ``text`` from ``at``; :data:`_MISSED`, or :data:`_ENDED` in it."""
-    if len(chunk) == 1:  # no backtick: most chunks
-        part = chunk[0]
-        if text.startswith(part, at):
-            return at + len(part)
-        return _ENDED if part.startswith(text[at:]) else _MISSED
-    for i, part in enumerate(chunk):
+    for i, part in enumerate((chunk,) if isinstance(chunk, str) else chunk):
         if i and text.startswith("`", at):
             at += 1
         if text.startswith(part, at):

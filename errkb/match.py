@@ -619,8 +619,10 @@ class Matcher:
         # its Match are made only if it does not fold.
         found: list[_Written | _Held] = []
         searched: dict[str, tuple[regex.Match[str] | None, float]] = {}  # see _search
-        # The libraries a hand-written record matched so far (see below), unless frames rank.
-        written: set[str] | None = None if paths or raised_at is not None else set()
+        # Each library a hand-written record matched, with its best raise-site part (see
+        # _best_sites), as they are found.
+        best: dict[str, float] = {}
+        framed = bool(paths) or raised_at is not None
         for entry in self.candidates(message):
             record = entry.ref
             level = (
@@ -635,7 +637,7 @@ class Matcher:
             if result is None:
                 continue
             hit, form = result
-            if hit is None and mined and written is not None and record.library in written:
+            if hit is None and mined and not framed and record.library in best:
                 # Its literal run alone, with no frame to place it: _fold drops it (the
                 # hand-written match of its library is the message's own).
                 continue
@@ -647,7 +649,10 @@ class Matcher:
             if hit is None and not _holds_run(message, run):
                 continue
             whole = record.load()
-            bonus = _site(whole, paths, raised_at)
+            # Unframed, _site's first case is written here: a call is a tenth of a candidate.
+            bonus = (
+                _site(whole, paths, raised_at) if framed else _VARIANT if whole.variant_of else 0.0
+            )
             classes, shown = _NO_CLASSES, ""
             if worded or whole.skew is not None:  # Python's own words: they must name its own
                 covers = entry.covers(whole, written=not mined)
@@ -664,17 +669,16 @@ class Matcher:
                 part = cut_part if form else whole_part
             score = round(level + bonus + form + part, 4)
             if mined:
-                found.append(
-                    _Held(whole, whole.library, hit, score, bonus, worded, classes, shown, entry)
-                )
+                held = (whole, whole.library, hit, score, bonus, worded, classes, shown, entry)
+                found.append(_new(_Held, held))
             else:
                 captures = _NO_CAPTURES if hit is None else _Captures(hit)
-                found.append(_Written(whole, captures, score, bonus))
-                if written is not None and not fallback:
-                    written.add(whole.library)
+                found.append(_new(_Written, (whole, captures, score, bonus, False)))
+                if not fallback:
+                    best[whole.library] = max(bonus, best.get(whole.library, bonus))
         if not found and raised_at is None:  # most messages: nothing to rank or fold
             return []
-        return _fold(found, self._by_site(raised_at, spec, found))
+        return _fold(found, self._by_site(raised_at, spec, found), best)
 
     def _search(
         self,
@@ -1186,6 +1190,10 @@ class _Held(NamedTuple):
         return Match(record=record, captures=captures, score=self.score, site=self.site)
 
 
+#: A NamedTuple made from a tuple of its fields in C: its own constructor is Python.
+_new = tuple.__new__
+
+
 class _Written(NamedTuple):
     """A hand-written match not made yet: mined ones may fold into it (see :func:`_fold`).
 
@@ -1209,7 +1217,9 @@ class _Written(NamedTuple):
         )
 
 
-def _fold(found: list[_Written | _Held], by_site: list[Match]) -> list[Match]:
+def _fold(
+    found: list[_Written | _Held], by_site: list[Match], best: Mapping[str, float]
+) -> list[Match]:
     """One message's matches, ranked, mined ones folded into hand-written ones of their library.
 
     A mined match of a library with a hand-written match folds into the first such match,
@@ -1220,9 +1230,9 @@ def _fold(found: list[_Written | _Held], by_site: list[Match]) -> list[Match]:
     holds the message's literal run alone is dropped: a message of its library that the
     hand-written record matched whole or cut is its own, and the run is what a sibling message
     shares (vLLM's CPU worker words the seed's message with another setting to raise).
-    ``by_site`` are the matches of the raise site alone. Each Match is made once, last.
+    ``by_site`` are the matches of the raise site alone, ``best`` the hand-written ones'
+    :func:`_best_sites`. Each Match is made once, last.
     """
-    best = _best_sites(m for m in found if isinstance(m, _Written))
     made: list[Match | _Written] = []
     folded: list[_Held] = []
     for m in found:
@@ -1241,7 +1251,9 @@ def _fold(found: list[_Written | _Held], by_site: list[Match]) -> list[Match]:
             if isinstance(one, _Written) and FALLBACK_TAG not in one.record.tags:
                 written.setdefault(one.record.library, i)
         # As ranked() orders mined matches that do not join the hand-written tier (stably).
-        for held in sorted(folded, key=lambda m: (-m.score, *_lesser(m.record))):
+        if len(folded) > 1:
+            folded.sort(key=lambda m: (-m.score, *_lesser(m.record)))
+        for held in folded:
             also.setdefault(written[held.library], []).append(held.entry.place(held.record))
     return [m.built(also.get(i, ())) if isinstance(m, _Written) else m for i, m in enumerate(kept)]
 

@@ -411,8 +411,9 @@ class LazyPack:
         kept.update(*map(_FREE, met))
         needed = _NONE.union(*map(_SECONDS, met))
         for _, by_key, keys, _ in met:
-            for key in needed.intersection(keys):
-                kept.update(by_key[key])
+            if not needed.isdisjoint(keys):  # most: no set made
+                for key in needed.intersection(keys):
+                    kept.update(by_key[key])
         return kept
 
     def _word(self, word: str) -> _Met | None:
