@@ -650,17 +650,17 @@ def _literal_chars(tokens: list[tuple[str | None, str]], i: int) -> Iterator[str
 class CutChain(NamedTuple):
     r"""A pattern as :func:`may_end_inside` walks it: literal chunks between wildcards.
 
-    ``lead`` is the literal text a cut match starts with (its head's, up to a backtick),
-    ``first`` the first chunk. Then each wildcard: its kind (``"+"``, ``"*"``: ``.+``, ``.*``;
-    ``"d"``: ``\d+``), its stop (what :func:`cut_pattern` does not let a ``.`` wildcard run
-    over; ``None``: where the walk stops, as the pattern goes on in a way it does not read),
-    and the chunk after it. A chunk is its text, a run of spaces written as one space; split
-    at its backticks when it has any (each optional, as :func:`loosen` makes it).
+    ``lead`` is the literal text a cut match starts with (its head's, up to a backtick).
+    ``steps`` are the first chunk (kind ``"^"``: where the match starts), then each wildcard:
+    its kind (``"+"``, ``"*"``: ``.+``, ``.*``; ``"d"``: ``\d+``), its stop (what
+    :func:`cut_pattern` does not let a ``.`` wildcard run over; ``None``: where the walk stops,
+    as the pattern goes on in a way it does not read), and the chunk after it. A chunk is its
+    text, a run of spaces written as one space; split at its backticks when it has any (each
+    optional, as :func:`loosen` makes it).
     """
 
     lead: str
-    first: _Chunk
-    gaps: tuple[tuple[str, str | None, _Chunk], ...]
+    steps: tuple[tuple[str, str | None, _Chunk], ...]
 
 
 #: A chunk of a :class:`CutChain`: its text, or its parts between backticks when it has any.
@@ -683,8 +683,9 @@ def cut_chain(pattern: str) -> CutChain | None:
 
     >>> cut_chain(r"Loaded weights of (?P<n>.+?) into `model`\. Next: (?P<m>\d+) (?:a|b)")
     ... # doctest: +NORMALIZE_WHITESPACE
-    CutChain(lead='Loaded weights of', first='Loaded weights of ',
-             gaps=(('+', ' int', (' into ', 'model', '. Next: ')), ('d', '', ' ')))
+    CutChain(lead='Loaded weights of',
+             steps=(('^', '', 'Loaded weights of '), ('+', ' int', (' into ', 'model', '. Next: ')),
+                    ('d', '', ' ')))
     """
     head = head_pattern(pattern)
     tokens = [(m.lastgroup, m.group()) for m in _TOKEN.finditer(pattern)]
@@ -705,7 +706,7 @@ def cut_chain(pattern: str) -> CutChain | None:
         or any("``" in t for t in texts)
     ):
         return None
-    gaps = []
+    steps: list[tuple[str, str | None, _Chunk]] = [("^", "", _chunk(texts[0]))]
     for before, (kind, stop), text in zip(texts[:-1], kinds, texts[1:], strict=True):
         # The walk stops at a wildcard with no one place to end: digits that run into what
         # follows, or one after an optional backtick (it may take the backtick itself).
@@ -714,10 +715,10 @@ def cut_chain(pattern: str) -> CutChain | None:
             or before.endswith("`")
             or (kind == "d" and (not text or text[0].isdecimal()))
         )
-        gaps.append((kind, None if end else stop, _chunk(text)))
+        steps.append((kind, None if end else stop, _chunk(text)))
         if end:
             break
-    return CutChain(lead, _chunk(texts[0]), tuple(gaps))
+    return CutChain(lead, tuple(steps))
 
 
 def _chunk(text: str) -> _Chunk:
@@ -813,11 +814,47 @@ def may_end_inside(chain: CutChain, text: str) -> bool:
         last = _SPACED[0] = (text, "  " not in text and text.isprintable())
     if not last[1]:
         return True
-    at = text.find(chain.lead)
-    while at >= 0:
-        if _walk(chain, text, at):
-            return True
-        at = text.find(chain.lead, at + 1)
+    # Each place the head may start, walked in one loop (a call is a fifth of a walk).
+    lead, steps, size = chain.lead, chain.steps, len(text)
+    start = text.find(lead)
+    while start >= 0:
+        end = start
+        for kind, stop, chunk in steps:
+            if kind == "^":
+                at = start
+            elif stop is None:  # the walk goes no further: the regex tells
+                return True
+            elif kind == "d":
+                if end == size or not text.isascii():  # \d is any decimal digit
+                    return True
+                rest = text[end:]
+                at = end + len(rest) - len(rest.lstrip(_DIGITS))
+                if at == end:
+                    break
+                if at == size:  # the text ends in the digits
+                    return True
+            else:
+                at = text.find(stop, end)
+                # The text ends in the wildcard, or near enough that its stop may be cut too.
+                if at < 0 or at + len(stop) >= size - 1:
+                    return True
+                if at == end and kind == "+":
+                    break
+            if isinstance(chunk, str):  # no backtick: most chunks, compared here
+                if not text.startswith(chunk, at):
+                    if chunk.startswith(text[at:]):  # the text ends in it
+                        return True
+                    break
+                end = at + len(chunk)
+            else:
+                end = _chunk_end(chunk, text, at)
+                if end < 0:
+                    if end == _ENDED:
+                        return True
+                    break
+        else:
+            return True  # a whole match, or the pattern's rest: the regex's to tell
+        start = text.find(lead, start + 1)
     return False
 
 
@@ -825,43 +862,12 @@ def may_end_inside(chain: CutChain, text: str) -> bool:
 _SPACED: list[tuple[str | None, bool]] = [(None, False)]
 
 
-def _walk(chain: CutChain, text: str, at: int) -> bool:
-    """Whether a cut match of the chain's pattern may start at ``at`` (see :func:`may_end_inside`)."""
-    end = _chunk_end(chain.first, text, at)
-    size = len(text)
-    for kind, stop, chunk in chain.gaps:
-        if end < 0:
-            return end == _ENDED
-        if stop is None:  # the walk goes no further: the regex tells
-            return True
-        if kind == "d":
-            if end == size or not text.isascii():  # \d is any decimal digit
-                return True
-            rest = text[end:]
-            at = end + len(rest) - len(rest.lstrip(_DIGITS))
-            if at == end:
-                return False
-            if at == size:  # the text ends in the digits
-                return True
-        else:
-            at = text.find(stop, end)
-            # The text ends in the wildcard, or near enough that its stop may be cut short too.
-            if at < 0 or at + len(stop) >= size - 1:
-                return True
-            if at == end and kind == "+":
-                return False
-        if chunk.__class__ is str:  # no backtick: most chunks, compared here
-            if not text.startswith(chunk, at):
-                return chunk.startswith(text[at:])  # ends in it?
-            end = at + len(chunk)
-        else:
-            end = _chunk_end(chunk, text, at)
-    return end != _MISSED  # a whole match, or the pattern's rest, is the regex's to tell
+def _chunk_end(chunk: tuple[str, ...], text: str, at: int) -> int:
+    """Where a chunk with backticks ends in ``text`` from ``at``: its end, or a flag.
 
-
-def _chunk_end(chunk: _Chunk, text: str, at: int) -> int:
-    """Where ``chunk`` ends in ``text`` from ``at``; :data:`_MISSED`, or :data:`_ENDED` in it."""
-    for i, part in enumerate((chunk,) if isinstance(chunk, str) else chunk):
+    :data:`_MISSED`: the text goes on otherwise; :data:`_ENDED`: the text ends in the chunk.
+    """
+    for i, part in enumerate(chunk):
         if i and text.startswith("`", at):
             at += 1
         if text.startswith(part, at):
