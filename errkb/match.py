@@ -385,10 +385,10 @@ class _Entry:
         "_compiled",
         "_covers",
         "_cut",
-        "_facts",
         "_head",
         "_place",
         "_rest",
+        "facts",
         "ref",
     )
 
@@ -400,30 +400,30 @@ class _Entry:
         self._chain: CutChain | bool | None = False  # False: not looked at yet
         self._rest: Needs | None = None
         self._covers: _Covers | None = None
-        self._facts: tuple[bool, bool, float, float, bool, bool] | None = None
+        # What every lookup that meets the record reads of it (see read_facts), once read.
+        self.facts: tuple[bool, bool, float, float, bool, bool] | None = None
         self._place: str | None = None
 
-    @property
-    def facts(self) -> tuple[bool, bool, float, float, bool, bool]:
-        """What every lookup that meets the record reads of it, read once from the ref.
+    def read_facts(self) -> tuple[bool, bool, float, float, bool, bool]:
+        """What every lookup that meets the record reads of it, read from the ref once.
 
         Mined, fallback, the specificity part of a whole and of a cut match's score; then, for
         a mined record, whether it is mined from a check macro's own skeleton
-        (:func:`_skeleton`) and from a message Python words itself (:func:`_worded`).
+        (:func:`_skeleton`) and from a message Python words itself (:func:`_worded`). Kept as
+        :attr:`facts`, which a lookup reads without a call.
         """
-        if self._facts is None:
-            ref = self.ref
-            _, whole, cut = pattern_facts(ref.message_pattern)
-            mined = MINED_TAG in ref.tags
-            self._facts = (
-                mined,
-                FALLBACK_TAG in ref.tags,
-                whole / (whole + 40),
-                cut / (cut + 40),
-                mined and _skeleton(ref),
-                mined and _worded(ref),
-            )
-        return self._facts
+        ref = self.ref
+        _, whole, cut = pattern_facts(ref.message_pattern)
+        mined = MINED_TAG in ref.tags
+        self.facts = (
+            mined,
+            FALLBACK_TAG in ref.tags,
+            whole / (whole + 40),
+            cut / (cut + 40),
+            mined and _skeleton(ref),
+            mined and _worded(ref),
+        )
+        return self.facts
 
     def place(self, record: Record) -> str:
         """:func:`_place` of the entry's record (``record``, its whole), made once."""
@@ -628,7 +628,8 @@ class Matcher:
             level = (
                 _NO_CLASS if spec is None else spec.level(record.error_class, record.error_classes)
             )
-            mined, fallback, whole_part, cut_part, skeleton, worded = entry.facts
+            facts = entry.facts or entry.read_facts()
+            mined, fallback, whole_part, cut_part, skeleton, worded = facts
             if level is None or (level <= _UNRESOLVED and fallback):
                 continue  # a fallback is Python's own words under Python's own classes
             if skeleton and not _through(record.library, paths):
