@@ -650,7 +650,7 @@ class Matcher:
             if hit is None and not _holds_run(message, run):
                 continue
             whole = record.load()
-            # Unframed, _site's first case is written here: a call is a tenth of a candidate.
+            # Unframed, _site()'s first case, read here: every candidate would pay the call.
             bonus = (
                 _site(whole, paths, raised_at) if framed else _VARIANT if whole.variant_of else 0.0
             )
