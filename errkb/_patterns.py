@@ -503,7 +503,7 @@ class _Unpickler(Unpickler):
 
 
 #: regex's concurrent and partial arguments, given by position (see search()).
-_CONCURRENT, _WHOLE, _CUT = True, False, True
+_CONCURRENT, _WHOLE, _PARTIAL = True, False, True
 
 
 def search(
@@ -533,7 +533,6 @@ def search_prefix(
     head: regex.Pattern[str],
     text: str,
     timeout: float = DEFAULT_TIMEOUT,
-    chain: CutChain | None = None,
 ) -> regex.Match[str] | None:
     """A match of a pattern cut short by the end of ``text``, whose ``head`` is whole.
 
@@ -542,14 +541,12 @@ def search_prefix(
     pattern compiled from :func:`cut_pattern`, so that a wildcard cannot run on to the end over
     the words that should have followed it. The match's groups are those captured before the
     cut. ``None`` when ``text`` does not end inside such a match; a full match is not looked
-    for here (search first). ``chain``, the pattern's :func:`cut_chain`, rules most texts out
-    without the regex.
+    for here (search first). :func:`may_end_inside` rules most texts out before it, without
+    compiling the cut pattern.
     """
-    if chain is not None and not may_end_inside(chain, text):
-        return None
     for attempt in range(2):  # a timeout is tried once more, as in search()
         try:
-            found = cut.search(text, None, None, _CONCURRENT, _CUT, timeout)  # see search()
+            found = cut.search(text, None, None, _CONCURRENT, _PARTIAL, timeout)  # see search()
             break
         except TimeoutError as exc:
             if attempt:
@@ -770,9 +767,8 @@ def _chain_items(
         elif not (kind == "close" or i in plain):  # the walk ends where anything else begins
             break
         i += 1
-    else:
-        return [_SPACES.sub(" ", "".join(chunk)) for chunk in chunks], kinds, True
-    return [_SPACES.sub(" ", "".join(chunk)) for chunk in chunks], kinds, False
+    whole = i >= len(tokens)
+    return [_SPACES.sub(" ", "".join(chunk)) for chunk in chunks], kinds, whole
 
 
 def _plain_groups(tokens: list[tuple[str | None, str]]) -> set[int] | None:

@@ -639,8 +639,8 @@ class Matcher:
                 continue
             hit, form = result
             if hit is None and mined and not framed and record.library in best:
-                # Its literal run alone, with no frame to place it: _fold drops it (the
-                # hand-written match of its library is the message's own).
+                # Its literal run alone, with no frame to place it: its site part is below
+                # _SITE, so it cannot join the tier (_joins) and _fold would drop it.
                 continue
             run = (
                 _literal_run(record.message_pattern)
@@ -826,8 +826,6 @@ def ranked(found: Iterable[Match]) -> list[Match]:
     :func:`errkb.diagnose` and ``errkb scan``, so the order is this function's, not a key.
     """
     found = list(found)
-    if len(found) < 2:  # nothing to order
-        return found
     return _ranked(found, _best_sites(found))
 
 
@@ -837,7 +835,7 @@ _Ranked = TypeVar("_Ranked", bound="Match | _Written")
 
 def _ranked(found: list[_Ranked], best: Mapping[str, float]) -> list[_Ranked]:
     """:func:`ranked`, given the matches' :func:`_best_sites`."""
-    if len(found) < 2:
+    if len(found) < 2:  # nothing to order
         return found
 
     def key(m: _Ranked) -> tuple[bool, bool, bool, bool, float, bool, bool]:

@@ -71,6 +71,7 @@ from errkb._patterns import (
     cut_chain,
     cut_pattern,
     head_regex,
+    may_end_inside,
     search,
     search_prefix,
 )
@@ -824,10 +825,10 @@ def _where(record: RecordRef | Record, text: str) -> tuple[int, int] | None:
         hit = search(compiled, text)
         if hit is None:
             head = head_regex(record.message_pattern)
-            if head is not None:
+            chain = cut_chain(record.message_pattern)
+            if head is not None and (chain is None or may_end_inside(chain, text)):
                 cut = compile_pattern(cut_pattern(record.message_pattern))
-                chain = cut_chain(record.message_pattern)
-                hit = search_prefix(cut, compile_pattern(head), text, chain=chain)
+                hit = search_prefix(cut, compile_pattern(head), text)
     except regex_errors(PatternTimeoutError):
         return None
     return None if hit is None else hit.span()
